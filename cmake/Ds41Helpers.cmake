@@ -1,0 +1,44 @@
+# One helper per target kind (STYLE.md §18): libraries, tests, binaries, benchmarks.
+
+# Warnings on and clean; results must not depend on the compiler contracting a*b+c into an FMA
+# (the engine's canonical numerics, docs/numerics.md), so contraction is off everywhere.
+set(DS41_WARNINGS -Wall -Wextra -Wpedantic -Wshadow=local -Wno-unused-parameter -Werror=unused-result
+    -Werror=return-type)
+set(DS41_COMMON_FLAGS -ffp-contract=off -fno-fast-math)
+if(DS41_SANITIZE)
+  list(APPEND DS41_COMMON_FLAGS -fsanitize=${DS41_SANITIZE} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${DS41_SANITIZE})
+endif()
+
+function(ds41_apply_flags target)
+  target_compile_options(${target} PRIVATE ${DS41_WARNINGS} ${DS41_COMMON_FLAGS})
+endfunction()
+
+# ds41_library(name SOURCES a.cc b.cc DEPS x y)
+function(ds41_library name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${A_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC ${A_DEPS})
+  ds41_apply_flags(${name})
+endfunction()
+
+# ds41_binary(name SOURCES main.cc DEPS lib)
+function(ds41_binary name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_DEPS})
+  ds41_apply_flags(${name})
+endfunction()
+
+# ds41_test(name SOURCES x_test.cc DEPS lib LABEL unit)
+function(ds41_test name)
+  cmake_parse_arguments(A "" "LABEL" "SOURCES;DEPS" ${ARGN})
+  if(NOT A_LABEL)
+    set(A_LABEL unit)
+  endif()
+  add_executable(${name} ${A_SOURCES})
+  target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main)
+  ds41_apply_flags(${name})
+  gtest_discover_tests(${name} PROPERTIES LABELS ${A_LABEL} DISCOVERY_TIMEOUT 60)
+endfunction()

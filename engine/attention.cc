@@ -1,0 +1,223 @@
+// CSA2 attention of ForwardPass (MODEL.md §6.1, §6.3, §6.9): query path, FP8 window KV, sparse
+// attention over window + selected compressed entries with the sink, output de-rotation and the
+// grouped low-rank output projection.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/forward.h"
+#include "engine/numerics.h"
+#include "util/check.h"
+
+namespace ds41 {
+
+void DecodeWindowEntry(const uint8_t* e, int hd, float* out) {
+  for (int g = 0; g < hd / 32; ++g) {
+    const float s = E8m0ToF32(e[hd + g]);
+    for (int k = 0; k < 32; ++k) out[g * 32 + k] = E4m3ToF32(e[g * 32 + k]) * s;
+  }
+}
+
+void DecodeMainKv(const uint8_t* e, int hd, float* out) {
+  const uint8_t* scales = e + hd / 2;
+  for (int k = 0; k < hd; ++k) {
+    const uint8_t code = (k & 1) ? (e[k / 2] >> 4) : (e[k / 2] & 0xF);
+    out[k] = E2m1ToF32(code) * E4m3ToF32(scales[k / 16]);
+  }
+}
+
+void DecodeIndexKey(const uint8_t* e, int ihd, float* out) {
+  const uint8_t* scales = e + ihd / 2;
+  for (int k = 0; k < ihd; ++k) {
+    const uint8_t code = (k & 1) ? (e[k / 2] >> 4) : (e[k / 2] & 0xF);
+    out[k] = E2m1ToF32(code) * E8m0ToF32(scales[k / 32]);
+  }
+}
+
+void ForwardPass::ProduceWindowEntries(int L, const std::vector<float>& x, std::vector<uint8_t>* entries) const {
+  const LayerWeights& w = model_.weights().layers[L];
+  const int hd = c_.head_dim, rd = c_.rope_head_dim, eb = c_.window_entry_bytes();
+  std::vector<float> kv(static_cast<size_t>(rows_) * hd), kvn;
+  Lin8(x.data(), rows_, w.wkv, kv.data(), &qa_);
+  NormRows(kv, w.kv_norm, &kvn);
+  const RopeTable& rope = model_.rope(c_.roles[L].yarn);
+  std::vector<float> cs(rd / 2), sn(rd / 2);
+  entries->assign(static_cast<size_t>(rows_) * eb, 0);
+  for (int r = 0; r < rows_; ++r) {
+    float* v = &kvn[static_cast<size_t>(r) * hd];
+    rope.Angles(pos_[r], cs.data(), sn.data());
+    ApplyRope(v + (hd - rd), rd / 2, cs.data(), sn.data(), /*inverse=*/false);
+    uint8_t* e = &(*entries)[static_cast<size_t>(r) * eb];
+    for (int g = 0; g < hd / 32; ++g) e[hd + g] = QuantizeQdq8(v + g * 32, 32, e + g * 32).scale_e8m0;
+  }
+}
+
+const uint8_t* ForwardPass::WindowEntry(int L, const Segment& seg, int64_t p, const std::vector<uint8_t>& nw) const {
+  const int eb = c_.window_entry_bytes();
+  if (seg.ced_window != nullptr && L == c_.ced_split) {
+    const CedWindow& cw = *seg.ced_window;
+    const int64_t n = static_cast<int64_t>(cw.entries.size()) / eb;
+    return (p >= cw.start && p < cw.start + n) ? &cw.entries[(p - cw.start) * eb] : nullptr;
+  }
+  if (p >= seg.start) return &nw[static_cast<size_t>(seg.row0 + (p - seg.start)) * eb];
+  const WindowRing& ring = seg.state->rings[L];
+  if (p < ring.first_valid(c_.window_size) || p >= ring.end) return nullptr;
+  return &ring.slots[(p % c_.window_size) * eb];
+}
+
+void ForwardPass::CommitWindow(int L, const std::vector<uint8_t>& nw) {
+  const int eb = c_.window_entry_bytes(), W = c_.window_size;
+  for (const Segment& seg : segs_) {
+    WindowRing& ring = seg.state->rings[L];
+    if (seg.ced_window != nullptr && L == c_.ced_split) {
+      const CedWindow& cw = *seg.ced_window;
+      const int64_t n = static_cast<int64_t>(cw.entries.size()) / eb;
+      for (int64_t p = std::max(cw.start, cw.start + n - W); p < cw.start + n; ++p)
+        std::copy_n(&cw.entries[(p - cw.start) * eb], eb, &ring.slots[(p % W) * eb]);
+      ring.floor = cw.start;
+      ring.end = cw.start + n;
+      continue;
+    }
+    DS41_CHECK(ring.end == seg.start, "window ring of layer " << L << " ends at " << ring.end
+                                                              << ", segment starts at " << seg.start);
+    const int64_t end = seg.start + seg.n();
+    for (int64_t p = std::max(seg.start, end - W); p < end; ++p)
+      std::copy_n(&nw[static_cast<size_t>(seg.row0 + (p - seg.start)) * eb], eb, &ring.slots[(p % W) * eb]);
+    ring.end = end;
+  }
+}
+
+void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, const std::vector<uint8_t>& nw,
+                            float* o) const {
+  const LayerRole& role = c_.roles[L];
+  const LayerWeights& w = model_.weights().layers[L];
+  const int H = c_.n_heads, hd = c_.head_dim, W = c_.window_size;
+  const int64_t t = pos_[r];
+  int64_t lo = t - W + 1;
+  if (seg.ced_window != nullptr && L == c_.ced_split) {
+    lo = std::max(lo, seg.ced_window->start);
+  } else {
+    lo = std::max(lo, seg.state->rings[L].floor);
+  }
+  lo = std::max<int64_t>(lo, 0);
+
+  // The key list of MODEL.md §6.9 in canonical slot order: `window` slots holding the window
+  // positions ascending (absent ones last), then the selected compressed entries ascending. The
+  // online softmax runs over blocks of 64 slots, so each key's slot decides its block.
+  std::vector<float> keys;
+  std::vector<int> slot;
+  keys.reserve(static_cast<size_t>(W + 64) * hd);
+  for (int64_t p = lo; p <= t; ++p) {
+    const uint8_t* e = WindowEntry(L, seg, p, nw);
+    if (e == nullptr) continue;
+    keys.resize(keys.size() + hd);
+    DecodeWindowEntry(e, hd, &keys[keys.size() - hd]);
+    slot.push_back(static_cast<int>(p - lo));
+  }
+  if (role.ratio > 0) {
+    const KvSourceCache& kvs = seg.state->kv[role.kv_slot];
+    const int mb = c_.main_kv_bytes();
+    int k = 0;
+    for (int32_t j : topk_[r]) {
+      keys.resize(keys.size() + hd);
+      DecodeMainKv(&kvs.main_kv[static_cast<size_t>(j) * mb], hd, &keys[keys.size() - hd]);
+      slot.push_back(W + k++);
+    }
+  }
+
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const int nkeys = static_cast<int>(slot.size());
+  std::vector<float> s(64), p(64);
+  std::vector<double> pv(hd);
+  for (int h = 0; h < H; ++h) {
+    const float* qh = q + static_cast<size_t>(h) * hd;
+    float m = -1e30f, l = 0.0f;
+    std::vector<float> acc(hd, 0.0f);
+    for (int a = 0; a < nkeys;) {
+      const int block = slot[a] / 64;
+      int b = a;
+      while (b < nkeys && slot[b] / 64 == block) ++b;
+      float bm = -INFINITY;
+      for (int k = a; k < b; ++k) {
+        s[k - a] = DotBf16(qh, &keys[static_cast<size_t>(k) * hd], hd) * scale;
+        bm = std::max(bm, s[k - a]);
+      }
+      const float m_new = std::max(m, bm);
+      const float sf = ExpF(m - m_new);
+      double psum = 0.0;
+      for (int k = a; k < b; ++k) {
+        p[k - a] = ExpF(s[k - a] - m_new);
+        psum += p[k - a];
+      }
+      l = l * sf + static_cast<float>(psum);
+      std::fill(pv.begin(), pv.end(), 0.0);
+      for (int k = a; k < b; ++k) {
+        const double pb = RoundBf16(p[k - a]);  // probabilities enter the PV product as bf16
+        const float* key = &keys[static_cast<size_t>(k) * hd];
+        for (int d = 0; d < hd; ++d) pv[d] += pb * key[d];
+      }
+      for (int d = 0; d < hd; ++d) acc[d] = acc[d] * sf + static_cast<float>(pv[d]);
+      m = m_new;
+      a = b;
+    }
+    l = l + ExpF(w.attn_sink.at(h) - m);  // the sink joins the denominator only
+    for (int d = 0; d < hd; ++d) o[static_cast<size_t>(h) * hd + d] = RoundBf16(acc[d] / l);
+  }
+}
+
+void ForwardPass::Attention(int L, const std::vector<float>& x, std::vector<float>* out) {
+  const LayerRole& role = c_.roles[L];
+  const LayerWeights& w = model_.weights().layers[L];
+  const int H = c_.n_heads, hd = c_.head_dim, rd = c_.rope_head_dim, nope = hd - rd;
+  const RopeTable& rope = model_.rope(role.yarn);
+
+  // Query path (§6.1); cq is shared with the indexer.
+  std::vector<float> cq_raw(static_cast<size_t>(rows_) * c_.q_lora_rank), cq;
+  Lin8(x.data(), rows_, w.wq_a, cq_raw.data(), &qa_);
+  NormRows(cq_raw, w.q_norm, &cq);
+  std::vector<float> q(static_cast<size_t>(rows_) * H * hd);
+  Lin8(cq.data(), rows_, w.wq_b, q.data(), &qa_);
+  std::vector<float> cs(static_cast<size_t>(rows_) * (rd / 2)), sn(cs.size());
+  for (int r = 0; r < rows_; ++r) {
+    rope.Angles(pos_[r], &cs[static_cast<size_t>(r) * (rd / 2)], &sn[static_cast<size_t>(r) * (rd / 2)]);
+    for (int h = 0; h < H; ++h)
+      ApplyRope(&q[(static_cast<size_t>(r) * H + h) * hd + nope], rd / 2, &cs[static_cast<size_t>(r) * (rd / 2)],
+                &sn[static_cast<size_t>(r) * (rd / 2)], false);
+  }
+
+  // KV: window entries for every row (§6.3), then the compressor and indexer (§6.4-§6.8).
+  std::vector<uint8_t> nw;
+  ProduceWindowEntries(L, x, &nw);
+  if (role.ratio > 0) {
+    if (role.owns_compressor) Compress(L, x);
+    if (role.owns_indexer) Index(L, x, cq);
+  }
+
+  // Sparse attention with sink, then the output's rope dims de-rotated at the query position.
+  std::vector<float> o(static_cast<size_t>(rows_) * H * hd);
+  for (int r = 0; r < rows_; ++r) {
+    const Segment& seg = segs_[seg_of_row_[r]];
+    AttendRow(L, seg, r, &q[static_cast<size_t>(r) * H * hd], nw, &o[static_cast<size_t>(r) * H * hd]);
+    for (int h = 0; h < H; ++h)
+      ApplyRope(&o[(static_cast<size_t>(r) * H + h) * hd + nope], rd / 2, &cs[static_cast<size_t>(r) * (rd / 2)],
+                &sn[static_cast<size_t>(r) * (rd / 2)], /*inverse=*/true);
+  }
+  CommitWindow(L, nw);
+
+  // Grouped low-rank output projection: wo_a is block diagonal over groups of heads, applied to
+  // bf16 activations without quantization (§6.9), then wo_b as Lin8.
+  const int G = c_.o_groups, in_g = c_.heads_per_group() * hd, olr = c_.o_lora_rank;
+  std::vector<float> og(static_cast<size_t>(rows_) * in_g), rg(static_cast<size_t>(rows_) * olr);
+  std::vector<float> ra(static_cast<size_t>(rows_) * G * olr);
+  for (int g = 0; g < G; ++g) {
+    for (int r = 0; r < rows_; ++r)
+      std::copy_n(&o[static_cast<size_t>(r) * H * hd + static_cast<size_t>(g) * in_g], in_g, &og[static_cast<size_t>(r) * in_g]);
+    MatMulFp8Unquantized(og.data(), rows_, w.wo_a.Rows(static_cast<int64_t>(g) * olr, olr), rg.data());
+    for (int r = 0; r < rows_; ++r)
+      for (int n = 0; n < olr; ++n)
+        ra[static_cast<size_t>(r) * G * olr + static_cast<size_t>(g) * olr + n] = RoundBf16(rg[static_cast<size_t>(r) * olr + n]);
+  }
+  out->resize(static_cast<size_t>(rows_) * c_.dim);
+  Lin8(ra.data(), rows_, w.wo_b, out->data(), &qa_);
+}
+
+}  // namespace ds41

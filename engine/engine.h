@@ -1,0 +1,85 @@
+// Engine: the entry points every role uses on one Model (STYLE.md §1 "generate"): the exact path
+// (MODEL.md §10.5), the CED serving path (§10.6: encoder prefill + CED-source projection, decoder
+// replay over the last window positions) and encoder replay (§10.7). Inputs are validated here and
+// returned as Status; nothing below this layer sees an unchecked token.
+//
+// Thread-compatible: an Engine is cheap and stateless beyond its options; a SequenceState must not
+// be used by two calls at once.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/state.h"
+#include "util/status.h"
+
+namespace ds41 {
+
+// Tokens of a contiguous range of positions, with optional image-span flags and embeddings.
+struct TokenSpan {
+  std::vector<int32_t> tokens;
+  std::vector<uint8_t> image;        // empty, or one flag per token
+  std::vector<float> image_embeds;   // empty, or [tokens, dim] used for flagged rows
+};
+
+// What CED prefill hands to decoder replay (MODEL.md §10.6): the stream entering the first decoder
+// layer for the last window positions and the CED source's window KV "where available".
+struct EncoderHandoff {
+  int64_t h = 0, n = 0;              // positions [h, n) were encoded
+  int64_t stream_start = 0;          // x/pre hold positions [stream_start, n)
+  std::vector<uint16_t> x;           // [n - stream_start][hc * dim] bf16 bits
+  std::vector<float> pre;            // [n - stream_start][hc]
+  CedWindow window;                  // layer ced_split window entries
+};
+
+class Engine {
+ public:
+  explicit Engine(const Model& model) : model_(model) {}
+
+  // Called after each layer of every pass with (layer, first position, rows, stream [rows, hc*dim]).
+  using LayerObserver = std::function<void(int layer, int64_t first_pos, int rows, const std::vector<float>& X)>;
+  void set_layer_observer(LayerObserver f) { observer_ = std::move(f); }
+
+  // Exact path: all layers over `span` appended at state->length. `logits` gets [rows, vocab] for every
+  // row when all_logits, else for the last row only.
+  Status Prefill(SequenceState* state, const TokenSpan& span, bool all_logits, std::vector<float>* logits);
+
+  // One exact decode step for each sequence (one token each), batched: logits [batch, vocab].
+  Status DecodeBatch(const std::vector<SequenceState*>& states, const std::vector<int32_t>& tokens,
+                     std::vector<float>* logits);
+
+  // CED step 1-2: encoder layers plus the CED source's projection over `span` = positions [h, n) with
+  // h = state->length. The handoff carries the stream for [max(n - window, first kept), n) and the
+  // CED source window for [max(n - 2*window + 1, first available), n).
+  StatusOr<EncoderHandoff> EncodePrefill(SequenceState* state, const TokenSpan& span);
+
+  // CED step 3: decoder layers over [replay_start, n) with bounded replay at replay_start for the
+  // layers after the CED source (MODEL.md §10.4); `prompt` holds positions [0, n). Returns the logits
+  // of position n - 1. REQUIRES the handoff's stream to cover replay_start.
+  Status DecoderReplay(SequenceState* state, const TokenSpan& prompt, const EncoderHandoff& handoff,
+                       int64_t replay_start, std::vector<float>* logits);
+
+  // Encoder replay (MODEL.md §10.7): recompute the encoder layers over [start, h), h = state->length,
+  // with bounded replay at start, rebuilding encoder rings, the CED source window, the open compressor
+  // groups and the stream ring; global KV of [0, h) must already be in the state.
+  Status EncoderReplay(SequenceState* state, const TokenSpan& prompt, int64_t start);
+
+  // Exact == CED for prompts no longer than the window; the whole CED prefill in one call.
+  Status CedPrefill(SequenceState* state, const TokenSpan& prompt_all, int64_t replay_start, std::vector<float>* logits);
+
+ private:
+  Status CheckSpan(const TokenSpan& span, const char* what) const;
+  std::vector<int64_t> HistoryBefore(const TokenSpan& prompt, int64_t pos) const;
+  void Observe(ForwardPass* pass, int64_t first_pos);
+
+  const Model& model_;
+  LayerObserver observer_;
+};
+
+// Default decoder replay start for a prompt of n tokens: max(0, n - window).
+int64_t DefaultReplayStart(const ModelConfig& config, int64_t n);
+
+}  // namespace ds41

@@ -1,0 +1,170 @@
+#include "engine/kernels.h"
+
+#include <array>
+#include <cmath>
+
+#include "engine/numerics.h"
+
+namespace ds41 {
+namespace {
+
+const std::array<float, 256>& E4m3Table() {
+  static const std::array<float, 256> t = [] {
+    std::array<float, 256> r{};
+    for (int i = 0; i < 256; ++i) r[i] = E4m3ToF32(static_cast<uint8_t>(i));
+    return r;
+  }();
+  return t;
+}
+
+const std::array<float, 16>& E2m1Table() {
+  static const std::array<float, 16> t = [] {
+    std::array<float, 16> r{};
+    for (int i = 0; i < 16; ++i) r[i] = E2m1ToF32(static_cast<uint8_t>(i));
+    return r;
+  }();
+  return t;
+}
+
+}  // namespace
+
+void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out) {
+  out->rows = rows;
+  out->cols = cols;
+  out->codes.resize(static_cast<size_t>(rows * cols));
+  out->scales.resize(static_cast<size_t>(rows * (cols / 32)));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < cols / 32; ++b)
+      out->scales[r * (cols / 32) + b] =
+          QuantizeQdq8(x + r * cols + b * 32, 32, out->codes.data() + r * cols + b * 32).scale;
+}
+
+void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y) {
+  const auto& lut = E4m3Table();
+  const int64_t K = w.in, nb = K / 32;
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const uint8_t* ac = a.codes.data() + r * K;
+    const float* as = a.scales.data() + r * nb;
+    for (int64_t n = 0; n < w.out; ++n) {
+      const uint8_t* wc = w.codes + n * K;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        float part = 0.0f;
+        for (int64_t k = b * 32; k < b * 32 + 32; ++k) part += lut[ac[k]] * lut[wc[k]];
+        acc += part * as[b] * E8m0ToF32(w.scale(n, b));
+      }
+      y[r * w.out + n] = acc;
+    }
+  }
+}
+
+void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y) {
+  const auto& lut8 = E4m3Table();
+  const auto& lut4 = E2m1Table();
+  const int64_t K = w.in, nb = K / 32;
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const uint8_t* ac = a.codes.data() + r * K;
+    const float* as = a.scales.data() + r * nb;
+    for (int64_t n = 0; n < w.out; ++n) {
+      const uint8_t* wp = w.packed + n * (K / 2);
+      float acc = 0.0f;
+      for (int64_t b = 0; b < nb; ++b) {
+        float part = 0.0f;
+        for (int64_t k = b * 32; k < b * 32 + 32; k += 2) {
+          const uint8_t byte = wp[k / 2];
+          part += lut8[ac[k]] * lut4[byte & 0xF];
+          part += lut8[ac[k + 1]] * lut4[byte >> 4];
+        }
+        acc += part * as[b] * E8m0ToF32(w.scale(n, b));
+      }
+      y[r * w.out + n] = acc;
+    }
+  }
+}
+
+void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y) {
+  const int64_t K = w.cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * K;
+    for (int64_t n = 0; n < w.rows; ++n) {
+      const uint8_t* wr = w.p + 2 * n * K;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < K; b += 32) {
+        float part = 0.0f;
+        for (int64_t k = b; k < b + 32; ++k) part += xr[k] * Bf16ToF32(LoadU16(wr + 2 * k));
+        acc += part;
+      }
+      y[r * w.rows + n] = acc;
+    }
+  }
+}
+
+void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, float* y) {
+  const auto& lut = E4m3Table();
+  const int64_t K = w.in;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * K;
+    for (int64_t n = 0; n < w.out; ++n) {
+      const uint8_t* wc = w.codes + n * K;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < K / 32; ++b) {
+        float part = 0.0f;
+        for (int64_t k = b * 32; k < b * 32 + 32; ++k) part += xr[k] * lut[wc[k]];
+        acc += part * E8m0ToF32(w.scale(n, b));
+      }
+      y[r * w.out + n] = acc;
+    }
+  }
+}
+
+void MatMulF32Fp64(const float* x, int64_t rows, const F32View& w, float* y) {
+  const int64_t K = w.cols;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * K;
+    for (int64_t n = 0; n < w.rows; ++n) {
+      double acc = 0.0;
+      const uint8_t* wr = w.p + 4 * n * K;
+      for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(xr[k]) * static_cast<double>(LoadF32(wr + 4 * k));
+      y[r * w.rows + n] = static_cast<float>(acc);
+    }
+  }
+}
+
+float DotBf16(const float* a, const float* b, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t blk = 0; blk < n; blk += 32) {
+    float part = 0.0f;
+    for (int64_t k = blk; k < blk + 32; ++k) part += a[k] * b[k];
+    acc += part;
+  }
+  return acc;
+}
+
+float MeanSquare(const float* x, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return static_cast<float>(s / static_cast<double>(n));
+}
+
+void RmsNormRow(const float* x, const Bf16View& w, int64_t n, float eps, float* y) {
+  const float r = RsqrtF(MeanSquare(x, n) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = RoundBf16(w.at(i) * (x[i] * r));
+}
+
+void RoundToBf16(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = RoundBf16(x[i]);
+}
+
+void Lin8(const float* x, int64_t rows, const Fp8Linear& w, float* y, QuantActs* scratch) {
+  QuantizeActs(x, rows, w.in, scratch);
+  MatMulFp8(*scratch, w, y);
+  RoundToBf16(y, rows * w.out);
+}
+
+void Lin8(const float* x, int64_t rows, const Fp4Linear& w, float* y, QuantActs* scratch) {
+  QuantizeActs(x, rows, w.in, scratch);
+  MatMulFp4(*scratch, w, y);
+  RoundToBf16(y, rows * w.out);
+}
+
+}  // namespace ds41

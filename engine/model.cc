@@ -1,0 +1,36 @@
+#include "engine/model.h"
+
+#include <algorithm>
+
+#include "util/sha256.h"
+
+namespace ds41 {
+
+StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& dir) {
+  std::unique_ptr<Model> m(new Model());
+  m->dir_ = dir;
+  DS41_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromFile(dir + "/config.json"));
+  DS41_ASSIGN_OR_RETURN(m->ckpt_, SafetensorsCheckpoint::Open(dir));
+  DS41_ASSIGN_OR_RETURN(m->weights_, BindWeights(m->config_, m->ckpt_));
+  DS41_ASSIGN_OR_RETURN(m->engram_, EngramLayout::Build(m->config_));
+  if (!m->config_.engram_layer_ids.empty()) {
+    DS41_ASSIGN_OR_RETURN(m->token_map_, LoadEngramTokenMap(dir + "/engram_token_map.json", m->config_));
+  }
+  m->rope_plain_ = RopeTable(m->config_, /*yarn=*/false);
+  m->rope_yarn_ = RopeTable(m->config_, /*yarn=*/true);
+
+  Sha256 h;
+  h.Update(m->config_.ToJson());
+  std::vector<const TensorView*> views;
+  for (const auto& [name, v] : m->ckpt_.tensors()) views.push_back(&v);
+  std::sort(views.begin(), views.end(), [](const TensorView* a, const TensorView* b) { return a->name < b->name; });
+  for (const TensorView* v : views) {
+    h.Update(v->name + " " + v->Describe() + "\n");
+    if (v->nbytes <= (64u << 10) && (v->dtype == DType::kBF16 || v->dtype == DType::kF32) && v->shape.size() == 1)
+      h.Update(v->data, v->nbytes);
+  }
+  m->fingerprint_ = h.HexDigest();
+  return m;
+}
+
+}  // namespace ds41

@@ -1,0 +1,49 @@
+// Model: a checkpoint folder opened for inference: config, mapped weights and the tables derived
+// from them (RoPE, Engram layout, compressed-token map). Thread-safe: immutable after Open().
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/engram_layout.h"
+#include "engine/rope.h"
+#include "engine/safetensors.h"
+#include "engine/weights.h"
+#include "util/status.h"
+
+namespace ds41 {
+
+class Model {
+ public:
+  // Opens `dir` (config.json, safetensors, engram_token_map.json when Engram is configured).
+  static StatusOr<std::unique_ptr<Model>> Open(const std::string& dir);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const EngramLayout& engram() const { return engram_; }
+  const std::vector<int32_t>& engram_token_map() const { return token_map_; }
+  const RopeTable& rope(bool yarn) const { return yarn ? rope_yarn_ : rope_plain_; }
+  const std::string& dir() const { return dir_; }
+  size_t mapped_bytes() const { return ckpt_.mapped_bytes(); }
+
+  // Hex SHA-256 over the config, every tensor's name, dtype and shape, and the bytes of every
+  // small tensor (norms, biases, mHC parameters): two checkpoints that differ in shape or seed
+  // differ here. Used to namespace caches and to check that peers run the same model.
+  const std::string& fingerprint() const { return fingerprint_; }
+
+ private:
+  Model() = default;
+
+  std::string dir_;
+  ModelConfig config_;
+  SafetensorsCheckpoint ckpt_;
+  ModelWeights weights_;
+  EngramLayout engram_;
+  std::vector<int32_t> token_map_;
+  RopeTable rope_plain_, rope_yarn_;
+  std::string fingerprint_;
+};
+
+}  // namespace ds41
