@@ -149,7 +149,7 @@ StatusOr<EncoderHandoff> Engine::EncodePrefill(SequenceState* state, const Token
 }
 
 Status Engine::DecoderReplay(SequenceState* state, const TokenSpan& prompt, const EncoderHandoff& handoff,
-                             int64_t s, std::vector<float>* logits) {
+                             int64_t s, std::vector<float>* logits, bool all_rows) {
   const ModelConfig& c = model_.config();
   if (!c.ced_capable) return FailedPreconditionError("CED is not possible with this configuration: " + c.ced_problem);
   DS41_RETURN_IF_ERROR(CheckSpan(prompt, "replay"));
@@ -172,7 +172,9 @@ Status Engine::DecoderReplay(SequenceState* state, const TokenSpan& prompt, cons
   pass.SetStream(std::vector<uint16_t>(handoff.x.begin() + off * HD, handoff.x.end()),
                  std::vector<float>(handoff.pre.begin() + off * hc, handoff.pre.end()));
   pass.RunLayers(E, c.n_layers);
-  pass.Logits({pass.rows() - 1}, logits);
+  std::vector<int> rows;
+  for (int r = all_rows ? 0 : pass.rows() - 1; r < pass.rows(); ++r) rows.push_back(r);
+  pass.Logits(rows, logits);
   return Status::Ok();
 }
 

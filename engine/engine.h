@@ -57,10 +57,10 @@ class Engine {
   StatusOr<EncoderHandoff> EncodePrefill(SequenceState* state, const TokenSpan& span);
 
   // CED step 3: decoder layers over [replay_start, n) with bounded replay at replay_start for the
-  // layers after the CED source (MODEL.md §10.4); `prompt` holds positions [0, n). Returns the logits
-  // of position n - 1. REQUIRES the handoff's stream to cover replay_start.
+  // layers after the CED source (MODEL.md §10.4); `prompt` holds positions [0, n). `logits` gets the
+  // logits of position n - 1, or of every replayed position [replay_start, n) when all_rows.
   Status DecoderReplay(SequenceState* state, const TokenSpan& prompt, const EncoderHandoff& handoff,
-                       int64_t replay_start, std::vector<float>* logits);
+                       int64_t replay_start, std::vector<float>* logits, bool all_rows = false);
 
   // Encoder replay (MODEL.md §10.7): recompute the encoder layers over [start, h), h = state->length,
   // with bounded replay at start, rebuilding encoder rings, the CED source window, the open compressor

@@ -57,26 +57,39 @@ int64_t NextUnusedPrime(int64_t start, const std::vector<int64_t>& used) {
   return c;
 }
 
+std::vector<std::vector<int64_t>> EngramModuli(const ModelConfig& config) {
+  std::vector<std::vector<int64_t>> out;
+  std::vector<int64_t> used;  // primes are never reused across heads, orders or layers
+  for (size_t li = 0; li < config.engram_layer_ids.size(); ++li) {
+    std::vector<int64_t> moduli;
+    for (int n = 2; n <= config.engram_max_ngram_size; ++n) {
+      int64_t current = config.engram_vocab_size - 1;  // restarts for every (layer, order)
+      for (int h = 0; h < config.engram_n_heads; ++h) {
+        current = NextUnusedPrime(current, used);
+        used.push_back(current);
+        moduli.push_back(current);
+      }
+    }
+    out.push_back(std::move(moduli));
+  }
+  return out;
+}
+
 StatusOr<EngramLayout> EngramLayout::Build(const ModelConfig& config) {
   EngramLayout out;
   out.max_ngram_ = config.engram_max_ngram_size;
   out.heads_ = config.engram_n_heads;
   if (config.engram_layer_ids.empty()) return out;
-  std::vector<int64_t> used;
   // Every multiplier depends on the compressed vocabulary size (MODEL.md §8.3).
   const int64_t bound = std::max<int64_t>(1, (INT64_MAX / config.engram_compressed_vocab_size) / 2);
+  const std::vector<std::vector<int64_t>> moduli = EngramModuli(config);
   for (size_t li = 0; li < config.engram_layer_ids.size(); ++li) {
     EngramLayerLayout L;
     L.layer_id = config.engram_layer_ids[li];
-    for (int n = 2; n <= out.max_ngram_; ++n) {
-      int64_t current = config.engram_vocab_size - 1;
-      for (int h = 0; h < out.heads_; ++h) {
-        current = NextUnusedPrime(current, used);
-        used.push_back(current);
-        L.offsets.push_back(L.rows);
-        L.moduli.push_back(current);
-        L.rows += current;
-      }
+    for (int64_t m : moduli[li]) {
+      L.offsets.push_back(L.rows);
+      L.moduli.push_back(m);
+      L.rows += m;
     }
     if (L.rows != config.engram_num_embeddings[li])
       return InvalidArgumentError("config.json: text_config.engram_num_embeddings[" + std::to_string(li) + "] = " +

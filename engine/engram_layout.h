@@ -50,6 +50,9 @@ class EngramLayout {
   int heads_ = 0;
 };
 
+// Bucket moduli per Engram layer ([layers][cols]) by the rules of MODEL.md §8.2.
+std::vector<std::vector<int64_t>> EngramModuli(const ModelConfig& config);
+
 // Smallest prime > start not in `used` (deterministic Miller-Rabin; exact for all uint64).
 int64_t NextUnusedPrime(int64_t start, const std::vector<int64_t>& used);
 bool IsPrime(uint64_t n);

@@ -10,12 +10,13 @@
 namespace ds41 {
 namespace {
 
-// Indices of the `k` best of `score` (higher first, ties to the lower index), among finite scores.
+// Indices of the `k` best of `score` (higher first, ties to the lower index); -inf never qualifies
+// (masked out or unreachable), +inf is the pinned newest block.
 std::vector<int32_t> TopKByScore(const std::vector<float>& score, int k) {
   std::vector<int32_t> idx;
   idx.reserve(score.size());
   for (size_t j = 0; j < score.size(); ++j)
-    if (std::isfinite(score[j])) idx.push_back(static_cast<int32_t>(j));
+    if (score[j] > -INFINITY) idx.push_back(static_cast<int32_t>(j));
   auto better = [&](int32_t a, int32_t b) { return score[a] > score[b] || (score[a] == score[b] && a < b); };
   if (static_cast<int>(idx.size()) > k) {
     std::nth_element(idx.begin(), idx.begin() + k, idx.end(), better);

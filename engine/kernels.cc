@@ -49,9 +49,10 @@ void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y) {
       const uint8_t* wc = w.codes + n * K;
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        float part = 0.0f;
-        for (int64_t k = b * 32; k < b * 32 + 32; ++k) part += lut[ac[k]] * lut[wc[k]];
-        acc += part * as[b] * E8m0ToF32(w.scale(n, b));
+        float part = lut[ac[b * 32]] * lut[wc[b * 32]];
+        for (int64_t k = b * 32 + 1; k < b * 32 + 32; ++k) part += lut[ac[k]] * lut[wc[k]];
+        const float scaled = part * as[b] * E8m0ToF32(w.scale(n, b));
+        acc = b == 0 ? scaled : acc + scaled;
       }
       y[r * w.out + n] = acc;
     }
@@ -69,13 +70,15 @@ void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y) {
       const uint8_t* wp = w.packed + n * (K / 2);
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        float part = 0.0f;
-        for (int64_t k = b * 32; k < b * 32 + 32; k += 2) {
+        float part = lut8[ac[b * 32]] * lut4[wp[b * 16] & 0xF];
+        part += lut8[ac[b * 32 + 1]] * lut4[wp[b * 16] >> 4];
+        for (int64_t k = b * 32 + 2; k < b * 32 + 32; k += 2) {
           const uint8_t byte = wp[k / 2];
           part += lut8[ac[k]] * lut4[byte & 0xF];
           part += lut8[ac[k + 1]] * lut4[byte >> 4];
         }
-        acc += part * as[b] * E8m0ToF32(w.scale(n, b));
+        const float scaled = part * as[b] * E8m0ToF32(w.scale(n, b));
+        acc = b == 0 ? scaled : acc + scaled;
       }
       y[r * w.out + n] = acc;
     }
@@ -90,9 +93,9 @@ void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y) {
       const uint8_t* wr = w.p + 2 * n * K;
       float acc = 0.0f;
       for (int64_t b = 0; b < K; b += 32) {
-        float part = 0.0f;
-        for (int64_t k = b; k < b + 32; ++k) part += xr[k] * Bf16ToF32(LoadU16(wr + 2 * k));
-        acc += part;
+        float part = xr[b] * Bf16ToF32(LoadU16(wr + 2 * b));
+        for (int64_t k = b + 1; k < b + 32; ++k) part += xr[k] * Bf16ToF32(LoadU16(wr + 2 * k));
+        acc = b == 0 ? part : acc + part;
       }
       y[r * w.rows + n] = acc;
     }
@@ -108,9 +111,10 @@ void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, floa
       const uint8_t* wc = w.codes + n * K;
       float acc = 0.0f;
       for (int64_t b = 0; b < K / 32; ++b) {
-        float part = 0.0f;
-        for (int64_t k = b * 32; k < b * 32 + 32; ++k) part += xr[k] * lut[wc[k]];
-        acc += part * E8m0ToF32(w.scale(n, b));
+        float part = xr[b * 32] * lut[wc[b * 32]];
+        for (int64_t k = b * 32 + 1; k < b * 32 + 32; ++k) part += xr[k] * lut[wc[k]];
+        const float scaled = part * E8m0ToF32(w.scale(n, b));
+        acc = b == 0 ? scaled : acc + scaled;
       }
       y[r * w.out + n] = acc;
     }
@@ -133,9 +137,9 @@ void MatMulF32Fp64(const float* x, int64_t rows, const F32View& w, float* y) {
 float DotBf16(const float* a, const float* b, int64_t n) {
   float acc = 0.0f;
   for (int64_t blk = 0; blk < n; blk += 32) {
-    float part = 0.0f;
-    for (int64_t k = blk; k < blk + 32; ++k) part += a[k] * b[k];
-    acc += part;
+    float part = a[blk] * b[blk];
+    for (int64_t k = blk + 1; k < blk + 32; ++k) part += a[k] * b[k];
+    acc = blk == 0 ? part : acc + part;
   }
   return acc;
 }

@@ -1,0 +1,138 @@
+"""Checks the C++ engine against the independent oracle (oracle.py), MODEL.md §12 test plan.
+
+For every prompt length: runs `ds41 logits --dump` (prompt then greedy decode steps), runs the oracle
+on the same tokens (one prefill, then one-token decode steps), and requires
+  * logits and every layer's residual stream within 1e-3 relative L2 at every position and step,
+  * identical cache codes (FP4 main KV, FP4 index keys, FP8 window entries),
+  * identical greedy tokens.
+Prints per-prompt figures (max relative L2 and the share of bit-identical values). Exit 1 on failure.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import oracle as orc  # noqa: E402
+
+TOL = 1e-3
+
+
+def rel_l2(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    d = np.linalg.norm(a - b)
+    n = np.linalg.norm(b)
+    return d / n if n > 0 else d
+
+
+def prompt_tokens(n, vocab, seed):
+    rng = np.random.default_rng(seed * 1000 + n)
+    return [int(t) for t in rng.integers(3, vocab, size=n)]
+
+
+def run_case(args, ckpt, model, n, decode, image_span=None):
+    tokens = prompt_tokens(n, model.cfg.vocab, args.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "logits.npy")
+        cmd = [args.engine, "logits", "--model", ckpt, "--tokens", ",".join(map(str, tokens)), "--decode", str(decode),
+               "--out", out, "--dump", tmp]
+        if image_span:
+            cmd += ["--image-span", f"{image_span[0]}:{image_span[1]}"]
+        t0 = time.time()
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        t_engine = time.time() - t0
+        if res.returncode != 0:
+            return False, f"engine failed: {res.stderr.strip()}"
+        ids = [int(x) for x in res.stdout.strip().split(",")]
+        e_logits = np.load(out)
+        e_streams = np.load(os.path.join(tmp, "streams.npy"))
+        e_cache = {f[:-4]: np.load(os.path.join(tmp, f)) for f in os.listdir(tmp) if f.startswith(("main_kv", "index_keys", "window"))}
+        image = None
+        embeds = None
+        if image_span:
+            image = [image_span[0] <= i < image_span[1] for i in range(n)]
+            embeds = torch.from_numpy(np.load(os.path.join(tmp, "image_embeds.npy")))
+
+    t0 = time.time()
+    model.reset()
+    o_logits, o_streams = model.forward(tokens, image, embeds)
+    logits_rows, stream_rows = [o_logits], [o_streams]
+    o_ids = [int(torch.argmax(o_logits[-1]))]
+    for _ in range(decode):
+        lg, st = model.forward([ids[len(o_ids) - 1]])
+        logits_rows.append(lg)
+        stream_rows.append(st)
+        o_ids.append(int(torch.argmax(lg[-1])))
+    t_oracle = time.time() - t0
+    o_logits = torch.cat(logits_rows).numpy()
+    o_streams = torch.cat(stream_rows).numpy()
+    o_cache = model.caches()
+
+    problems = []
+    if ids != o_ids:
+        first = next(i for i in range(min(len(ids), len(o_ids))) if ids[i] != o_ids[i])
+        problems.append(f"greedy tokens differ from step {first}: engine {ids[first]} oracle {o_ids[first]}")
+    if e_logits.shape != o_logits.shape:
+        problems.append(f"logits shape {e_logits.shape} vs {o_logits.shape}")
+        return False, "; ".join(problems)
+    worst_logit = max(rel_l2(e_logits[i], o_logits[i]) for i in range(len(o_logits)))
+    es = e_streams.reshape(o_streams.shape)
+    worst_stream = max(rel_l2(es[i, L], o_streams[i, L]) for i in range(es.shape[0]) for L in range(es.shape[1]))
+    same_logits = float(np.mean(e_logits == o_logits))
+    same_streams = float(np.mean(es == o_streams))
+    if worst_logit > TOL:
+        problems.append(f"logits rel L2 {worst_logit:.2e} > {TOL}")
+    if worst_stream > TOL:
+        problems.append(f"stream rel L2 {worst_stream:.2e} > {TOL}")
+    for k, ov in o_cache.items():
+        ev = e_cache.get(k)
+        if ev is None or ev.shape != ov.shape or not np.array_equal(ev, ov):
+            diff = "missing" if ev is None else (f"shape {ev.shape} vs {ov.shape}" if ev.shape != ov.shape else
+                                                 f"{int(np.sum(ev != ov))} of {ov.size} bytes differ")
+            problems.append(f"cache {k}: {diff}")
+    tag = f"n={n:<4d}" + (f" image {image_span[0]}:{image_span[1]}" if image_span else "")
+    print(f"  {tag} steps={decode} logits relL2 {worst_logit:.1e} (bit-identical {same_logits:.4f}) "
+          f"streams relL2 {worst_stream:.1e} (bit-identical {same_streams:.4f}) caches "
+          f"{'identical' if not any(p.startswith('cache') for p in problems) else 'DIFFER'} "
+          f"tokens {'same' if ids == o_ids else 'DIFFER'}  [engine {t_engine:.1f}s, oracle {t_oracle:.1f}s]", flush=True)
+    return not problems, "; ".join(problems)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--engine", required=True)
+    ap.add_argument("--ckpt", required=True, help="checkpoint folder")
+    ap.add_argument("--prompts", default="1,2,3,15,16,17,33,64,257,300")
+    ap.add_argument("--decode", type=int, default=24)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--image-span", default="", help="also run one prompt with START:END flagged as image")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    model = orc.Oracle(args.ckpt)
+    print(f"checkpoint {args.ckpt}: {model.cfg.n_layers} layers, dim {model.cfg.dim}, window {model.cfg.window}")
+    failures = []
+    for n in [int(x) for x in args.prompts.split(",") if x]:
+        ok, why = run_case(args, args.ckpt, model, n, args.decode)
+        if not ok:
+            failures.append(f"n={n}: {why}")
+    if args.image_span:
+        a, b = [int(x) for x in args.image_span.split(":")]
+        n = max(b + 8, 40)
+        ok, why = run_case(args, args.ckpt, model, n, args.decode, (a, b))
+        if not ok:
+            failures.append(f"image n={n}: {why}")
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+    print("all cases agree")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,262 @@
+// ds41: the single-process engine on the command line.
+//   ds41 generate --model DIR --tokens 1,2,3 [--max-tokens N] [--temperature T --top-p P --seed S] [--mode exact|ced]
+//   ds41 logits   --model DIR --tokens 1,2,3 [--mode exact|ced] [--decode K] --out FILE.npy [--dump DIR]
+//   ds41 info     --model DIR
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+#include "engine/engine.h"
+#include "engine/model.h"
+#include "engine/sampling.h"
+#include "util/npy.h"
+
+namespace {
+
+using ds41::Status;
+
+ds41::StatusOr<std::vector<int32_t>> ParseTokens(const std::string& s) {
+  std::vector<int32_t> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > std::numeric_limits<int32_t>::max())
+      return ds41::InvalidArgumentError("--tokens: \"" + item + "\" is not a token id");
+    out.push_back(static_cast<int32_t>(v));
+  }
+  if (out.empty()) return ds41::InvalidArgumentError("--tokens: no token ids");
+  return out;
+}
+
+int Fail(const Status& s) {
+  std::cerr << "error: " << s.ToString() << "\n";
+  return s.code() == ds41::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+// Per-position, per-layer stream capture for --dump: [positions, layers, hc*dim].
+struct StreamDump {
+  int layers = 0, width = 0;
+  std::vector<std::vector<float>> by_pos;  // [pos] -> [layers * width]
+  void Record(int layer, int64_t first_pos, int rows, const std::vector<float>& X) {
+    for (int r = 0; r < rows; ++r) {
+      const size_t p = static_cast<size_t>(first_pos + r);
+      if (by_pos.size() <= p) by_pos.resize(p + 1, std::vector<float>(static_cast<size_t>(layers) * width, NAN));
+      std::copy_n(&X[static_cast<size_t>(r) * width], width, &by_pos[p][static_cast<size_t>(layer) * width]);
+    }
+  }
+};
+
+Status WriteDump(const std::string& dir, const ds41::Model& model, const ds41::SequenceState& st, const StreamDump& sd,
+                 const std::vector<int32_t>& tokens) {
+  const ds41::ModelConfig& c = model.config();
+  std::vector<float> flat;
+  for (const auto& v : sd.by_pos) flat.insert(flat.end(), v.begin(), v.end());
+  DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/streams.npy",
+                                      {static_cast<int64_t>(sd.by_pos.size()), c.n_layers, c.hc_mult, c.dim}, flat.data()));
+  DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/tokens.npy", {static_cast<int64_t>(tokens.size())}, tokens.data()));
+  for (size_t i = 0; i < st.kv.size(); ++i) {
+    const int L = c.kv_source_layers[i];
+    const auto& kv = st.kv[i];
+    const int64_t e = kv.entries(c.compress_ratios[L]);
+    DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/main_kv_L" + std::to_string(L) + ".npy", {e, c.main_kv_bytes()}, kv.main_kv.data()));
+    DS41_RETURN_IF_ERROR(
+        ds41::WriteNpy(dir + "/index_keys_L" + std::to_string(L) + ".npy", {e, c.index_key_bytes()}, kv.index_keys.data()));
+  }
+  for (int L = 0; L < c.n_layers; ++L) {
+    // Ring slots in position order: [held positions, entry bytes].
+    const auto& ring = st.rings[L];
+    std::vector<uint8_t> ordered;
+    const int eb = c.window_entry_bytes();
+    for (int64_t p = ring.first_valid(c.window_size); p < ring.end; ++p)
+      ordered.insert(ordered.end(), ring.slots.begin() + (p % c.window_size) * eb,
+                     ring.slots.begin() + (p % c.window_size + 1) * eb);
+    DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/window_L" + std::to_string(L) + ".npy",
+                                        {static_cast<int64_t>(ordered.size() / eb), eb}, ordered.data()));
+  }
+  return Status::Ok();
+}
+
+// Positions [a, b) flagged as an image span with seeded random embeddings (RMS 0.12, like text
+// embeddings): exercises bias_vl and the Engram DEAD logic without the vision tower.
+ds41::Status AddImageSpan(const std::string& arg, uint64_t seed, int dim, ds41::TokenSpan* span) {
+  const auto colon = arg.find(':');
+  if (colon == std::string::npos) return ds41::InvalidArgumentError("--image-span expects START:END");
+  const long a = std::strtol(arg.substr(0, colon).c_str(), nullptr, 10), b = std::strtol(arg.substr(colon + 1).c_str(), nullptr, 10);
+  const long n = static_cast<long>(span->tokens.size());
+  if (a < 0 || b <= a || b > n) return ds41::InvalidArgumentError("--image-span outside the prompt");
+  span->image.assign(n, 0);
+  span->image_embeds.assign(static_cast<size_t>(n) * dim, 0.0f);
+  ds41::Rng rng(seed);
+  for (long p = a; p < b; ++p) {
+    span->image[p] = 1;
+    for (int d = 0; d < dim; ++d) {
+      // Irwin-Hall approximation of a normal: the sum of 12 uniforms minus 6.
+      double v = -6.0;
+      for (int k = 0; k < 12; ++k) v += rng.Uniform();
+      span->image_embeds[static_cast<size_t>(p) * dim + d] = ds41::RoundBf16(static_cast<float>(0.12 * v));
+    }
+  }
+  return ds41::Status::Ok();
+}
+
+struct RunResult {
+  std::vector<float> logits;   // [rows, vocab]
+  std::vector<int32_t> ids;    // greedy/sampled ids after the prompt
+};
+
+// Prompt (exact or CED), then `steps` decode steps feeding the sampled tokens back.
+Status Run(const ds41::Model& model, ds41::Engine* engine, ds41::SequenceState* st, const ds41::TokenSpan& span,
+           const std::string& mode, int64_t replay_start, int steps, const ds41::SamplingParams& sp, bool all_logits,
+           bool stop_at_eos, RunResult* out) {
+  const ds41::ModelConfig& c = model.config();
+  const std::vector<int32_t>& tokens = span.tokens;
+  std::vector<float> logits;
+  const int V = c.vocab_size;
+  if (mode == "exact") {
+    DS41_RETURN_IF_ERROR(engine->Prefill(st, span, all_logits, &logits));
+  } else if (mode == "ced") {
+    DS41_ASSIGN_OR_RETURN(ds41::EncoderHandoff h, engine->EncodePrefill(st, span));
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    const int64_t s = replay_start >= 0 ? replay_start : ds41::DefaultReplayStart(c, n);
+    DS41_RETURN_IF_ERROR(engine->DecoderReplay(st, span, h, s, &logits, all_logits));
+    if (all_logits) {
+      // Positions before the replay start are not computed by CED (the decoder runs only [s, n)).
+      std::vector<float> full(static_cast<size_t>(n) * V, NAN);
+      std::copy(logits.begin(), logits.end(), full.begin() + s * V);
+      logits = std::move(full);
+    }
+  } else {
+    return ds41::InvalidArgumentError("--mode must be exact or ced");
+  }
+  out->logits = logits;
+  ds41::Rng rng(sp.seed);
+  int32_t next = ds41::SampleToken(&logits[logits.size() - V], V, sp, &rng);
+  out->ids.push_back(next);
+  for (int k = 0; k < steps; ++k) {
+    if (stop_at_eos && next == c.eos_token_id) break;
+    DS41_RETURN_IF_ERROR(engine->DecodeBatch({st}, {next}, &logits));
+    out->logits.insert(out->logits.end(), logits.begin(), logits.end());
+    next = ds41::SampleToken(logits.data(), V, sp, &rng);
+    out->ids.push_back(next);
+  }
+  return Status::Ok();
+}
+
+void PrintIds(const std::vector<int32_t>& ids) {
+  for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];
+  std::cout << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ds41: DeepSeek-V4.1-Flash single-process engine"};
+  app.require_subcommand(1);
+  std::string model_dir, tokens_arg, mode = "exact", out_path, dump_dir;
+  int max_tokens = 16, decode = 0;
+  int64_t replay_start = -1;
+  ds41::SamplingParams sp;
+  bool stop_at_eos = false;
+
+  auto* gen = app.add_subcommand("generate", "token ids in, token ids out");
+  gen->add_option("--model", model_dir, "checkpoint folder")->required();
+  gen->add_option("--tokens", tokens_arg, "prompt token ids, comma separated")->required();
+  gen->add_option("--max-tokens", max_tokens, "tokens to generate")->check(CLI::Range(1, 1 << 20));
+  gen->add_option("--temperature", sp.temperature, "0 = greedy");
+  gen->add_option("--top-p", sp.top_p, "nucleus mass");
+  gen->add_option("--seed", sp.seed, "sampling seed");
+  gen->add_option("--mode", mode, "exact or ced");
+  gen->add_option("--replay-start", replay_start, "CED decoder replay start (default: n - window)");
+  gen->add_flag("--stop-at-eos", stop_at_eos, "stop after the end-of-sequence token");
+
+  auto* lg = app.add_subcommand("logits", "float32 logits [T+K, vocab] to a .npy file");
+  lg->add_option("--model", model_dir, "checkpoint folder")->required();
+  lg->add_option("--tokens", tokens_arg, "prompt token ids, comma separated")->required();
+  lg->add_option("--mode", mode, "exact or ced");
+  lg->add_option("--decode", decode, "greedy decode steps after the prompt")->check(CLI::Range(0, 1 << 20));
+  lg->add_option("--replay-start", replay_start, "CED decoder replay start (default: n - window)");
+  lg->add_option("--out", out_path, "output .npy")->required();
+  lg->add_option("--dump", dump_dir, "also write per-layer streams and caches (.npy) into this folder");
+  std::string image_span;
+  uint64_t image_seed = 7;
+  lg->add_option("--image-span", image_span, "flag positions START:END as an image span (random embeddings)");
+  lg->add_option("--image-seed", image_seed, "seed of the image-span embeddings");
+
+  auto* info = app.add_subcommand("info", "configuration, layer map and fingerprint");
+  info->add_option("--model", model_dir, "checkpoint folder")->required();
+
+  CLI11_PARSE(app, argc, argv);
+
+  auto model_or = ds41::Model::Open(model_dir);
+  if (!model_or.ok()) return Fail(model_or.status());
+  const ds41::Model& model = **model_or;
+  const ds41::ModelConfig& c = model.config();
+
+  if (info->parsed()) {
+    std::cout << "model " << model_dir << "\nfingerprint " << model.fingerprint() << "\nmapped bytes " << model.mapped_bytes()
+              << "\nlayers " << c.n_layers << " (encoder 0-" << c.ced_split - 1 << ", decoder " << c.ced_split << "-"
+              << c.n_layers - 1 << (c.ced_capable ? "" : "; CED unavailable: " + c.ced_problem) << ")\n";
+    static const char* kMode[] = {"window", "full", "reindex", "reuse"};
+    for (int L = 0; L < c.n_layers; ++L) {
+      const auto& r = c.roles[L];
+      std::printf("  L%-3d ratio %d  %-8s kv %-3d topk %-3d%s%s%s\n", L, r.ratio, kMode[static_cast<int>(r.mode)], r.kv_source,
+                  r.topk_source, r.candidate_publisher ? "  pool-publisher" : "", r.candidate_consumer ? "  pool-consumer" : "",
+                  r.engram_slot >= 0 ? "  engram" : "");
+    }
+    return 0;
+  }
+
+  auto tokens = ParseTokens(tokens_arg);
+  if (!tokens.ok()) return Fail(tokens.status());
+  if (Status s = sp.Validate(); !s.ok()) return Fail(s);
+  ds41::Engine engine(model);
+  ds41::SequenceState st = ds41::SequenceState::Create(c);
+  RunResult res;
+  const auto t0 = std::chrono::steady_clock::now();
+  ds41::TokenSpan span{*tokens, {}, {}};
+  if (!image_span.empty()) {
+    if (Status s = AddImageSpan(image_span, image_seed, c.dim, &span); !s.ok()) return Fail(s);
+  }
+
+  if (gen->parsed()) {
+    Status s = Run(model, &engine, &st, span, mode, replay_start, max_tokens - 1, sp, false, stop_at_eos, &res);
+    if (!s.ok()) return Fail(s);
+    PrintIds(res.ids);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "%zu prompt tokens, %zu generated in %.2f s\n", tokens->size(), res.ids.size(), secs);
+    return 0;
+  }
+
+  StreamDump sd;
+  sd.layers = c.n_layers;
+  sd.width = c.hc_dim();
+  if (!dump_dir.empty())
+    engine.set_layer_observer([&](int layer, int64_t first_pos, int rows, const std::vector<float>& X) {
+      if (first_pos >= 0) sd.Record(layer, first_pos, rows, X);
+    });
+  ds41::SamplingParams greedy;
+  Status s = Run(model, &engine, &st, span, mode, replay_start, decode, greedy, true, false, &res);
+  if (!s.ok()) return Fail(s);
+  const int64_t rows = static_cast<int64_t>(res.logits.size() / c.vocab_size);
+  if (Status w = ds41::WriteNpy(out_path, {rows, c.vocab_size}, res.logits.data()); !w.ok()) return Fail(w);
+  if (!dump_dir.empty()) {
+    std::vector<int32_t> all = *tokens;
+    all.insert(all.end(), res.ids.begin(), res.ids.end() - 1);
+    if (Status w = WriteDump(dump_dir, model, st, sd, all); !w.ok()) return Fail(w);
+    if (!span.image.empty()) {
+      if (Status w = ds41::WriteNpy(dump_dir + "/image_embeds.npy", {static_cast<int64_t>(tokens->size()), c.dim},
+                                    span.image_embeds.data());
+          !w.ok())
+        return Fail(w);
+    }
+  }
+  PrintIds(res.ids);
+  return 0;
+}
