@@ -92,6 +92,10 @@ void ForwardPass::Compress(int L, const std::vector<float>& x) {
           }
           RmsNormRow(pooled.data(), w.comp_norm, hd, eps, latent.data());
           emit(kvs, p / m, latent.data());
+          // A closed group leaves no carry: keep the state canonical (serialized bytes depend only on
+          // the tokens, not on which group closed last).
+          std::fill(kvs.pending_kv.begin(), kvs.pending_kv.end(), 0.0f);
+          std::fill(kvs.pending_gate.begin(), kvs.pending_gate.end(), 0.0f);
         }
       }
       kvs.processed = p + 1;

@@ -10,9 +10,10 @@ StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& dir) {
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
   DS41_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromFile(dir + "/config.json"));
+  // Config-level consistency (Engram row counts) is reported before any tensor is looked at.
+  DS41_ASSIGN_OR_RETURN(m->engram_, EngramLayout::Build(m->config_));
   DS41_ASSIGN_OR_RETURN(m->ckpt_, SafetensorsCheckpoint::Open(dir));
   DS41_ASSIGN_OR_RETURN(m->weights_, BindWeights(m->config_, m->ckpt_));
-  DS41_ASSIGN_OR_RETURN(m->engram_, EngramLayout::Build(m->config_));
   if (!m->config_.engram_layer_ids.empty()) {
     DS41_ASSIGN_OR_RETURN(m->token_map_, LoadEngramTokenMap(dir + "/engram_token_map.json", m->config_));
   }

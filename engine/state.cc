@@ -39,7 +39,8 @@ class Writer {
 
 class Reader {
  public:
-  explicit Reader(const std::string& s) : p_(s.data()), end_(s.data() + s.size()) {}
+  // Reads s[offset, end); `s` must outlive the reader.
+  Reader(const std::string& s, size_t offset) : p_(s.data() + offset), end_(s.data() + s.size()) {}
   template <typename T>
   bool Pod(T* v) {
     if (static_cast<size_t>(end_ - p_) < sizeof(T)) return false;
@@ -52,17 +53,6 @@ class Reader {
   bool Vec(std::vector<T>* v, uint64_t expect) {
     uint64_t n;
     if (!Pod(&n) || n != expect) return false;
-    if (static_cast<uint64_t>(end_ - p_) / sizeof(T) < n) return false;
-    v->resize(n);
-    std::memcpy(v->data(), p_, n * sizeof(T));
-    p_ += n * sizeof(T);
-    return true;
-  }
-  // Reads a vector whose count must be a multiple of `unit` and at most `max_count`.
-  template <typename T>
-  bool VecMultiple(std::vector<T>* v, uint64_t unit, uint64_t max_count) {
-    uint64_t n;
-    if (!Pod(&n) || n % unit != 0 || n > max_count) return false;
     if (static_cast<uint64_t>(end_ - p_) / sizeof(T) < n) return false;
     v->resize(n);
     std::memcpy(v->data(), p_, n * sizeof(T));
@@ -134,7 +124,7 @@ StatusOr<SequenceState> SequenceState::Deserialize(const std::string& bytes, con
   auto bad = [](const std::string& what) { return DataLossError("sequence state: " + what); };
   if (bytes.size() < sizeof(kMagic) || std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0)
     return bad("not a serialized sequence state (bad magic)");
-  Reader r(bytes.substr(sizeof(kMagic)));
+  Reader r(bytes, sizeof(kMagic));
   uint32_t version = 0;
   uint64_t fp = 0;
   if (!r.Pod(&version) || version != kVersion) return bad("unsupported version");

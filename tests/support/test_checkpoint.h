@@ -1,0 +1,21 @@
+// Test fixtures: small checkpoints written by the project's own tool into per-process temporary
+// folders (never fixed paths, so ctest -j is safe).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/config.h"
+
+namespace ds41::testing {
+
+// A fresh temporary folder under $TMPDIR (or /tmp), removed at process exit.
+std::string TempDir(const std::string& tag);
+
+// Writes `config` with `seed` into a new temporary folder and returns its path.
+std::string WriteTestCheckpoint(const ModelConfig& config, uint64_t seed, const std::string& tag);
+
+// The tiny config of MODEL.md §12, written once per process.
+const std::string& TinyCheckpoint();
+
+}  // namespace ds41::testing
