@@ -1,6 +1,6 @@
 #include "ckpt/writer.h"
 
-#include <sys/stat.h>
+#include <filesystem>
 
 #include <algorithm>
 #include <cerrno>
@@ -26,8 +26,9 @@ struct Planned {
 };
 
 Status MakeDir(const std::string& d) {
-  if (::mkdir(d.c_str(), 0755) != 0 && errno != EEXIST)
-    return UnavailableError("cannot create " + d + ": " + std::strerror(errno));
+  std::error_code ec;
+  std::filesystem::create_directories(d, ec);
+  if (ec) return UnavailableError("cannot create " + d + ": " + ec.message());
   return Status::Ok();
 }
 

@@ -151,7 +151,7 @@ Status Run(const ds41::Model& model, ds41::Engine* engine, ds41::SequenceState* 
 
 void PrintIds(const std::vector<int32_t>& ids) {
   for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : "") << ids[i];
-  std::cout << "\n";
+  std::cout << std::endl;
 }
 
 }  // namespace

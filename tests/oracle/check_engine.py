@@ -108,14 +108,16 @@ def run_case(args, ckpt, model, n, decode, image_span=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--engine", required=True)
-    ap.add_argument("--ckpt", required=True, help="checkpoint folder")
+    ap.add_argument("--ckpt", required=True, help="checkpoint folder the engine runs")
+    ap.add_argument("--oracle-ckpt", default="", help="checkpoint the oracle runs (default: the same); a different "
+                    "one must make the check fail, which proves it can")
     ap.add_argument("--prompts", default="1,2,3,15,16,17,33,64,257,300")
     ap.add_argument("--decode", type=int, default=24)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--image-span", default="", help="also run one prompt with START:END flagged as image")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    model = orc.Oracle(args.ckpt)
+    model = orc.Oracle(args.oracle_ckpt or args.ckpt)
     print(f"checkpoint {args.ckpt}: {model.cfg.n_layers} layers, dim {model.cfg.dim}, window {model.cfg.window}")
     failures = []
     for n in [int(x) for x in args.prompts.split(",") if x]:
