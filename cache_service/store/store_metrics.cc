@@ -1,0 +1,42 @@
+#include "cache_service/store/store_metrics.h"
+
+namespace ds41 {
+namespace {
+
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  // 10 us .. ~10 s, log-spaced.
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 1e-5; v < 12.0; v *= 2.0) b.push_back(v);
+  return b;
+}
+
+}  // namespace
+
+StoreMetrics::StoreMetrics(prometheus::Registry& r)
+    : lookups(prometheus::BuildCounter().Name("ds41_store_lookups_total").Help("Lookups by result").Register(r)),
+      lookups_hit(lookups.Add({{"result", "hit"}})),
+      lookups_partial(lookups.Add({{"result", "partial"}})),
+      lookups_miss(lookups.Add({{"result", "miss"}})),
+      lookups_below_unit(lookups.Add({{"result", "below_unit"}})),
+      hit_tokens(prometheus::BuildCounter().Name("ds41_store_hit_tokens_total").Help("Tokens found cached by lookups").Register(r).Add({})),
+      queried_tokens(prometheus::BuildCounter().Name("ds41_store_queried_tokens_total").Help("Tokens asked for by lookups").Register(r).Add({})),
+      bytes(prometheus::BuildGauge().Name("ds41_store_bytes").Help("Bytes of units held").Register(r).Add({})),
+      units(prometheus::BuildGauge().Name("ds41_store_units").Help("Units held").Register(r).Add({})),
+      capacity_bytes(prometheus::BuildGauge().Name("ds41_store_capacity_bytes").Help("Configured capacity").Register(r).Add({})),
+      evictions(prometheus::BuildCounter().Name("ds41_store_evictions_total").Help("Units removed, by reason").Register(r)),
+      evictions_ttl(evictions.Add({{"reason", "ttl"}})),
+      evictions_capacity(evictions.Add({{"reason", "capacity"}})),
+      evictions_checksum(evictions.Add({{"reason", "checksum"}})),
+      evictions_namespace(evictions.Add({{"reason", "namespace"}})),
+      evicted_bytes(prometheus::BuildCounter().Name("ds41_store_evicted_bytes_total").Help("Bytes of units removed").Register(r).Add({})),
+      checksum_failures(prometheus::BuildCounter().Name("ds41_store_checksum_failures_total").Help("Units whose checksum failed on read").Register(r).Add({})),
+      read_bytes(prometheus::BuildCounter().Name("ds41_store_read_bytes_total").Help("Unit bytes served").Register(r).Add({})),
+      write_bytes(prometheus::BuildCounter().Name("ds41_store_write_bytes_total").Help("Unit bytes written").Register(r).Add({})),
+      units_written(prometheus::BuildCounter().Name("ds41_store_units_written_total").Help("Units written").Register(r).Add({})),
+      units_read(prometheus::BuildCounter().Name("ds41_store_units_read_total").Help("Units served").Register(r).Add({})),
+      read_seconds(prometheus::BuildHistogram().Name("ds41_store_read_seconds").Help("Time to read one unit").Register(r).Add({}, LatencyBuckets())),
+      write_seconds(prometheus::BuildHistogram().Name("ds41_store_write_seconds").Help("Time to write one unit").Register(r).Add({}, LatencyBuckets())),
+      recovery_seconds(prometheus::BuildGauge().Name("ds41_store_recovery_seconds").Help("Time the last open spent recovering").Register(r).Add({})),
+      recovered_units(prometheus::BuildGauge().Name("ds41_store_recovered_units").Help("Units found at the last open").Register(r).Add({})) {}
+
+}  // namespace ds41

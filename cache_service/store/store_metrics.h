@@ -1,0 +1,43 @@
+// StoreMetrics: what the unit store reports (SERVING.md §7, ANCHORS.md §16 "Prefix store"). The
+// store updates these; the service exposes them through prometheus-cpp. Thread-safe (atomics).
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace ds41 {
+
+struct StoreMetrics {
+  explicit StoreMetrics(prometheus::Registry& registry);
+
+  prometheus::Family<prometheus::Counter>& lookups;  // result: hit | partial | miss | below_unit
+  prometheus::Counter& lookups_hit;
+  prometheus::Counter& lookups_partial;
+  prometheus::Counter& lookups_miss;
+  prometheus::Counter& lookups_below_unit;
+  prometheus::Counter& hit_tokens;
+  prometheus::Counter& queried_tokens;
+  prometheus::Gauge& bytes;
+  prometheus::Gauge& units;
+  prometheus::Gauge& capacity_bytes;
+  prometheus::Family<prometheus::Counter>& evictions;  // reason: ttl | capacity | checksum | namespace
+  prometheus::Counter& evictions_ttl;
+  prometheus::Counter& evictions_capacity;
+  prometheus::Counter& evictions_checksum;
+  prometheus::Counter& evictions_namespace;
+  prometheus::Counter& evicted_bytes;
+  prometheus::Counter& checksum_failures;
+  prometheus::Counter& read_bytes;
+  prometheus::Counter& write_bytes;
+  prometheus::Counter& units_written;
+  prometheus::Counter& units_read;
+  prometheus::Histogram& read_seconds;
+  prometheus::Histogram& write_seconds;
+  prometheus::Gauge& recovery_seconds;
+  prometheus::Gauge& recovered_units;
+};
+
+}  // namespace ds41

@@ -1,0 +1,110 @@
+// UnitStore: cache units on local SSD in RocksDB (the only file that includes <rocksdb/...>).
+//
+// Layout (column families, in this order; never reorder):
+//   units  ns|key        -> unit bytes        integrated blob files: ~57 KB values live in blob files,
+//                                              the LSM holds only small blob references
+//   index  ns|key        -> UnitMeta          size, tokens, times; what Lookup reads (no payload)
+//          ns|parent|key -> tail tokens       tail markers: which tails follow a unit (or the root)
+//   lru    be64(access)|ns|key -> ""          access order for TTL and capacity eviction
+// Every write goes through one function (Commit) that applies the acknowledgement policy (WAL on,
+// optional fsync) and updates metrics.
+//
+// Thread-safe: all methods may be called concurrently.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache_service/store/store_metrics.h"
+#include "util/clock.h"
+#include "util/status.h"
+
+namespace rocksdb {
+class DB;
+class ColumnFamilyHandle;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace ds41 {
+
+using Key32 = std::array<uint8_t, 32>;
+
+struct StoreOptions {
+  std::string path;
+  uint64_t capacity_bytes = uint64_t{64} << 30;  // LRU eviction beyond this
+  int64_t ttl_seconds = 72 * 3600;               // since last access; <= 0: never expire
+  bool sync_writes = false;  // WAL is always on; sync also survives power loss (kill -9 needs only the WAL)
+  const Clock* clock = nullptr;                  // default: system clock
+};
+
+struct TailMarker {
+  Key32 key{};
+  uint32_t tokens = 0;
+};
+
+struct Presence {
+  bool present = false;
+  uint32_t tokens = 0;              // of the unit, when present
+  std::vector<TailMarker> tails;    // tails stored after this key (also for absent keys such as the root)
+};
+
+struct StoreStats {
+  uint64_t units = 0, bytes = 0, capacity = 0;
+};
+
+class UnitStore {
+ public:
+  // Opens (creating if missing) and recovers: counts units and bytes from the index.
+  static StatusOr<std::unique_ptr<UnitStore>> Open(const StoreOptions& options, StoreMetrics* metrics);
+  ~UnitStore();
+
+  // Stores `unit` (already validated) under ns|key; `parent` set for a tail unit. Returns once the
+  // write is in the WAL (and fsynced when sync_writes). May evict least recently used units.
+  Status Put(const Key32& ns, const Key32& key, const Key32* parent, uint32_t tokens, std::string_view unit);
+
+  // The unit's bytes, or nullopt when absent. A unit whose checksum fails is deleted, counted and
+  // reported as absent: it is never served.
+  StatusOr<std::optional<std::string>> Get(const Key32& ns, const Key32& key);
+
+  // Presence of each key and the tails that follow it, from the index only (no payload reads).
+  StatusOr<std::vector<Presence>> Lookup(const Key32& ns, const std::vector<Key32>& keys);
+
+  // Removes every unit of a namespace; returns how many.
+  StatusOr<uint64_t> DeleteNamespace(const Key32& ns);
+
+  // Removes units idle for longer than the TTL; returns how many. Called periodically.
+  StatusOr<uint64_t> EvictExpired();
+
+  // Forces compaction (blob garbage collection included): on-disk bytes then reflect live units.
+  Status Compact();
+
+  StoreStats stats() const;
+
+ private:
+  struct Meta;
+  UnitStore() = default;
+  Status Commit(rocksdb::WriteBatch* batch);
+  Status RemoveLocked(const std::string& index_key, const Meta& meta, rocksdb::WriteBatch* batch);
+  Status EvictToCapacity();
+  StatusOr<uint64_t> EvictWhile(const std::function<bool(int64_t access_ms)>& pred, prometheus::Counter* reason);
+  std::mutex& StripeFor(std::string_view key);
+
+  StoreOptions opt_;
+  StoreMetrics* metrics_ = nullptr;
+  const Clock* clock_ = nullptr;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> cf_;  // default, units, index, lru
+  std::array<std::mutex, 64> stripes_;
+  std::mutex evict_mu_;
+  std::atomic<uint64_t> units_{0}, bytes_{0};
+};
+
+}  // namespace ds41

@@ -1,0 +1,67 @@
+#include "unit/unit_key.h"
+
+#include "util/sha256.h"
+
+namespace ds41 {
+namespace {
+
+UnitKey Finish(Sha256* h) {
+  auto d = h->Digest();
+  UnitKey k;
+  std::copy(d.begin(), d.end(), k.begin());
+  return k;
+}
+
+void PutTokens(Sha256* h, const int32_t* t, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t v = static_cast<uint32_t>(t[i]);
+    const uint8_t b[4] = {static_cast<uint8_t>(v), static_cast<uint8_t>(v >> 8), static_cast<uint8_t>(v >> 16),
+                          static_cast<uint8_t>(v >> 24)};
+    h->Update(b, 4);
+  }
+}
+
+UnitKey Chained(const char* domain, size_t dlen, const UnitKey& prev, const int32_t* t, size_t n) {
+  Sha256 h;
+  h.Update(domain, dlen);
+  h.Update(prev.data(), prev.size());
+  PutTokens(&h, t, n);
+  return Finish(&h);
+}
+
+}  // namespace
+
+UnitKey NamespaceRoot(const Fingerprint& model, uint16_t version, const std::string& salt) {
+  Sha256 h;
+  static const char kDomain[] = "ds41-unit-namespace";
+  h.Update(kDomain, sizeof(kDomain));  // includes the terminating 0
+  h.Update(model.data(), model.size());
+  const uint8_t v[2] = {static_cast<uint8_t>(version), static_cast<uint8_t>(version >> 8)};
+  h.Update(v, 2);
+  h.Update(salt);
+  return Finish(&h);
+}
+
+UnitKey ChainKey(const UnitKey& prev, const int32_t* t, size_t n) {
+  static const char kDomain[] = "ds41-unit";
+  return Chained(kDomain, sizeof(kDomain), prev, t, n);
+}
+
+UnitKey TailKey(const UnitKey& prev, const int32_t* t, size_t n) {
+  static const char kDomain[] = "ds41-tail";
+  return Chained(kDomain, sizeof(kDomain), prev, t, n);
+}
+
+std::vector<UnitKey> ChainKeys(const UnitKey& root, const std::vector<int32_t>& tokens, int U) {
+  std::vector<UnitKey> keys;
+  UnitKey prev = root;
+  for (size_t i = 0; i + U <= tokens.size(); i += U) {
+    prev = ChainKey(prev, tokens.data() + i, U);
+    keys.push_back(prev);
+  }
+  return keys;
+}
+
+std::string KeyHex(const UnitKey& k) { return ToHex(k.data(), k.size()); }
+
+}  // namespace ds41

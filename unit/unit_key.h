@@ -1,0 +1,32 @@
+// Cache-unit keys: chained SHA-256 under a namespace (SERVING.md §3). The same bytes in every
+// process and on every machine.
+//
+//   root    = SHA-256("ds41-unit-namespace" 0 | model fingerprint (32 B) | format version (u16 LE) | tenant salt)
+//   k_0     = root
+//   k_i     = SHA-256("ds41-unit" 0 | k_{i-1} | tokens of unit i as u32 LE)           full unit i >= 1
+//   tail(k) = SHA-256("ds41-tail" 0 | k | tokens as u32 LE)                            a turn's tail after k
+//
+// A different model, unit format or tenant salt changes the root and therefore every key.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "unit/unit_format.h"
+
+namespace ds41 {
+
+using UnitKey = std::array<uint8_t, 32>;
+
+UnitKey NamespaceRoot(const Fingerprint& model, uint16_t format_version, const std::string& tenant_salt);
+UnitKey ChainKey(const UnitKey& prev, const int32_t* tokens, size_t n);
+UnitKey TailKey(const UnitKey& prev, const int32_t* tokens, size_t n);
+
+// Keys of every full unit of a prompt: chain[i] covers tokens [i*U, (i+1)*U).
+std::vector<UnitKey> ChainKeys(const UnitKey& root, const std::vector<int32_t>& tokens, int unit_tokens);
+
+std::string KeyHex(const UnitKey& k);
+
+}  // namespace ds41
