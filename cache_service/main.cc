@@ -1,0 +1,105 @@
+// cache_service: the persistent global-KV store node. Thin: options -> store -> gRPC service ->
+// metrics endpoint -> wait for a signal.
+#include <CLI/CLI.hpp>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <iostream>
+#include <thread>
+
+#include "cache_service/service.h"
+#include "rpc/server.h"
+#include "unit/unit_format.h"
+#include "util/process.h"
+
+int main(int argc, char** argv) {
+  ds41::BlockTerminationSignals();
+  CLI::App app{"ds41 cache_service: cache units in RocksDB on SSD, over gRPC"};
+  std::string listen = "127.0.0.1:7400", metrics_listen = "127.0.0.1:9400", path = "./cache-data", capacity = "64G",
+              fingerprint;
+  double ttl_hours = 72;
+  int sweep_seconds = 60;
+  bool sync_writes = false, print_config = false;
+  app.add_option("--listen", listen, "gRPC address (port 0: any free port)")->envname("DS41_CACHE_LISTEN");
+  app.add_option("--metrics-listen", metrics_listen, "Prometheus /metrics address")->envname("DS41_CACHE_METRICS_LISTEN");
+  app.add_option("--path", path, "RocksDB directory (an SSD)")->envname("DS41_CACHE_PATH");
+  app.add_option("--capacity", capacity, "bytes kept before LRU eviction (K/M/G/T)")->envname("DS41_CACHE_CAPACITY");
+  app.add_option("--ttl-hours", ttl_hours, "units idle longer than this expire (0: never)")->envname("DS41_CACHE_TTL_HOURS");
+  app.add_option("--sweep-seconds", sweep_seconds, "how often expired units are removed")->envname("DS41_CACHE_SWEEP_SECONDS")
+      ->check(CLI::Range(1, 86400));
+  app.add_flag("--sync-writes", sync_writes, "fsync every acknowledged write (survives power loss, not only kill -9)")
+      ->envname("DS41_CACHE_SYNC_WRITES");
+  app.add_option("--model-fingerprint", fingerprint, "accept only this model's units")->envname("DS41_MODEL_FINGERPRINT");
+  app.add_flag("--print-config", print_config, "print the effective configuration and exit");
+  CLI11_PARSE(app, argc, argv);
+  if (print_config) {
+    std::cout << app.config_to_str(true, false);
+    return 0;
+  }
+  auto cap = ds41::ParseByteSize(capacity);
+  if (!cap.ok()) {
+    std::cerr << "--capacity: " << cap.status().message() << "\n";
+    return 2;
+  }
+  if (!fingerprint.empty() && !ds41::ParseFingerprint(fingerprint).ok()) {
+    std::cerr << "--model-fingerprint must be 64 hex characters\n";
+    return 2;
+  }
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  ds41::StoreMetrics metrics(*registry);
+  ds41::StoreOptions so;
+  so.path = path;
+  so.capacity_bytes = *cap;
+  so.ttl_seconds = static_cast<int64_t>(ttl_hours * 3600);
+  so.sync_writes = sync_writes;
+  auto store = ds41::UnitStore::Open(so, &metrics);
+  if (!store.ok()) {
+    std::cerr << store.status().ToString() << "\n";
+    return 1;
+  }
+  ds41::CacheService service(store->get(), &metrics, {fingerprint});
+  ds41::RpcServerOptions ro;
+  ro.address = listen;
+  auto server = ds41::StartRpcServer(ro, {&service});
+  if (!server.ok()) {
+    std::cerr << server.status().ToString() << "\n";
+    return 1;
+  }
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
+  } catch (const std::exception& e) {
+    std::cerr << "cannot serve metrics on " << metrics_listen << ": " << e.what() << "\n";
+    return 1;
+  }
+  exposer->RegisterCollectable(registry);
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  const std::string mhost = metrics_listen.substr(0, metrics_listen.rfind(':'));
+  std::cout << "cache_service ready grpc=" << host << ":" << server->port << " metrics=" << mhost << ":"
+            << exposer->GetListeningPorts().at(0) << " units=" << (*store)->stats().units << std::endl;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  std::thread sweeper([&] {
+    std::unique_lock<std::mutex> l(mu);
+    while (!cv.wait_for(l, std::chrono::seconds(sweep_seconds), [&] { return stopping; })) {
+      auto n = (*store)->EvictExpired();
+      if (!n.ok()) std::cerr << "ttl sweep: " << n.status().ToString() << "\n";
+    }
+  });
+  const int sig = ds41::WaitForTerminationSignal();
+  std::cerr << "cache_service: signal " << sig << ", shutting down\n";
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  {
+    std::lock_guard<std::mutex> l(mu);
+    stopping = true;
+  }
+  cv.notify_all();
+  sweeper.join();
+  return 0;
+}

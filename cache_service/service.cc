@@ -1,0 +1,156 @@
+#include "cache_service/service.h"
+
+#include <cstring>
+
+#include "rpc/status_map.h"
+#include "unit/unit_format.h"
+
+namespace ds41 {
+namespace {
+
+namespace pb = ds41::cache::v1;
+
+bool ToKey(const std::string& bytes, Key32* k) {
+  if (bytes.size() != 32) return false;
+  std::memcpy(k->data(), bytes.data(), 32);
+  return true;
+}
+
+std::string FromKey(const Key32& k) { return std::string(reinterpret_cast<const char*>(k.data()), 32); }
+
+}  // namespace
+
+CacheService::CacheService(UnitStore* store, StoreMetrics* metrics, CacheServiceOptions options)
+    : store_(store), metrics_(metrics), opt_(std::move(options)) {}
+
+Status CacheService::CheckNamespace(const pb::Namespace& ns, Key32* id) const {
+  if (!ToKey(ns.id(), id)) return InvalidArgumentError("namespace id must be 32 bytes");
+  if (ns.format_version() != kUnitFormatVersion)
+    return InvalidArgumentError("unit format version " + std::to_string(ns.format_version()) + " is not served here (" +
+                                std::to_string(kUnitFormatVersion) + ")");
+  if (!ParseFingerprint(ns.model_fingerprint()).ok()) return InvalidArgumentError("namespace model fingerprint is malformed");
+  if (!opt_.model_fingerprint.empty() && ns.model_fingerprint() != opt_.model_fingerprint)
+    return InvalidArgumentError("foreign namespace: this cache serves model " + opt_.model_fingerprint.substr(0, 12) +
+                                "..., not " + ns.model_fingerprint().substr(0, 12) + "...");
+  return Status::Ok();
+}
+
+grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWriter<pb::PutAck, pb::PutRequest>* stream) {
+  pb::PutRequest req;
+  uint64_t seq = 0;
+  while (stream->Read(&req)) {
+    Key32 ns, key, parent;
+    Status s = CheckNamespace(req.ns(), &ns);
+    if (s.ok() && !ToKey(req.ref().key(), &key)) s = InvalidArgumentError("unit key must be 32 bytes");
+    const bool tail = !req.ref().parent().empty();
+    if (s.ok() && tail && !ToKey(req.ref().parent(), &parent)) s = InvalidArgumentError("parent key must be 32 bytes");
+    if (s.ok() && req.unit().size() > kMaxUnitBytes) s = InvalidArgumentError("unit exceeds " + std::to_string(kMaxUnitBytes) + " bytes");
+    UnitHeader h;
+    if (s.ok()) {
+      auto hv = VerifyUnitBytes(req.unit());
+      if (!hv.ok()) {
+        s = InvalidArgumentError("malformed unit: " + hv.status().message());
+      } else {
+        h = *hv;
+        if (h.tail != tail) s = InvalidArgumentError("a tail unit needs a parent key and a full unit none");
+        auto fp = ParseFingerprint(req.ns().model_fingerprint());
+        if (s.ok() && (!fp.ok() || *fp != h.model)) s = InvalidArgumentError("unit was made by another model than its namespace");
+      }
+    }
+    if (s.ok()) s = store_->Put(ns, key, tail ? &parent : nullptr, static_cast<uint32_t>(h.tokens), req.unit());
+    if (!s.ok()) return ToGrpc(s);
+    pb::PutAck ack;
+    ack.set_seq(seq++);
+    if (!stream->Write(ack)) break;
+    if (ctx->IsCancelled()) break;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheService::Get(grpc::ServerContext* ctx, const pb::GetRequest* req, grpc::ServerWriter<pb::GetResponse>* w) {
+  Key32 ns;
+  if (Status s = CheckNamespace(req->ns(), &ns); !s.ok()) return ToGrpc(s);
+  if (static_cast<size_t>(req->refs_size()) > opt_.max_keys_per_request) return ToGrpc(InvalidArgumentError("too many keys"));
+  std::vector<Key32> keys(req->refs_size());
+  for (int i = 0; i < req->refs_size(); ++i)
+    if (!ToKey(req->refs(i).key(), &keys[i])) return ToGrpc(InvalidArgumentError("unit key must be 32 bytes"));
+  for (const Key32& k : keys) {
+    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+    auto v = store_->Get(ns, k);
+    if (!v.ok()) return ToGrpc(v.status());
+    pb::GetResponse r;
+    r.set_key(FromKey(k));
+    r.set_found(v->has_value());
+    if (v->has_value()) r.set_unit(std::move(**v));
+    if (!w->Write(r)) break;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheService::Lookup(grpc::ServerContext*, const pb::LookupRequest* req, pb::LookupResponse* resp) {
+  Key32 ns;
+  if (Status s = CheckNamespace(req->ns(), &ns); !s.ok()) return ToGrpc(s);
+  if (static_cast<size_t>(req->keys_size()) > opt_.max_keys_per_request) return ToGrpc(InvalidArgumentError("too many keys"));
+  if (req->first_is_root() && req->keys_size() == 0) return ToGrpc(InvalidArgumentError("first_is_root without keys"));
+  std::vector<Key32> keys(req->keys_size());
+  for (int i = 0; i < req->keys_size(); ++i)
+    if (!ToKey(req->keys(i), &keys[i])) return ToGrpc(InvalidArgumentError("key must be 32 bytes"));
+  auto res = store_->Lookup(ns, keys);
+  if (!res.ok()) return ToGrpc(res.status());
+  size_t units = 0, present = 0;
+  uint64_t hit_tokens = 0;
+  for (size_t i = 0; i < res->size(); ++i) {
+    const Presence& p = (*res)[i];
+    auto* kp = resp->add_keys();
+    kp->set_present(p.present);
+    kp->set_tokens(p.tokens);
+    for (const TailMarker& t : p.tails) {
+      auto* tl = kp->add_tails();
+      tl->set_key(FromKey(t.key));
+      tl->set_tokens(t.tokens);
+    }
+    if (i == 0 && req->first_is_root()) continue;
+    ++units;
+    if (p.present) {
+      ++present;
+      hit_tokens += p.tokens;
+    }
+  }
+  // This server's share: its unit keys, plus the prompt's remainder for the root's owner, so the
+  // shards' queried tokens add up to the prompt.
+  const uint64_t U = req->unit_tokens();
+  const uint64_t queried = units * U + (req->first_is_root() && U > 0 ? req->prompt_tokens() % U : 0);
+  metrics_->queried_tokens.Increment(static_cast<double>(queried));
+  metrics_->hit_tokens.Increment(static_cast<double>(hit_tokens));
+  if (units == 0) {
+    metrics_->lookups_below_unit.Increment();
+  } else if (present == units) {
+    metrics_->lookups_hit.Increment();
+  } else if (present == 0) {
+    metrics_->lookups_miss.Increment();
+  } else {
+    metrics_->lookups_partial.Increment();
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheService::DeleteNamespace(grpc::ServerContext*, const pb::DeleteNamespaceRequest* req,
+                                           pb::DeleteNamespaceResponse* resp) {
+  Key32 ns;
+  if (Status s = CheckNamespace(req->ns(), &ns); !s.ok()) return ToGrpc(s);
+  auto n = store_->DeleteNamespace(ns);
+  if (!n.ok()) return ToGrpc(n.status());
+  resp->set_units_deleted(*n);
+  return grpc::Status::OK;
+}
+
+grpc::Status CacheService::Stats(grpc::ServerContext*, const pb::StatsRequest*, pb::StatsResponse* resp) {
+  const StoreStats st = store_->stats();
+  resp->set_units(st.units);
+  resp->set_bytes(st.bytes);
+  resp->set_capacity_bytes(st.capacity);
+  resp->set_model_fingerprint(opt_.model_fingerprint);
+  return grpc::Status::OK;
+}
+
+}  // namespace ds41

@@ -1,0 +1,45 @@
+// CacheService: the gRPC face of the unit store. Every handler validates first (namespace, key and
+// unit sizes, unit framing and checksum, model fingerprint), then executes; anything malformed,
+// oversized or from a foreign namespace is INVALID_ARGUMENT and touches nothing.
+//
+// Uses gRPC's synchronous API on purpose: handlers block on disk I/O, which the sync server's
+// thread pool is built for (callback reactors must never block).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cache_service/store/unit_store.h"
+#include "cache.grpc.pb.h"
+
+namespace ds41 {
+
+struct CacheServiceOptions {
+  std::string model_fingerprint;  // accept only this model ("" = any)
+  size_t max_keys_per_request = 65536;
+};
+
+class CacheService final : public ds41::cache::v1::Cache::Service {
+ public:
+  CacheService(UnitStore* store, StoreMetrics* metrics, CacheServiceOptions options);
+
+  grpc::Status Put(grpc::ServerContext* ctx,
+                   grpc::ServerReaderWriter<ds41::cache::v1::PutAck, ds41::cache::v1::PutRequest>* stream) override;
+  grpc::Status Get(grpc::ServerContext* ctx, const ds41::cache::v1::GetRequest* req,
+                   grpc::ServerWriter<ds41::cache::v1::GetResponse>* writer) override;
+  grpc::Status Lookup(grpc::ServerContext* ctx, const ds41::cache::v1::LookupRequest* req,
+                      ds41::cache::v1::LookupResponse* resp) override;
+  grpc::Status DeleteNamespace(grpc::ServerContext* ctx, const ds41::cache::v1::DeleteNamespaceRequest* req,
+                               ds41::cache::v1::DeleteNamespaceResponse* resp) override;
+  grpc::Status Stats(grpc::ServerContext* ctx, const ds41::cache::v1::StatsRequest* req,
+                     ds41::cache::v1::StatsResponse* resp) override;
+
+ private:
+  Status CheckNamespace(const ds41::cache::v1::Namespace& ns, Key32* id) const;
+
+  UnitStore* store_;
+  StoreMetrics* metrics_;
+  CacheServiceOptions opt_;
+};
+
+}  // namespace ds41

@@ -1,0 +1,313 @@
+// cache_service over real gRPC on loopback: in-process for the protocol, and the real binary as a
+// child process for crash safety (kill -9 mid-stream), sharding with a dead shard, and /metrics.
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "cache.grpc.pb.h"
+#include "cache_client/cache_client.h"
+#include "cache_service/service.h"
+#include "engine/presets.h"
+#include "rpc/server.h"
+#include "tests/support/child_process.h"
+#include "tests/support/test_checkpoint.h"
+#include "unit/unit_format.h"
+#include "unit/unit_key.h"
+
+namespace ds41 {
+namespace {
+
+namespace pb = ds41::cache::v1;
+const std::string kFp(64, 'a');
+
+const UnitLayout& Layout() {
+  static const UnitLayout l = *UnitLayout::FromConfig(TinyConfig(), 64);
+  return l;
+}
+
+std::string UnitBytes(int64_t first, int tokens, uint32_t seed) {
+  Unit u;
+  u.model = *ParseFingerprint(kFp);
+  u.first_position = first;
+  u.tokens = tokens;
+  for (const auto& s : Layout().sources) {
+    UnitSource us;
+    us.main_kv.resize(static_cast<size_t>(tokens / s.ratio) * s.main_bytes);
+    for (size_t i = 0; i < us.main_kv.size(); ++i) us.main_kv[i] = static_cast<uint8_t>(seed * 31 + i);
+    us.index_keys.assign(static_cast<size_t>(tokens / s.ratio) * s.index_bytes, static_cast<uint8_t>(seed));
+    us.carry_kv.assign(static_cast<size_t>(tokens % s.ratio) * s.head_dim, 0.25f);
+    us.carry_gate = us.carry_kv;
+    u.sources.push_back(us);
+  }
+  return EncodeUnit(Layout(), u);
+}
+
+std::vector<int32_t> Tokens(int n, int seed) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (i * 13 + seed * 101) % 500;
+  return t;
+}
+
+// The units of a prompt: its full units and, when it does not end on a boundary, its tail.
+std::vector<UnitPut> PromptUnits(const CacheNamespace& ns, const std::vector<int32_t>& t, int seed) {
+  std::vector<UnitPut> out;
+  UnitKey prev = ns.id;
+  size_t i = 0;
+  for (; i + 64 <= t.size(); i += 64) {
+    prev = ChainKey(prev, t.data() + i, 64);
+    out.push_back({prev, std::nullopt, UnitBytes(static_cast<int64_t>(i), 64, seed + static_cast<uint32_t>(i))});
+  }
+  if (i < t.size()) {
+    const int rest = static_cast<int>(t.size() - i);
+    out.push_back({TailKey(prev, t.data() + i, rest), prev, UnitBytes(static_cast<int64_t>(i), rest, seed + 999)});
+  }
+  return out;
+}
+
+class InProcessCache : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreOptions so;
+    so.path = testing::TempDir("cachesvc");
+    store_ = std::move(UnitStore::Open(so, &metrics_)).value();
+    service_ = std::make_unique<CacheService>(store_.get(), &metrics_, CacheServiceOptions{kFp});
+    server_ = std::move(StartRpcServer({}, {service_.get()})).value();
+    addr_ = "127.0.0.1:" + std::to_string(server_.port);
+    client_ = std::move(CacheClient::Create({{addr_}})).value();
+    stub_ = pb::Cache::NewStub(grpc::CreateChannel(addr_, grpc::InsecureChannelCredentials()));
+    ns_ = CacheNamespace::Make(kFp, "tenant-1");
+  }
+  void TearDown() override { server_.server->Shutdown(); }
+
+  pb::Namespace Ns() const {
+    pb::Namespace n;
+    n.set_id(std::string(reinterpret_cast<const char*>(ns_.id.data()), 32));
+    n.set_model_fingerprint(kFp);
+    n.set_format_version(kUnitFormatVersion);
+    return n;
+  }
+  grpc::Status RawPut(const pb::PutRequest& r) {
+    grpc::ClientContext ctx;
+    auto s = stub_->Put(&ctx);
+    s->Write(r);
+    s->WritesDone();
+    pb::PutAck a;
+    while (s->Read(&a)) {
+    }
+    return s->Finish();
+  }
+
+  prometheus::Registry registry_;
+  StoreMetrics metrics_{registry_};
+  std::unique_ptr<UnitStore> store_;
+  std::unique_ptr<CacheService> service_;
+  RpcServer server_;
+  std::string addr_;
+  std::unique_ptr<CacheClient> client_;
+  std::unique_ptr<pb::Cache::Stub> stub_;
+  CacheNamespace ns_;
+};
+
+TEST_F(InProcessCache, RoundTripAndLongestPrefixWithTail) {
+  const auto turn1 = Tokens(150, 1);  // 2 full units + a 22-token tail
+  const auto units = PromptUnits(ns_, turn1, 1);
+  ASSERT_EQ(units.size(), 3u);
+  PutResult pr = client_->Put(ns_, units);
+  EXPECT_EQ(pr.acked, 3);
+  EXPECT_TRUE(pr.first_error.ok()) << pr.first_error.ToString();
+
+  // The next turn extends the context: its hit covers the whole previous turn, tail included.
+  auto turn2 = turn1;
+  for (int i = 0; i < 90; ++i) turn2.push_back(7);
+  PrefixHit h = client_->LookupPrefix(ns_, turn2, 64);
+  EXPECT_EQ(h.full_units, 2);
+  EXPECT_EQ(h.tail_tokens, 22);
+  EXPECT_EQ(h.tokens, 150);
+  EXPECT_EQ(h.shards_down, 0);
+  // A prompt that diverges inside the tail hits only the full units.
+  auto other = turn1;
+  other[140] += 1;
+  EXPECT_EQ(client_->LookupPrefix(ns_, other, 64).tokens, 128);
+  // Another tenant sees nothing.
+  EXPECT_EQ(client_->LookupPrefix(CacheNamespace::Make(kFp, "tenant-2"), turn2, 64).tokens, 0);
+
+  auto got = client_->Get(ns_, {{units[0].key, std::nullopt}, {units[2].key, units[1].key}, {TailKey(ns_.id, turn1.data(), 3), ns_.id}});
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0], units[0].bytes);
+  EXPECT_EQ(got[1], units[2].bytes);
+  EXPECT_FALSE(got[2].has_value());
+  auto decoded = DecodeUnit(Layout(), *got[1]);
+  ASSERT_TRUE(decoded.ok());
+  EXPECT_EQ(decoded->tokens, 22);
+  EXPECT_GT(metrics_.hit_tokens.Value(), 0);
+  EXPECT_EQ(*client_->DeleteNamespace(ns_), 3u);
+  EXPECT_EQ(client_->LookupPrefix(ns_, turn2, 64).tokens, 0);
+}
+
+TEST_F(InProcessCache, BadRequestsAreInvalidArgumentAndTheServerStaysUp) {
+  const std::string good = UnitBytes(0, 64, 3);
+  UnitKey key = ChainKey(ns_.id, Tokens(64, 3).data(), 64);
+  auto put = [&](auto edit) {
+    pb::PutRequest r;
+    *r.mutable_ns() = Ns();
+    r.mutable_ref()->set_key(std::string(reinterpret_cast<const char*>(key.data()), 32));
+    r.set_unit(good);
+    edit(r);
+    return RawPut(r).error_code();
+  };
+  const auto kInvalid = grpc::StatusCode::INVALID_ARGUMENT;
+  EXPECT_EQ(put([](pb::PutRequest&) {}), grpc::StatusCode::OK);
+  EXPECT_EQ(put([](pb::PutRequest& r) { r.mutable_ns()->set_id("short"); }), kInvalid);
+  EXPECT_EQ(put([](pb::PutRequest& r) { r.mutable_ns()->set_model_fingerprint(std::string(64, 'b')); }), kInvalid);
+  EXPECT_EQ(put([](pb::PutRequest& r) { r.mutable_ns()->set_model_fingerprint("zz"); }), kInvalid);
+  EXPECT_EQ(put([](pb::PutRequest& r) { r.mutable_ns()->set_format_version(99); }), kInvalid);
+  EXPECT_EQ(put([](pb::PutRequest& r) { r.mutable_ref()->set_key("k"); }), kInvalid);
+  EXPECT_EQ(put([](pb::PutRequest& r) { r.set_unit("garbage"); }), kInvalid);
+  EXPECT_EQ(put([&](pb::PutRequest& r) {
+              std::string b = good;
+              b[100] ^= 1;
+              r.set_unit(b);
+            }),
+            kInvalid);
+  EXPECT_EQ(put([&](pb::PutRequest& r) { r.set_unit(std::string(kMaxUnitBytes + 10, 'x')); }), kInvalid);
+  EXPECT_EQ(put([&](pb::PutRequest& r) { r.mutable_ref()->set_parent(std::string(32, 'p')); }), kInvalid);  // full unit as tail
+  {
+    grpc::ClientContext ctx;
+    pb::LookupRequest lr;
+    *lr.mutable_ns() = Ns();
+    for (int i = 0; i < 70000; ++i) lr.add_keys(std::string(32, 'k'));
+    pb::LookupResponse resp;
+    EXPECT_EQ(stub_->Lookup(&ctx, lr, &resp).error_code(), kInvalid);
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::LookupRequest lr;
+    *lr.mutable_ns() = Ns();
+    lr.add_keys("tiny");
+    pb::LookupResponse resp;
+    EXPECT_EQ(stub_->Lookup(&ctx, lr, &resp).error_code(), kInvalid);
+  }
+  {
+    grpc::ClientContext ctx;
+    pb::GetRequest gr;
+    gr.mutable_ns()->set_id("x");
+    auto rd = stub_->Get(&ctx, gr);
+    pb::GetResponse r;
+    while (rd->Read(&r)) {
+    }
+    EXPECT_EQ(rd->Finish().error_code(), kInvalid);
+  }
+  grpc::ClientContext ctx;
+  pb::StatsResponse st;
+  ASSERT_TRUE(stub_->Stats(&ctx, pb::StatsRequest(), &st).ok());
+  EXPECT_EQ(st.units(), 1u);  // only the good unit
+}
+
+std::vector<std::string> ServerArgs(const std::string& dir) {
+  return {testing::BinaryDir() + "/cache_service/cache_service", "--listen", "127.0.0.1:0", "--metrics-listen",
+          "127.0.0.1:0", "--path", dir, "--model-fingerprint", kFp};
+}
+
+TEST(CacheServiceProcessTest, AcknowledgedUnitsSurviveKill9) {
+  const std::string dir = testing::TempDir("crash");
+  auto server = std::make_unique<testing::ChildProcess>(ServerArgs(dir), "cache_service ready");
+  ASSERT_TRUE(server->ready());
+  const std::string addr = server->fields()["grpc"];
+  auto stub = pb::Cache::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  const CacheNamespace ns = CacheNamespace::Make(kFp, "t");
+  // Stream distinct units; count acknowledgements; kill -9 the server after 150 of them while
+  // more writes are in flight.
+  std::vector<std::pair<UnitKey, std::string>> sent;
+  for (int i = 0; i < 2000; ++i) {
+    const auto t = Tokens(64, 1000 + i);
+    sent.push_back({ChainKey(ns.id, t.data(), 64), UnitBytes(0, 64, static_cast<uint32_t>(i))});
+  }
+  grpc::ClientContext ctx;
+  auto stream = stub->Put(&ctx);
+  std::atomic<int> acked{0};
+  std::thread reader([&] {
+    pb::PutAck a;
+    while (stream->Read(&a)) {
+      EXPECT_EQ(a.seq(), static_cast<uint64_t>(acked.load()));
+      ++acked;
+    }
+  });
+  for (const auto& [k, b] : sent) {
+    pb::PutRequest r;
+    r.mutable_ns()->set_id(std::string(reinterpret_cast<const char*>(ns.id.data()), 32));
+    r.mutable_ns()->set_model_fingerprint(kFp);
+    r.mutable_ns()->set_format_version(kUnitFormatVersion);
+    r.mutable_ref()->set_key(std::string(reinterpret_cast<const char*>(k.data()), 32));
+    r.set_unit(b);
+    if (!stream->Write(r)) break;
+    if (acked.load() >= 150) break;
+  }
+  server->Kill(SIGKILL);
+  reader.join();
+  stream->Finish().IgnoreError();
+  const int n_acked = acked.load();
+  ASSERT_GE(n_acked, 150);
+
+  server = std::make_unique<testing::ChildProcess>(ServerArgs(dir), "cache_service ready");
+  ASSERT_TRUE(server->ready());
+  auto client = std::move(CacheClient::Create({{server->fields()["grpc"]}})).value();
+  std::vector<UnitGet> want;
+  for (int i = 0; i < n_acked; ++i) want.push_back({sent[i].first, std::nullopt});
+  auto got = client->Get(ns, want);
+  int intact = 0;
+  for (int i = 0; i < n_acked; ++i) intact += got[i].has_value() && *got[i] == sent[i].second;
+  EXPECT_EQ(intact, n_acked) << "acknowledged units lost or damaged by kill -9";
+  std::printf("[ crash ] %d units acknowledged before kill -9, %d present and intact after restart\n", n_acked, intact);
+}
+
+TEST(CacheServiceProcessTest, ThreeShardsWithOneKilledDegradeToMisses) {
+  std::vector<std::unique_ptr<testing::ChildProcess>> shards;
+  std::vector<std::string> addrs;
+  for (int i = 0; i < 3; ++i) {
+    shards.push_back(std::make_unique<testing::ChildProcess>(ServerArgs(testing::TempDir("shard")), "cache_service ready"));
+    ASSERT_TRUE(shards.back()->ready());
+    addrs.push_back(shards.back()->fields()["grpc"]);
+  }
+  CacheClientOptions o;
+  o.shards = addrs;
+  o.deadline = std::chrono::milliseconds(1500);
+  auto client = std::move(CacheClient::Create(o)).value();
+  const CacheNamespace ns = CacheNamespace::Make(kFp, "t");
+  const auto prompt = Tokens(64 * 30 + 10, 5);
+  const auto units = PromptUnits(ns, prompt, 5);
+  PutResult pr = client->Put(ns, units);
+  ASSERT_EQ(pr.acked, static_cast<int>(units.size()));
+  EXPECT_EQ(client->LookupPrefix(ns, prompt, 64).tokens, static_cast<int64_t>(prompt.size()));
+  std::set<int> owners;
+  for (const auto& u : units) owners.insert(client->OwnerOf(u.parent ? *u.parent : u.key));
+  EXPECT_EQ(owners.size(), 3u) << "rendezvous should spread 31 units over 3 shards";
+
+  // Scrape one shard's /metrics while it is alive.
+  const std::string metrics = testing::HttpGet(shards[0]->fields()["metrics"], "/metrics");
+  EXPECT_NE(metrics.find("ds41_store_lookups_total"), std::string::npos);
+  EXPECT_NE(metrics.find("ds41_store_units"), std::string::npos);
+
+  shards[1]->Kill(SIGKILL);
+  int first_dead = -1;
+  for (size_t i = 0; i < units.size() && first_dead < 0; ++i)
+    if (client->OwnerOf(units[i].parent ? *units[i].parent : units[i].key) == 1) first_dead = static_cast<int>(i);
+  PrefixHit h = client->LookupPrefix(ns, prompt, 64);  // no error: the dead shard's units are misses
+  EXPECT_EQ(h.shards_down, 1);
+  EXPECT_EQ(h.full_units, first_dead);
+  std::vector<UnitGet> all;
+  for (const auto& u : units) all.push_back({u.key, u.parent});
+  auto got = client->Get(ns, all);
+  for (size_t i = 0; i < units.size(); ++i) {
+    const bool on_dead = client->OwnerOf(units[i].parent ? *units[i].parent : units[i].key) == 1;
+    EXPECT_EQ(got[i].has_value(), !on_dead) << i;
+  }
+  PutResult again = client->Put(ns, PromptUnits(ns, Tokens(200, 9), 9));
+  EXPECT_EQ(again.acked + again.failed, 4);  // reported, not thrown
+}
+
+}  // namespace
+}  // namespace ds41

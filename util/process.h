@@ -1,0 +1,19 @@
+// Process helpers for the node binaries: termination signals and human byte sizes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "util/status.h"
+
+namespace ds41 {
+
+// Blocks SIGINT/SIGTERM in this thread and every thread started after; call first in main().
+void BlockTerminationSignals();
+// Waits until SIGINT or SIGTERM arrives; returns the signal number.
+int WaitForTerminationSignal();
+
+// "64G", "512M", "1048576" -> bytes.
+StatusOr<uint64_t> ParseByteSize(const std::string& s);
+
+}  // namespace ds41

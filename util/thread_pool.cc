@@ -1,0 +1,83 @@
+#include "util/thread_pool.h"
+
+#include <cstdlib>
+
+namespace ds41 {
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::Enqueue(std::function<void()> f) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queue_.push_back(std::move(f));
+  }
+  cv_.notify_one();
+}
+
+void ThreadPool::WorkerLoop() {
+  for (;;) {
+    std::function<void()> f;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      f = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    f();
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) {
+  if (n <= 0) return;
+  if (n == 1 || workers_.empty()) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  struct Job {
+    std::atomic<int64_t> next{0};
+    std::atomic<int64_t> done{0};
+    std::mutex mu;
+    std::condition_variable cv;
+  };
+  auto job = std::make_shared<Job>();
+  auto run = [job, n, &fn] {
+    int64_t i;
+    int64_t finished = 0;
+    while ((i = job->next.fetch_add(1)) < n) {
+      fn(i);
+      ++finished;
+    }
+    if (finished > 0 && job->done.fetch_add(finished) + finished == n) {
+      std::lock_guard<std::mutex> l(job->mu);
+      job->cv.notify_all();
+    }
+  };
+  const int64_t helpers = std::min<int64_t>(static_cast<int64_t>(workers_.size()), n - 1);
+  for (int64_t h = 0; h < helpers; ++h) Enqueue(run);
+  run();
+  std::unique_lock<std::mutex> l(job->mu);
+  job->cv.wait(l, [&] { return job->done.load() == n; });
+}
+
+ThreadPool& ThreadPool::Default() {
+  static ThreadPool* pool = [] {
+    int n = static_cast<int>(std::thread::hardware_concurrency());
+    if (const char* e = std::getenv("DS41_THREADS")) n = std::atoi(e);
+    return new ThreadPool(n > 0 ? n : 1);
+  }();
+  return *pool;
+}
+
+}  // namespace ds41

@@ -1,0 +1,62 @@
+// ThreadPool: a fixed set of worker threads shared by every kernel and I/O fan-out of a process
+// (no per-call thread creation).
+//
+// Thread-safe: Submit and ParallelFor may be called from any thread, concurrently. ParallelFor's
+// calling thread takes part in the work, so it completes even when every worker is busy.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ds41 {
+
+class ThreadPool {
+ public:
+  // `threads` = workers + the caller of ParallelFor; 1 means no workers (everything inline).
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs `f` on a worker; the future carries its result.
+  template <typename F>
+  auto Submit(F&& f) -> std::future<decltype(f())> {
+    using R = decltype(f());
+    auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(f));
+    std::future<R> fut = task->get_future();
+    if (workers_.empty()) {
+      (*task)();
+      return fut;
+    }
+    Enqueue([task] { (*task)(); });
+    return fut;
+  }
+
+  // fn(i) for every i in [0, n); returns when all calls have returned.
+  void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn);
+
+  // A process-wide default pool sized by DS41_THREADS or the hardware.
+  static ThreadPool& Default();
+
+ private:
+  void Enqueue(std::function<void()> f);
+  void WorkerLoop();
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stop_ = false;
+};
+
+}  // namespace ds41
