@@ -13,10 +13,12 @@
 #include "cache_service/service.h"
 #include "rpc/server.h"
 #include "unit/unit_format.h"
+#include "util/malloc_tuning.h"
 #include "util/process.h"
 
 int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
+  ds41::TuneMallocForLargeBuffers();
   CLI::App app{"ds41 cache_service: cache units in RocksDB on SSD, over gRPC"};
   std::string listen = "127.0.0.1:7400", metrics_listen = "127.0.0.1:9400", path = "./cache-data", capacity = "64G",
               fingerprint;

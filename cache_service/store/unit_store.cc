@@ -101,6 +101,7 @@ StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options
   dbo.create_missing_column_families = true;
   dbo.max_background_jobs = 4;
   dbo.bytes_per_sync = 1 << 20;
+  dbo.enable_pipelined_write = true;  // WAL and memtable writes of concurrent puts overlap
 
   rocksdb::ColumnFamilyOptions units;
   units.enable_blob_files = true;  // ~57 KB values: keep them out of the LSM (no rewrite on compaction)
@@ -110,7 +111,8 @@ StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options
   units.compression = rocksdb::kNoCompression;
   units.enable_blob_garbage_collection = true;
   units.blob_garbage_collection_age_cutoff = 0.5;
-  units.write_buffer_size = 64ull << 20;
+  units.write_buffer_size = 128ull << 20;
+  units.max_write_buffer_number = 4;
 
   rocksdb::ColumnFamilyOptions index;
   rocksdb::BlockBasedTableOptions table;

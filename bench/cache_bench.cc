@@ -1,0 +1,221 @@
+// cache_bench: the cache store against this machine's disk, in one run (issue: cache service).
+//
+//   1. sequential disk bandwidth with O_DIRECT (the limit);
+//   2. Put and Get throughput of real-size units (the release's layout: 56,960-byte payload per
+//      64-token unit) over gRPC on loopback with 1, 4 and 16 concurrent clients, as ratios to that
+//      limit. Puts are timed until the data is on disk (syncfs); Gets read after the page cache was
+//      emptied, so both are device-bound figures;
+//   3. LookupPrefix latency p50/p99 for 1,000-unit chains;
+//   4. on-disk bytes per cached token after compaction.
+#include <CLI/CLI.hpp>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "bench/disk_bandwidth.h"
+#include "cache.grpc.pb.h"
+#include "cache_client/cache_client.h"
+#include "cache_service/service.h"
+#include "engine/presets.h"
+#include "rpc/server.h"
+#include "unit/unit_format.h"
+#include "unit/unit_key.h"
+#include "util/malloc_tuning.h"
+
+namespace {
+
+using namespace ds41;
+namespace pb = ds41::cache::v1;
+using Steady = std::chrono::steady_clock;
+
+const std::string kFp(64, 'c');
+
+std::string RealUnit(const UnitLayout& l, uint32_t seed) {
+  Unit u;
+  u.model = *ParseFingerprint(kFp);
+  u.tokens = l.unit_tokens;
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (const auto& s : l.sources) {
+    UnitSource us;
+    us.main_kv.resize(static_cast<size_t>(u.tokens / s.ratio) * s.main_bytes);
+    us.index_keys.resize(static_cast<size_t>(u.tokens / s.ratio) * s.index_bytes);
+    for (auto* v : {&us.main_kv, &us.index_keys})
+      for (auto& b : *v) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        b = static_cast<uint8_t>(x);
+      }
+    u.sources.push_back(us);
+  }
+  return EncodeUnit(l, u);
+}
+
+struct Server {
+  prometheus::Registry registry;
+  StoreMetrics metrics{registry};
+  std::unique_ptr<UnitStore> store;
+  std::unique_ptr<CacheService> service;
+  RpcServer rpc;
+  std::string addr;
+
+  explicit Server(const std::string& path) {
+    StoreOptions so;
+    so.path = path;
+    so.capacity_bytes = uint64_t{1} << 40;
+    store = std::move(UnitStore::Open(so, &metrics)).value();
+    service = std::make_unique<CacheService>(store.get(), &metrics, CacheServiceOptions{kFp});
+    RpcServerOptions ro;
+    ro.threads = 32;
+    rpc = std::move(StartRpcServer(ro, {service.get()})).value();
+    addr = "127.0.0.1:" + std::to_string(rpc.port);
+  }
+  ~Server() { rpc.server->Shutdown(); }
+};
+
+std::unique_ptr<pb::Cache::Stub> Stub(const std::string& addr, int id) {
+  grpc::ChannelArguments a;
+  a.SetMaxReceiveMessageSize(64 << 20);
+  a.SetInt("ds41.bench.client", id);  // distinct args: a connection of its own
+  return pb::Cache::NewStub(grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), a));
+}
+
+pb::Namespace Ns(const UnitKey& root) {
+  pb::Namespace n;
+  n.set_id(std::string(reinterpret_cast<const char*>(root.data()), 32));
+  n.set_model_fingerprint(kFp);
+  n.set_format_version(kUnitFormatVersion);
+  return n;
+}
+
+std::string KeyBytes(uint32_t client, uint32_t i) {
+  std::string k(32, '\0');
+  std::memcpy(k.data(), &client, 4);
+  std::memcpy(k.data() + 4, &i, 4);
+  k[31] = static_cast<char>(i * 131 + client);
+  return k;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ds41::TuneMallocForLargeBuffers();
+  CLI::App app{"cache_bench: cache store throughput against the disk's sequential bandwidth"};
+  std::string dir = "/tmp/ds41-cache-bench";
+  int units = 4096, lookups = 200;
+  uint64_t disk_mib = 1024;
+  app.add_option("--dir", dir, "scratch directory on the disk under test (removed at the end)");
+  app.add_option("--units", units, "units per throughput run");
+  app.add_option("--disk-mib", disk_mib, "MiB for the sequential bandwidth measurement");
+  app.add_option("--lookups", lookups, "lookups for the latency figures");
+  CLI11_PARSE(app, argc, argv);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+
+  const UnitLayout layout = *UnitLayout::FromConfig(ReleaseConfig(), 64);
+  std::vector<std::string> pool;
+  for (uint32_t i = 0; i < 64; ++i) pool.push_back(RealUnit(layout, i));
+  const size_t unit_bytes = pool[0].size();
+  std::printf("inputs: %d units per run, %zu bytes per unit (payload %zu = %zu B/token), disk test %lu MiB, "
+              "%u hardware threads\n",
+              units, unit_bytes, layout.PayloadBytes(64), layout.PayloadBytes(64) / 64,
+              static_cast<unsigned long>(disk_mib), std::thread::hardware_concurrency());
+
+  const DiskBandwidth disk = MeasureDiskBandwidth(dir, disk_mib << 20);
+  std::printf("disk sequential (O_DIRECT %s): write %.0f MB/s, read %.0f MB/s\n", disk.direct_io ? "on" : "unavailable",
+              disk.write_bytes_per_s / 1e6, disk.read_bytes_per_s / 1e6);
+
+  std::printf("\n%-8s %14s %10s %14s %10s\n", "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
+  for (int clients : {1, 4, 16}) {
+    const std::string path = dir + "/run" + std::to_string(clients);
+    Server srv(path);
+    const UnitKey root{};
+    const int per = units / clients;
+    std::vector<std::unique_ptr<pb::Cache::Stub>> stubs;
+    for (int c = 0; c < clients; ++c) stubs.push_back(Stub(srv.addr, c));
+
+    auto t0 = Steady::now();
+    std::vector<std::thread> th;
+    for (int c = 0; c < clients; ++c)
+      th.emplace_back([&, c] {
+        for (int b = 0; b < per; b += 256) {
+          grpc::ClientContext ctx;
+          auto s = stubs[c]->Put(&ctx);
+          pb::PutRequest r;
+          *r.mutable_ns() = Ns(root);
+          for (int i = b; i < std::min(per, b + 256); ++i) {
+            r.mutable_ref()->set_key(KeyBytes(c, i));
+            r.set_unit(pool[(c + i) % pool.size()]);
+            s->Write(r);
+          }
+          s->WritesDone();
+          pb::PutAck a;
+          while (s->Read(&a)) {
+          }
+          if (!s->Finish().ok()) std::fprintf(stderr, "put failed\n");
+        }
+      });
+    for (auto& t : th) t.join();
+    EvictFromPageCache(path);  // includes syncfs: the timing covers getting the bytes to disk
+    const double put_s = std::chrono::duration<double>(Steady::now() - t0).count();
+    const double put_bps = static_cast<double>(per) * clients * unit_bytes / put_s;
+
+    EvictFromPageCache(path);
+    th.clear();
+    t0 = Steady::now();
+    std::atomic<uint64_t> got{0};
+    for (int c = 0; c < clients; ++c)
+      th.emplace_back([&, c] {
+        for (int b = 0; b < per; b += 64) {
+          grpc::ClientContext ctx;
+          pb::GetRequest g;
+          *g.mutable_ns() = Ns(root);
+          for (int i = b; i < std::min(per, b + 64); ++i) g.add_refs()->set_key(KeyBytes(c, i));
+          auto rd = stubs[c]->Get(&ctx, g);
+          pb::GetResponse r;
+          while (rd->Read(&r)) got += r.unit().size();
+          rd->Finish().IgnoreError();
+        }
+      });
+    for (auto& t : th) t.join();
+    const double get_s = std::chrono::duration<double>(Steady::now() - t0).count();
+    const double get_bps = static_cast<double>(got.load()) / get_s;
+    std::printf("%-8d %14.0f %10.2f %14.0f %10.2f\n", clients, put_bps / 1e6, put_bps / disk.write_bytes_per_s,
+                get_bps / 1e6, get_bps / disk.read_bytes_per_s);
+  }
+
+  {  // Lookup latency for 1,000-unit chains (64,000 tokens), all hits, and the on-disk footprint.
+    const std::string path = dir + "/lookup";
+    Server srv(path);
+    CacheClientOptions co;
+    co.shards = {srv.addr};
+    auto client = std::move(CacheClient::Create(co)).value();
+    const CacheNamespace ns = CacheNamespace::Make(kFp, "bench");
+    std::vector<int32_t> tokens(64 * 1000);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919) % 129280);
+    const auto keys = ChainKeys(ns.id, tokens, 64);
+    std::vector<UnitPut> puts;
+    for (size_t i = 0; i < keys.size(); ++i) puts.push_back({keys[i], std::nullopt, pool[i % pool.size()]});
+    const PutResult pr = client->Put(ns, puts);
+    std::vector<double> lat;
+    for (int i = 0; i < lookups; ++i) {
+      const auto t0 = Steady::now();
+      const PrefixHit h = client->LookupPrefix(ns, tokens, 64);
+      lat.push_back(std::chrono::duration<double>(Steady::now() - t0).count());
+      if (h.full_units != 1000) std::fprintf(stderr, "lookup found %d units\n", h.full_units);
+    }
+    std::sort(lat.begin(), lat.end());
+    std::printf("\nlookup of a 1000-unit chain (64,000 tokens, all cached): p50 %.2f ms, p99 %.2f ms (%d lookups)\n",
+                lat[lat.size() / 2] * 1e3, lat[std::min(lat.size() - 1, lat.size() * 99 / 100)] * 1e3, lookups);
+    if (!srv.store->Compact().ok()) std::fprintf(stderr, "compaction failed\n");
+    const uint64_t disk_bytes = DirectoryBytes(path);
+    std::printf("on disk after compaction: %lu bytes for %d units = %.1f bytes per cached token (payload 890)\n",
+                static_cast<unsigned long>(disk_bytes), pr.acked, static_cast<double>(disk_bytes) / (pr.acked * 64.0));
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}
