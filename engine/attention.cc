@@ -37,7 +37,7 @@ void ForwardPass::ProduceWindowEntries(int L, const std::vector<float>& x, std::
   const LayerWeights& w = model_.weights().layers[L];
   const int hd = c_.head_dim, rd = c_.rope_head_dim, eb = c_.window_entry_bytes();
   std::vector<float> kv(static_cast<size_t>(rows_) * hd), kvn;
-  Lin8(x.data(), rows_, w.wkv, kv.data(), &qa_);
+  Lin8(x.data(), rows_, w.wkv, kv.data(), &qa_, pool_);
   NormRows(kv, w.kv_norm, &kvn);
   const RopeTable& rope = model_.rope(c_.roles[L].yarn);
   std::vector<float> cs(rd / 2), sn(rd / 2);
@@ -172,10 +172,10 @@ void ForwardPass::Attention(int L, const std::vector<float>& x, std::vector<floa
 
   // Query path (§6.1); cq is shared with the indexer.
   std::vector<float> cq_raw(static_cast<size_t>(rows_) * c_.q_lora_rank), cq;
-  Lin8(x.data(), rows_, w.wq_a, cq_raw.data(), &qa_);
+  Lin8(x.data(), rows_, w.wq_a, cq_raw.data(), &qa_, pool_);
   NormRows(cq_raw, w.q_norm, &cq);
   std::vector<float> q(static_cast<size_t>(rows_) * H * hd);
-  Lin8(cq.data(), rows_, w.wq_b, q.data(), &qa_);
+  Lin8(cq.data(), rows_, w.wq_b, q.data(), &qa_, pool_);
   std::vector<float> cs(static_cast<size_t>(rows_) * (rd / 2)), sn(cs.size());
   for (int r = 0; r < rows_; ++r) {
     rope.Angles(pos_[r], &cs[static_cast<size_t>(r) * (rd / 2)], &sn[static_cast<size_t>(r) * (rd / 2)]);
@@ -211,13 +211,13 @@ void ForwardPass::Attention(int L, const std::vector<float>& x, std::vector<floa
   for (int g = 0; g < G; ++g) {
     for (int r = 0; r < rows_; ++r)
       std::copy_n(&o[static_cast<size_t>(r) * H * hd + static_cast<size_t>(g) * in_g], in_g, &og[static_cast<size_t>(r) * in_g]);
-    MatMulFp8Unquantized(og.data(), rows_, w.wo_a.Rows(static_cast<int64_t>(g) * olr, olr), rg.data());
+    MatMulFp8Unquantized(og.data(), rows_, w.wo_a.Rows(static_cast<int64_t>(g) * olr, olr), rg.data(), pool_);
     for (int r = 0; r < rows_; ++r)
       for (int n = 0; n < olr; ++n)
         ra[static_cast<size_t>(r) * G * olr + static_cast<size_t>(g) * olr + n] = RoundBf16(rg[static_cast<size_t>(r) * olr + n]);
   }
   out->resize(static_cast<size_t>(rows_) * c_.dim);
-  Lin8(ra.data(), rows_, w.wo_b, out->data(), &qa_);
+  Lin8(ra.data(), rows_, w.wo_b, out->data(), &qa_, pool_);
 }
 
 }  // namespace ds41

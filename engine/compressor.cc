@@ -33,7 +33,7 @@ void ForwardPass::Compress(int L, const std::vector<float>& x) {
   auto emit = [&](KvSourceCache& kvs, int64_t j, const float* lat) {
     rope.Angles(j * m, cs.data(), sn.data());
     // Index key: k_norm(wk(latent)), RoPE at the group's first position, QDQ4e8 (§6.5).
-    MatMulBf16(lat, 1, w.idx_wk, ik_raw.data());
+    MatMulBf16(lat, 1, w.idx_wk, ik_raw.data(), pool_);
     RoundToBf16(ik_raw.data(), ihd);
     RmsNormRow(ik_raw.data(), w.idx_k_norm, ihd, eps, ik.data());
     ApplyRope(ik.data() + (ihd - rd), rd / 2, cs.data(), sn.data(), false);
@@ -62,13 +62,13 @@ void ForwardPass::Compress(int L, const std::vector<float>& x) {
       DS41_CHECK(p == kvs.processed, "layer " << L << " compressor at " << kvs.processed << ", row at " << p);
       const float* xr = &x[static_cast<size_t>(seg.row0 + i) * D];
       if (m == 1) {
-        MatMulBf16(xr, 1, w.comp_wkv, kvrow.data());  // LinBF, no gate, no fp32 (ratio 1)
+        MatMulBf16(xr, 1, w.comp_wkv, kvrow.data(), pool_);  // LinBF, no gate, no fp32 (ratio 1)
         RoundToBf16(kvrow.data(), hd);
         RmsNormRow(kvrow.data(), w.comp_norm, hd, eps, latent.data());
         emit(kvs, p, latent.data());
       } else {
-        MatMulBf16(xr, 1, w.comp_wkv, kvrow.data());  // Lin32: fp32 out, kept fp32
-        MatMulBf16(xr, 1, w.comp_wgate, gaterow.data());
+        MatMulBf16(xr, 1, w.comp_wkv, kvrow.data(), pool_);  // Lin32: fp32 out, kept fp32
+        MatMulBf16(xr, 1, w.comp_wgate, gaterow.data(), pool_);
         const int u = static_cast<int>(p % m);
         if (u < m - 1) {
           std::copy_n(kvrow.data(), hd, &kvs.pending_kv[static_cast<size_t>(u) * hd]);

@@ -63,7 +63,7 @@ Status Engine::Prefill(SequenceState* state, const TokenSpan& span, bool all_log
                                      std::to_string(state->rings[L].end) + ", sequence at " + std::to_string(state->length));
   const int64_t start = state->length;
   std::vector<Segment> segs{MakeSegment(state, start, span, 0, span.tokens.size(), c.dim)};
-  ForwardPass pass(model_, &segs);
+  ForwardPass pass(model_, &segs, pool_);
   Observe(&pass, start);
   pass.Embed();
   state->length = start + static_cast<int64_t>(span.tokens.size());
@@ -94,7 +94,7 @@ Status Engine::DecodeBatch(const std::vector<SequenceState*>& states, const std:
         return FailedPreconditionError("decode: layer " + std::to_string(L) + " is not at the sequence end");
     segs.push_back(MakeSegment(states[i], states[i]->length, one, 0, 1, c.dim));
   }
-  ForwardPass pass(model_, &segs);
+  ForwardPass pass(model_, &segs, pool_);
   Observe(&pass, segs.size() == 1 ? segs[0].start : -1);
   pass.Embed();
   for (SequenceState* s : states) ++s->length;
@@ -128,7 +128,7 @@ StatusOr<EncoderHandoff> Engine::EncodePrefill(SequenceState* state, const Token
                               ering.slots.begin() + (p % W + 1) * eb);
 
   std::vector<Segment> segs{MakeSegment(state, h, span, 0, span.tokens.size(), c.dim)};
-  ForwardPass pass(model_, &segs);
+  ForwardPass pass(model_, &segs, pool_);
   Observe(&pass, h);
   pass.Embed();
   state->length = n;
@@ -166,7 +166,7 @@ Status Engine::DecoderReplay(SequenceState* state, const TokenSpan& prompt, cons
   std::vector<Segment> segs{MakeSegment(state, s, prompt, s, n, c.dim)};
   segs[0].history = HistoryBefore(prompt, s);
   segs[0].ced_window = &handoff.window;
-  ForwardPass pass(model_, &segs);
+  ForwardPass pass(model_, &segs, pool_);
   Observe(&pass, s);
   const size_t off = static_cast<size_t>(s - handoff.stream_start);
   pass.SetStream(std::vector<uint16_t>(handoff.x.begin() + off * HD, handoff.x.end()),
@@ -200,7 +200,7 @@ Status Engine::EncoderReplay(SequenceState* state, const TokenSpan& prompt, int6
   }
   std::vector<Segment> segs{MakeSegment(state, start, prompt, start, h, c.dim)};
   segs[0].history = HistoryBefore(prompt, start);
-  ForwardPass pass(model_, &segs);
+  ForwardPass pass(model_, &segs, pool_);
   Observe(&pass, start);
   pass.Embed();
   pass.RunLayers(0, E);

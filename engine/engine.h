@@ -15,6 +15,7 @@
 #include "engine/model.h"
 #include "engine/state.h"
 #include "util/status.h"
+#include "util/thread_pool.h"
 
 namespace ds41 {
 
@@ -37,7 +38,9 @@ struct EncoderHandoff {
 
 class Engine {
  public:
-  explicit Engine(const Model& model) : model_(model) {}
+  // Kernels run on `pool` (default: the process pool sized by DS41_THREADS or the hardware); the
+  // results are bit-identical for any pool size.
+  explicit Engine(const Model& model, ThreadPool* pool = &ThreadPool::Default()) : model_(model), pool_(pool) {}
 
   // Called after each layer of every pass with (layer, first position, rows, stream [rows, hc*dim]).
   using LayerObserver = std::function<void(int layer, int64_t first_pos, int rows, const std::vector<float>& X)>;
@@ -76,6 +79,7 @@ class Engine {
   void Observe(ForwardPass* pass, int64_t first_pos);
 
   const Model& model_;
+  ThreadPool* pool_;
   LayerObserver observer_;
 };
 

@@ -27,7 +27,7 @@ void ForwardPass::EngramBlock(int L) {
     }
   }
   std::vector<float> kv(static_cast<size_t>(rows_) * (hc + 1) * D);
-  Lin8(e.data(), rows_, w.engram_wkv, kv.data(), &qa_);
+  Lin8(e.data(), rows_, w.engram_wkv, kv.data(), &qa_, pool_);
 
   std::vector<float> wqk(static_cast<size_t>(hc) * D);
   for (int i = 0; i < hc; ++i)

@@ -8,8 +8,8 @@
 
 namespace ds41 {
 
-ForwardPass::ForwardPass(const Model& model, std::vector<Segment>* segments)
-    : model_(model), c_(model.config()), segs_(*segments) {
+ForwardPass::ForwardPass(const Model& model, std::vector<Segment>* segments, ThreadPool* pool)
+    : model_(model), c_(model.config()), segs_(*segments), pool_(pool) {
   for (size_t s = 0; s < segs_.size(); ++s) {
     Segment& seg = segs_[s];
     seg.row0 = rows_;
@@ -21,7 +21,7 @@ ForwardPass::ForwardPass(const Model& model, std::vector<Segment>* segments)
     rows_ += seg.n();
   }
   topk_.assign(rows_, {});
-  pool_.assign(rows_, {});
+  candidates_.assign(rows_, {});
 }
 
 void ForwardPass::Embed() {
@@ -121,7 +121,7 @@ ForwardPass::Mixes ForwardPass::HcMixes(const F32View& fn, const F32View& base, 
   out.post.resize(static_cast<size_t>(rows_) * hc);
   out.comb.resize(static_cast<size_t>(rows_) * hc * hc);
   std::vector<float> m(static_cast<size_t>(rows_) * mix);
-  MatMulF32Fp64(X_.data(), rows_, fn, m.data());
+  MatMulF32Fp64(X_.data(), rows_, fn, m.data(), pool_);
   const float eps = static_cast<float>(c_.norm_eps), hc_eps = static_cast<float>(c_.hc_eps);
   float sc[3];
   for (int k = 0; k < 3; ++k) sc[k] = scale.at(k);
@@ -242,7 +242,7 @@ void ForwardPass::Logits(const std::vector<int>& rows, std::vector<float>* out) 
     RmsNormRow(&y[k * D], model_.weights().norm, D, static_cast<float>(c_.norm_eps), &yn[k * D]);
   }
   out->resize(rows.size() * static_cast<size_t>(V));
-  MatMulBf16(yn.data(), static_cast<int64_t>(rows.size()), model_.weights().head, out->data());
+  MatMulBf16(yn.data(), static_cast<int64_t>(rows.size()), model_.weights().head, out->data(), pool_);
 }
 
 }  // namespace ds41

@@ -42,7 +42,8 @@ struct Segment {
 
 class ForwardPass {
  public:
-  ForwardPass(const Model& model, std::vector<Segment>* segments);
+  // `pool` runs the kernels (null: the calling thread); results do not depend on it.
+  ForwardPass(const Model& model, std::vector<Segment>* segments, ThreadPool* pool);
 
   int rows() const { return rows_; }
 
@@ -113,7 +114,8 @@ class ForwardPass {
   // The shared attention runtime of the call (REF's shared_attn): top-k picks of the latest index
   // source and the candidate pool of the publisher, per row.
   std::vector<std::vector<int32_t>> topk_;       // [rows][picks], ascending positions
-  std::vector<std::vector<uint8_t>> pool_;       // [rows][blocks] kept flags
+  std::vector<std::vector<uint8_t>> candidates_; // [rows][blocks] kept flags of the candidate pool
+  ThreadPool* pool_;
   mutable QuantActs qa_;
 };
 

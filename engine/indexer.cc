@@ -35,7 +35,7 @@ void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<fl
 
   // Query heads: RoPE on the last rd dims, then QDQ4e8 per 32 (§6.6).
   std::vector<float> qi(static_cast<size_t>(rows_) * nh * ihd);
-  Lin8(cq.data(), rows_, w.idx_wq_b, qi.data(), &qa_);
+  Lin8(cq.data(), rows_, w.idx_wq_b, qi.data(), &qa_, pool_);
   std::vector<float> cs(rd / 2), sn(rd / 2);
   std::vector<uint8_t> codes(32);
   for (int r = 0; r < rows_; ++r) {
@@ -51,7 +51,7 @@ void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<fl
   }
   // Head weights: bf16(weights_proj(x)) * index_head_dim^-1/2 * index_n_heads^-1/2, rounded to bf16.
   std::vector<float> hw(static_cast<size_t>(rows_) * nh);
-  MatMulBf16(x.data(), rows_, w.idx_weights_proj, hw.data());
+  MatMulBf16(x.data(), rows_, w.idx_weights_proj, hw.data(), pool_);
   const float wscale = static_cast<float>(std::pow(static_cast<double>(ihd), -0.5) * std::pow(static_cast<double>(nh), -0.5));
   for (float& v : hw) v = RoundBf16(RoundBf16(v) * wscale);
 
@@ -82,12 +82,12 @@ void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<fl
         for (int64_t j = 0; j < V; ++j) bscore[j / bs] = std::max(bscore[j / bs], score[j]);
         if (V > 0) bscore[(V - 1) / bs] = INFINITY;
         std::vector<int32_t> keep = TopKByScore(bscore, c_.candidate_topk_blocks);
-        pool_[r].assign(static_cast<size_t>(nb), 0);
-        for (int32_t b : keep) pool_[r][b] = 1;
+        candidates_[r].assign(static_cast<size_t>(nb), 0);
+        for (int32_t b : keep) candidates_[r][b] = 1;
       } else if (role.candidate_consumer) {
         const int bs = c_.candidate_block_size;
         for (int64_t j = 0; j < V; ++j)
-          if (j / bs >= static_cast<int64_t>(pool_[r].size()) || !pool_[r][j / bs]) score[j] = -INFINITY;
+          if (j / bs >= static_cast<int64_t>(candidates_[r].size()) || !candidates_[r][j / bs]) score[j] = -INFINITY;
       }
       std::vector<int32_t> picks = TopKByScore(score, c_.index_topk);
       std::sort(picks.begin(), picks.end());

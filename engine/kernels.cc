@@ -3,7 +3,9 @@
 #include <array>
 #include <cmath>
 
+#include "engine/matmul.h"
 #include "engine/numerics.h"
+#include "util/thread_pool.h"
 
 namespace ds41 {
 namespace {
@@ -29,28 +31,61 @@ const std::array<float, 16>& E2m1Table() {
 }  // namespace
 
 void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out) {
+  const auto& lut = E4m3Table();
   out->rows = rows;
   out->cols = cols;
   out->codes.resize(static_cast<size_t>(rows * cols));
   out->scales.resize(static_cast<size_t>(rows * (cols / 32)));
+  uint8_t codes[32];
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t b = 0; b < cols / 32; ++b)
-      out->scales[r * (cols / 32) + b] =
-          QuantizeQdq8(x + r * cols + b * 32, 32, out->codes.data() + r * cols + b * 32).scale;
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      out->scales[r * (cols / 32) + b] = QuantizeQdq8(x + r * cols + b * 32, 32, codes).scale;
+      for (int k = 0; k < 32; ++k) out->codes[r * cols + b * 32 + k] = lut[codes[k]];
+    }
 }
+
+namespace {
+MatmulWeights Fp8W(const Fp8Linear& w) { return {MatmulWeights::kFp8, w.codes, w.scales, w.out, w.in}; }
+MatmulWeights Fp4W(const Fp4Linear& w) { return {MatmulWeights::kFp4, w.packed, w.scales, w.out, w.in}; }
+MatmulWeights Bf16W(const Bf16View& w) { return {MatmulWeights::kBf16, w.p, nullptr, w.rows, w.cols}; }
+}  // namespace
+
+void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool) {
+  Matmul({a.codes.data(), a.scales.data(), a.rows}, Fp8W(w), y, pool);
+}
+void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* pool) {
+  Matmul({a.codes.data(), a.scales.data(), a.rows}, Fp4W(w), y, pool);
+}
+void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, ThreadPool* pool) {
+  Matmul({x, nullptr, rows}, Bf16W(w), y, pool);
+}
+void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, float* y, ThreadPool* pool) {
+  Matmul({x, nullptr, rows}, Fp8W(w), y, pool);
+}
+
+void Matmul(const MatmulActs& a, const MatmulWeights& w, float* y, ThreadPool* pool) {
+  const int64_t groups = MatmulGroups(w);
+  if (pool == nullptr || groups == 1) {
+    for (int64_t g = 0; g < groups; ++g) MatmulGroup(a, w, g, y);
+    return;
+  }
+  pool->ParallelFor(groups, [&](int64_t g) { MatmulGroup(a, w, g, y); });
+}
+
+namespace reference {
 
 void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y) {
   const auto& lut = E4m3Table();
   const int64_t K = w.in, nb = K / 32;
   for (int64_t r = 0; r < a.rows; ++r) {
-    const uint8_t* ac = a.codes.data() + r * K;
+    const float* ac = a.codes.data() + r * K;
     const float* as = a.scales.data() + r * nb;
     for (int64_t n = 0; n < w.out; ++n) {
       const uint8_t* wc = w.codes + n * K;
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        float part = lut[ac[b * 32]] * lut[wc[b * 32]];
-        for (int64_t k = b * 32 + 1; k < b * 32 + 32; ++k) part += lut[ac[k]] * lut[wc[k]];
+        float part = ac[b * 32] * lut[wc[b * 32]];
+        for (int64_t k = b * 32 + 1; k < b * 32 + 32; ++k) part += ac[k] * lut[wc[k]];
         const float scaled = part * as[b] * E8m0ToF32(w.scale(n, b));
         acc = b == 0 ? scaled : acc + scaled;
       }
@@ -60,22 +95,21 @@ void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y) {
 }
 
 void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y) {
-  const auto& lut8 = E4m3Table();
   const auto& lut4 = E2m1Table();
   const int64_t K = w.in, nb = K / 32;
   for (int64_t r = 0; r < a.rows; ++r) {
-    const uint8_t* ac = a.codes.data() + r * K;
+    const float* ac = a.codes.data() + r * K;
     const float* as = a.scales.data() + r * nb;
     for (int64_t n = 0; n < w.out; ++n) {
       const uint8_t* wp = w.packed + n * (K / 2);
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        float part = lut8[ac[b * 32]] * lut4[wp[b * 16] & 0xF];
-        part += lut8[ac[b * 32 + 1]] * lut4[wp[b * 16] >> 4];
+        float part = ac[b * 32] * lut4[wp[b * 16] & 0xF];
+        part += ac[b * 32 + 1] * lut4[wp[b * 16] >> 4];
         for (int64_t k = b * 32 + 2; k < b * 32 + 32; k += 2) {
           const uint8_t byte = wp[k / 2];
-          part += lut8[ac[k]] * lut4[byte & 0xF];
-          part += lut8[ac[k + 1]] * lut4[byte >> 4];
+          part += ac[k] * lut4[byte & 0xF];
+          part += ac[k + 1] * lut4[byte >> 4];
         }
         const float scaled = part * as[b] * E8m0ToF32(w.scale(n, b));
         acc = b == 0 ? scaled : acc + scaled;
@@ -121,16 +155,22 @@ void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, floa
   }
 }
 
-void MatMulF32Fp64(const float* x, int64_t rows, const F32View& w, float* y) {
+}  // namespace reference
+
+void MatMulF32Fp64(const float* x, int64_t rows, const F32View& w, float* y, ThreadPool* pool) {
   const int64_t K = w.cols;
-  for (int64_t r = 0; r < rows; ++r) {
+  auto one = [&](int64_t i) {
+    const int64_t r = i / w.rows, n = i % w.rows;
     const float* xr = x + r * K;
-    for (int64_t n = 0; n < w.rows; ++n) {
-      double acc = 0.0;
-      const uint8_t* wr = w.p + 4 * n * K;
-      for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(xr[k]) * static_cast<double>(LoadF32(wr + 4 * k));
-      y[r * w.rows + n] = static_cast<float>(acc);
-    }
+    double acc = 0.0;
+    const uint8_t* wr = w.p + 4 * n * K;
+    for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(xr[k]) * static_cast<double>(LoadF32(wr + 4 * k));
+    y[r * w.rows + n] = static_cast<float>(acc);
+  };
+  if (pool == nullptr) {
+    for (int64_t i = 0; i < rows * w.rows; ++i) one(i);
+  } else {
+    pool->ParallelFor(rows * w.rows, one);
   }
 }
 
@@ -159,15 +199,15 @@ void RoundToBf16(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] = RoundBf16(x[i]);
 }
 
-void Lin8(const float* x, int64_t rows, const Fp8Linear& w, float* y, QuantActs* scratch) {
+void Lin8(const float* x, int64_t rows, const Fp8Linear& w, float* y, QuantActs* scratch, ThreadPool* pool) {
   QuantizeActs(x, rows, w.in, scratch);
-  MatMulFp8(*scratch, w, y);
+  MatMulFp8(*scratch, w, y, pool);
   RoundToBf16(y, rows * w.out);
 }
 
-void Lin8(const float* x, int64_t rows, const Fp4Linear& w, float* y, QuantActs* scratch) {
+void Lin8(const float* x, int64_t rows, const Fp4Linear& w, float* y, QuantActs* scratch, ThreadPool* pool) {
   QuantizeActs(x, rows, w.in, scratch);
-  MatMulFp4(*scratch, w, y);
+  MatMulFp4(*scratch, w, y, pool);
   RoundToBf16(y, rows * w.out);
 }
 

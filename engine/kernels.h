@@ -15,26 +15,39 @@
 
 namespace ds41 {
 
-// QDQ8 activations for Lin8: E4M3 codes and one power-of-two scale per 32 along K.
+class ThreadPool;
+
+// QDQ8 activations for Lin8: the E4M3 codes' values and one power-of-two scale per 32 along K.
 struct QuantActs {
   int64_t rows = 0, cols = 0;
-  std::vector<uint8_t> codes;  // [rows, cols]
+  std::vector<float> codes;    // [rows, cols] E4M3 code values (the quantized value / its scale)
   std::vector<float> scales;   // [rows, cols / 32]
 };
 
 // REQUIRES: cols % 32 == 0.
 void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out);
 
+// The matmuls below are SIMD-dispatched (engine/matmul.h) and spread over `pool` (null: the calling
+// thread only); results are identical for any target and any thread count.
+
 // Lin8 with FP8 weights: y[r, n] = sum_b ((sum_{k in b} a_rk w_nk) * sa_rb) * sw_nb   (fp32, unrounded).
-void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y);
+void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool);
 // Lin8 with MXFP4 weights (same form, one weight scale per row and 32-block).
-void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y);
+void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* pool);
 // bf16 weights against bf16-valued activations (LinBF, and Lin32 whose inputs are bf16 values).
-void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y);
+void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, ThreadPool* pool);
 // FP8 weights against bf16-valued activations without activation quantization (wo_a, MODEL.md §6.9).
-void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, float* y);
+void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, float* y, ThreadPool* pool);
 // fp32 weights (hc_*_fn): products are not exact in fp32, so accumulate in fp64 and round once.
-void MatMulF32Fp64(const float* x, int64_t rows, const F32View& w, float* y);
+void MatMulF32Fp64(const float* x, int64_t rows, const F32View& w, float* y, ThreadPool* pool);
+
+// Scalar references of the same arithmetic, for tests of the SIMD paths.
+namespace reference {
+void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y);
+void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y);
+void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y);
+void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, float* y);
+}  // namespace reference
 
 // Canonical block dot of two bf16-valued vectors (attention scores, indexer scores).
 float DotBf16(const float* a, const float* b, int64_t n);
@@ -49,7 +62,7 @@ void RmsNormRow(const float* x, const Bf16View& w, int64_t n, float eps, float* 
 void RoundToBf16(float* x, int64_t n);
 
 // Lin8 convenience: quantize `x` [rows, w.in], multiply, round to bf16 -> y [rows, w.out].
-void Lin8(const float* x, int64_t rows, const Fp8Linear& w, float* y, QuantActs* scratch);
-void Lin8(const float* x, int64_t rows, const Fp4Linear& w, float* y, QuantActs* scratch);
+void Lin8(const float* x, int64_t rows, const Fp8Linear& w, float* y, QuantActs* scratch, ThreadPool* pool);
+void Lin8(const float* x, int64_t rows, const Fp4Linear& w, float* y, QuantActs* scratch, ThreadPool* pool);
 
 }  // namespace ds41

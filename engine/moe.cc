@@ -12,11 +12,11 @@ namespace {
 
 template <typename Linear>
 void RunExpert(const Linear& w1, const Linear& w2, const Linear& w3, const std::vector<float>& x, int n,
-               const float* weights, float limit, std::vector<float>* y, QuantActs* qa) {
+               const float* weights, float limit, std::vector<float>* y, QuantActs* qa, ThreadPool* pool) {
   const int64_t inter = w1.out;
   std::vector<float> a(static_cast<size_t>(n) * inter), u(a.size()), h(a.size());
-  Lin8(x.data(), n, w1, a.data(), qa);
-  Lin8(x.data(), n, w3, u.data(), qa);
+  Lin8(x.data(), n, w1, a.data(), qa, pool);
+  Lin8(x.data(), n, w3, u.data(), qa, pool);
   for (int r = 0; r < n; ++r) {
     for (int64_t k = 0; k < inter; ++k) {
       const size_t i = static_cast<size_t>(r) * inter + k;
@@ -31,7 +31,7 @@ void RunExpert(const Linear& w1, const Linear& w2, const Linear& w3, const std::
     }
   }
   y->resize(static_cast<size_t>(n) * w2.out);
-  Lin8(h.data(), n, w2, y->data(), qa);
+  Lin8(h.data(), n, w2, y->data(), qa, pool);
 }
 
 }  // namespace
@@ -43,7 +43,7 @@ void ForwardPass::Moe(int L, const std::vector<float>& x, std::vector<float>* ou
 
   // Router (Lin32, fp32 scores); the bias only selects.
   std::vector<float> z(static_cast<size_t>(rows_) * ne);
-  MatMulBf16(x.data(), rows_, w.gate, z.data());
+  MatMulBf16(x.data(), rows_, w.gate, z.data(), pool_);
   std::vector<std::vector<std::pair<int, float>>> routed(ne);  // expert -> (row, weight)
   std::vector<float> s(ne), biased(ne);
   std::vector<int> order(ne);
@@ -80,11 +80,11 @@ void ForwardPass::Moe(int L, const std::vector<float>& x, std::vector<float>* ou
       wts[i] = rows[i].second;
     }
     const ExpertWeights& ew = w.experts[e];
-    RunExpert(ew.w1, ew.w2, ew.w3, xe, n, wts.data(), limit, &ye, &qa_);
+    RunExpert(ew.w1, ew.w2, ew.w3, xe, n, wts.data(), limit, &ye, &qa_, pool_);
     for (int i = 0; i < n; ++i)
       for (int d = 0; d < D; ++d) acc[static_cast<size_t>(rows[i].first) * D + d] += ye[static_cast<size_t>(i) * D + d];
   }
-  RunExpert(w.sh_w1, w.sh_w2, w.sh_w3, x, rows_, nullptr, limit, &ye, &qa_);
+  RunExpert(w.sh_w1, w.sh_w2, w.sh_w3, x, rows_, nullptr, limit, &ye, &qa_, pool_);
   out->resize(acc.size());
   for (size_t i = 0; i < acc.size(); ++i) (*out)[i] = RoundBf16(acc[i] + ye[i]);
 }

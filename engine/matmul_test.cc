@@ -1,0 +1,102 @@
+// Every SIMD target and every thread count gives the scalar reference's bits.
+#include "engine/matmul.h"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cstring>
+#include <random>
+
+#include "engine/kernels.h"
+#include "engine/numerics.h"
+#include "util/thread_pool.h"
+
+namespace ds41 {
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+};
+
+std::vector<uint8_t> RandomFp8(std::mt19937& rng, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) {
+    do b = static_cast<uint8_t>(rng()); while ((b & 0x7F) == 0x7F);  // no NaN codes
+  }
+  return v;
+}
+
+std::vector<uint8_t> RandomScales(std::mt19937& rng, size_t n) {
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(120 + rng() % 10);
+  return v;
+}
+
+std::vector<float> RandomBf16Values(std::mt19937& rng, size_t n) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = RoundBf16(d(rng));
+  return v;
+}
+
+class MatmulTargetsTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
+  const Case c = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(c.m * 1000 + c.n * 10 + c.k));
+  const std::vector<float> x = RandomBf16Values(rng, static_cast<size_t>(c.m * c.k));
+  QuantActs qa;
+  QuantizeActs(x.data(), c.m, c.k, &qa);
+  const auto w8 = RandomFp8(rng, static_cast<size_t>(c.n * c.k));
+  const auto s8 = RandomScales(rng, static_cast<size_t>((c.n + 31) / 32 * (c.k / 32)));
+  std::vector<uint8_t> w4(static_cast<size_t>(c.n * c.k / 2));
+  for (auto& b : w4) b = static_cast<uint8_t>(rng());
+  const auto s4 = RandomScales(rng, static_cast<size_t>(c.n * c.k / 32));
+  std::vector<uint16_t> wb(static_cast<size_t>(c.n * c.k));
+  for (auto& v : wb) v = F32ToBf16(RandomBf16Values(rng, 1)[0]);
+  const Fp8Linear fp8{w8.data(), s8.data(), c.n, c.k};
+  const Fp4Linear fp4{w4.data(), s4.data(), c.n, c.k};
+  Bf16View bf;
+  bf.p = reinterpret_cast<const uint8_t*>(wb.data());
+  bf.rows = c.n;
+  bf.cols = c.k;
+
+  const size_t out = static_cast<size_t>(c.m * c.n);
+  std::vector<float> r8(out), r4(out), rb(out), ru(out);
+  reference::MatMulFp8(qa, fp8, r8.data());
+  reference::MatMulFp4(qa, fp4, r4.data());
+  reference::MatMulBf16(x.data(), c.m, bf, rb.data());
+  reference::MatMulFp8Unquantized(x.data(), c.m, fp8, ru.data());
+
+  ThreadPool pool3(3);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
+      std::vector<float> y8(out), y4(out), yb(out), yu(out);
+      MatMulFp8(qa, fp8, y8.data(), pool);
+      MatMulFp4(qa, fp4, y4.data(), pool);
+      MatMulBf16(x.data(), c.m, bf, yb.data(), pool);
+      MatMulFp8Unquantized(x.data(), c.m, fp8, yu.data(), pool);
+      const std::string where = std::string(hwy::TargetName(target)) + (pool ? " threads=3" : " threads=1");
+      EXPECT_EQ(0, std::memcmp(y8.data(), r8.data(), out * 4)) << "fp8 " << where;
+      EXPECT_EQ(0, std::memcmp(y4.data(), r4.data(), out * 4)) << "fp4 " << where;
+      EXPECT_EQ(0, std::memcmp(yb.data(), rb.data(), out * 4)) << "bf16 " << where;
+      EXPECT_EQ(0, std::memcmp(yu.data(), ru.data(), out * 4)) << "fp8 unquantized " << where;
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTargetsTest,
+                         ::testing::Values(Case{1, 1, 32}, Case{1, 16, 64}, Case{3, 37, 96}, Case{70, 70, 160},
+                                           Case{2, 129, 256}, Case{65, 33, 32}));
+
+TEST(MatmulTest, TargetsAreReported) {
+  std::string names;
+  for (int64_t t : hwy::SupportedAndGeneratedTargets()) names += std::string(hwy::TargetName(t)) + " ";
+  std::printf("[ simd ] targets on this CPU: %s; chosen: %s\n", names.c_str(), MatmulTargetName());
+  EXPECT_GE(hwy::SupportedAndGeneratedTargets().size(), 1u);
+}
+
+}  // namespace
+}  // namespace ds41
