@@ -5,8 +5,11 @@
 #include <cmath>
 
 #include "engine/forward.h"
+#include "engine/matmul.h"
 #include "engine/numerics.h"
+#include "engine/vector_ops.h"
 #include "util/check.h"
+#include "util/thread_pool.h"
 
 namespace ds41 {
 
@@ -126,35 +129,37 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int nkeys = static_cast<int>(slot.size());
-  std::vector<float> s(64), p(64);
+  CountWork(2ull * static_cast<uint64_t>(H) * nkeys * hd, 0);  // q.k and p.v
+  // Scores of every head for every key: heads are the SIMD lanes (q transposed to [hd][H]).
+  std::vector<float> qT(static_cast<size_t>(hd) * H), s(static_cast<size_t>(nkeys) * H);
+  for (int h = 0; h < H; ++h)
+    for (int d = 0; d < hd; ++d) qT[static_cast<size_t>(d) * H + h] = q[static_cast<size_t>(h) * hd + d];
+  for (int k = 0; k < nkeys; ++k) {
+    HeadScores(qT.data(), H, hd, &keys[static_cast<size_t>(k) * hd], &s[static_cast<size_t>(k) * H]);
+    for (int h = 0; h < H; ++h) s[static_cast<size_t>(k) * H + h] = s[static_cast<size_t>(k) * H + h] * scale;
+  }
+  std::vector<float> p(64), acc(hd);
   std::vector<double> pv(hd);
   for (int h = 0; h < H; ++h) {
-    const float* qh = q + static_cast<size_t>(h) * hd;
     float m = -1e30f, l = 0.0f;
-    std::vector<float> acc(hd, 0.0f);
+    std::fill(acc.begin(), acc.end(), 0.0f);
     for (int a = 0; a < nkeys;) {
       const int block = slot[a] / 64;
       int b = a;
       while (b < nkeys && slot[b] / 64 == block) ++b;
       float bm = -INFINITY;
-      for (int k = a; k < b; ++k) {
-        s[k - a] = DotBf16(qh, &keys[static_cast<size_t>(k) * hd], hd) * scale;
-        bm = std::max(bm, s[k - a]);
-      }
+      for (int k = a; k < b; ++k) bm = std::max(bm, s[static_cast<size_t>(k) * H + h]);
       const float m_new = std::max(m, bm);
       const float sf = ExpF(m - m_new);
       double psum = 0.0;
       for (int k = a; k < b; ++k) {
-        p[k - a] = ExpF(s[k - a] - m_new);
+        p[k - a] = ExpF(s[static_cast<size_t>(k) * H + h] - m_new);
         psum += p[k - a];
       }
       l = l * sf + static_cast<float>(psum);
       std::fill(pv.begin(), pv.end(), 0.0);
-      for (int k = a; k < b; ++k) {
-        const double pb = RoundBf16(p[k - a]);  // probabilities enter the PV product as bf16
-        const float* key = &keys[static_cast<size_t>(k) * hd];
-        for (int d = 0; d < hd; ++d) pv[d] += pb * key[d];
-      }
+      for (int k = a; k < b; ++k)  // probabilities enter the PV product as bf16
+        AccumulatePv(RoundBf16(p[k - a]), &keys[static_cast<size_t>(k) * hd], pv.data(), hd);
       for (int d = 0; d < hd; ++d) acc[d] = acc[d] * sf + static_cast<float>(pv[d]);
       m = m_new;
       a = b;
@@ -194,12 +199,17 @@ void ForwardPass::Attention(int L, const std::vector<float>& x, std::vector<floa
 
   // Sparse attention with sink, then the output's rope dims de-rotated at the query position.
   std::vector<float> o(static_cast<size_t>(rows_) * H * hd);
-  for (int r = 0; r < rows_; ++r) {
+  auto attend = [&](int64_t r) {
     const Segment& seg = segs_[seg_of_row_[r]];
-    AttendRow(L, seg, r, &q[static_cast<size_t>(r) * H * hd], nw, &o[static_cast<size_t>(r) * H * hd]);
+    AttendRow(L, seg, static_cast<int>(r), &q[static_cast<size_t>(r) * H * hd], nw, &o[static_cast<size_t>(r) * H * hd]);
     for (int h = 0; h < H; ++h)
       ApplyRope(&o[(static_cast<size_t>(r) * H + h) * hd + nope], rd / 2, &cs[static_cast<size_t>(r) * (rd / 2)],
                 &sn[static_cast<size_t>(r) * (rd / 2)], /*inverse=*/true);
+  };
+  if (pool_) {
+    pool_->ParallelFor(rows_, attend);
+  } else {
+    for (int r = 0; r < rows_; ++r) attend(r);
   }
   CommitWindow(L, nw);
 

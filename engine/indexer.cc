@@ -5,7 +5,10 @@
 #include <cmath>
 
 #include "engine/forward.h"
+#include "engine/matmul.h"
 #include "engine/numerics.h"
+#include "engine/vector_ops.h"
+#include "util/thread_pool.h"
 
 namespace ds41 {
 namespace {
@@ -61,18 +64,22 @@ void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<fl
     std::vector<float> keys(static_cast<size_t>(E) * ihd);
     const int ib = c_.index_key_bytes();
     for (int64_t j = 0; j < E; ++j) DecodeIndexKey(&kvs.index_keys[static_cast<size_t>(j) * ib], ihd, &keys[static_cast<size_t>(j) * ihd]);
-    for (int i = 0; i < seg.n(); ++i) {
-      const int r = seg.row0 + i;
+    auto score_row = [&](int64_t i) {
+      const int r = seg.row0 + static_cast<int>(i);
       const int64_t V = std::min<int64_t>((pos_[r] + 1) / m, E);  // visible entries
       std::vector<float> score(static_cast<size_t>(V));
+      // Heads are the SIMD lanes: q transposed to [ihd][nh].
+      std::vector<float> qT(static_cast<size_t>(ihd) * nh), qk(nh);
+      for (int h = 0; h < nh; ++h)
+        for (int d = 0; d < ihd; ++d) qT[static_cast<size_t>(d) * nh + h] = qi[(static_cast<size_t>(r) * nh + h) * ihd + d];
       for (int64_t j = 0; j < V; ++j) {
+        HeadScores(qT.data(), nh, ihd, &keys[static_cast<size_t>(j) * ihd], qk.data());
         double sum = 0.0;
-        for (int h = 0; h < nh; ++h) {
-          const float qk = RoundBf16(DotBf16(&qi[(static_cast<size_t>(r) * nh + h) * ihd], &keys[static_cast<size_t>(j) * ihd], ihd));
-          sum += RoundBf16(std::max(qk, 0.0f) * hw[static_cast<size_t>(r) * nh + h]);
-        }
+        for (int h = 0; h < nh; ++h)  // bf16(q.k), relu, bf16(x w), summed over heads, bf16 (REF's roundings)
+          sum += RoundBf16(std::max(RoundBf16(qk[h]), 0.0f) * hw[static_cast<size_t>(r) * nh + h]);
         score[j] = RoundBf16(static_cast<float>(sum));
       }
+      CountWork(static_cast<uint64_t>(V) * nh * ihd, 0);
       if (role.candidate_publisher) {
         // Blocks of candidate_block_size positions scored by their best position; the newest
         // (partially filled) block is always kept (§6.7).
@@ -92,6 +99,11 @@ void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<fl
       std::vector<int32_t> picks = TopKByScore(score, c_.index_topk);
       std::sort(picks.begin(), picks.end());
       topk_[r] = std::move(picks);
+    };
+    if (pool_) {
+      pool_->ParallelFor(seg.n(), score_row);
+    } else {
+      for (int i = 0; i < seg.n(); ++i) score_row(i);
     }
   }
 }

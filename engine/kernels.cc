@@ -1,10 +1,12 @@
 #include "engine/kernels.h"
 
 #include <array>
+#include <atomic>
 #include <cmath>
 
 #include "engine/matmul.h"
 #include "engine/numerics.h"
+#include "engine/vector_ops.h"
 #include "util/thread_pool.h"
 
 namespace ds41 {
@@ -63,7 +65,31 @@ void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, floa
   Matmul({x, nullptr, rows}, Fp8W(w), y, pool);
 }
 
+namespace {
+std::atomic<uint64_t> g_macs{0}, g_weight_bytes{0};
+
+uint64_t WeightBytes(const MatmulWeights& w) {
+  switch (w.format) {
+    case MatmulWeights::kFp8: return static_cast<uint64_t>(w.n * w.k + ((w.n + 31) / 32) * (w.k / 32));
+    case MatmulWeights::kFp4: return static_cast<uint64_t>(w.n * w.k / 2 + w.n * (w.k / 32));
+    case MatmulWeights::kBf16: return static_cast<uint64_t>(w.n * w.k * 2);
+  }
+  return 0;
+}
+}  // namespace
+
+WorkCounters ReadWorkCounters() { return {g_macs.load(std::memory_order_relaxed), g_weight_bytes.load(std::memory_order_relaxed)}; }
+void ResetWorkCounters() {
+  g_macs = 0;
+  g_weight_bytes = 0;
+}
+void CountWork(uint64_t macs, uint64_t weight_bytes) {
+  g_macs.fetch_add(macs, std::memory_order_relaxed);
+  g_weight_bytes.fetch_add(weight_bytes, std::memory_order_relaxed);
+}
+
 void Matmul(const MatmulActs& a, const MatmulWeights& w, float* y, ThreadPool* pool) {
+  CountWork(static_cast<uint64_t>(a.rows * w.n * w.k), WeightBytes(w));
   const int64_t groups = MatmulGroups(w);
   if (pool == nullptr || groups == 1) {
     for (int64_t g = 0; g < groups; ++g) MatmulGroup(a, w, g, y);
@@ -159,13 +185,10 @@ void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, floa
 
 void MatMulF32Fp64(const float* x, int64_t rows, const F32View& w, float* y, ThreadPool* pool) {
   const int64_t K = w.cols;
+  CountWork(static_cast<uint64_t>(rows * w.rows * K), static_cast<uint64_t>(w.rows * K * 4));
   auto one = [&](int64_t i) {
     const int64_t r = i / w.rows, n = i % w.rows;
-    const float* xr = x + r * K;
-    double acc = 0.0;
-    const uint8_t* wr = w.p + 4 * n * K;
-    for (int64_t k = 0; k < K; ++k) acc += static_cast<double>(xr[k]) * static_cast<double>(LoadF32(wr + 4 * k));
-    y[r * w.rows + n] = static_cast<float>(acc);
+    y[r * w.rows + n] = static_cast<float>(DotF32Weights(x + r * K, w.p + 4 * n * K, K));
   };
   if (pool == nullptr) {
     for (int64_t i = 0; i < rows * w.rows; ++i) one(i);

@@ -36,4 +36,14 @@ void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t group, flo
 // The SIMD target the dispatcher chose on this CPU ("AVX3", "AVX2", ...).
 const char* MatmulTargetName();
 
+// Work counters (relaxed atomics, always on; one add per matmul): multiply-adds and weight bytes
+// streamed, for benchmarks that report FLOP/s and bytes/s against the machine's limits.
+struct WorkCounters {
+  uint64_t macs = 0;
+  uint64_t weight_bytes = 0;
+};
+WorkCounters ReadWorkCounters();
+void ResetWorkCounters();
+void CountWork(uint64_t macs, uint64_t weight_bytes);
+
 }  // namespace ds41
