@@ -4,11 +4,13 @@
 // produces the scalar reference's bits (tested per target).
 //
 // Weights stay in their mapped storage format and are decoded in registers, tile by tile: a tile is
-// 16 output rows x one 32-wide K block, gathered from the row-major codes into k-major float form
-// (2 KB, L1-resident) and reused by every activation row of the call.
+// 16 output rows x one 32-wide K block, transposed from the row-major codes into k-major float form
+// (2 KB, L1-resident) and reused by every activation row of the call. For decode (one activation
+// row) that transposition is the cost: see the engine-speed notes for the measured ratios.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/matmul_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -37,14 +39,18 @@ HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HW
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t K = w.k;
   for (int64_t v = 0; v < kTileRows; v += L) {
-    // Row indices of this vector's lanes (rows past the end read the last row; never stored).
-    auto rows = hn::Min(hn::Iota(di, static_cast<int32_t>(n0 + v)), hn::Set(di, static_cast<int32_t>(w.n - 1)));
+    // Each lane is one weight row; its codes are copied k-major through U (rows past the end repeat
+    // the last row and are never stored).
     switch (w.format) {
       case MatmulWeights::kFp8: {
-        const auto base = hn::Mul(rows, hn::Set(di, static_cast<int32_t>(K / 4)));
-        const int32_t* quads = reinterpret_cast<const int32_t*>(w.data) + b * 8;
+        // Transpose the tile's 4-byte words through L1: U[q][lane] = bytes 4q..4q+3 of row lane.
+        alignas(64) uint32_t U[8][kTileRows];
+        for (int64_t r = 0; r < L; ++r) {
+          const uint8_t* src = w.data + std::min(n0 + v + r, w.n - 1) * K + b * 32;
+          for (int q = 0; q < 8; ++q) std::memcpy(&U[q][r], src + 4 * q, 4);
+        }
         for (int q = 0; q < 8; ++q) {
-          const auto g = hn::BitCast(du, hn::GatherIndex(di, quads + q, base));
+          const auto g = hn::Load(du, U[q]);
           for (int j = 0; j < 4; ++j) {
             const auto c = hn::And(hn::ShiftRightSame(g, 8 * j), hn::Set(du, 0xFF));
             // E4M3 -> fp16 bit pattern (exact, subnormals included), x 256 restores the exponent bias.
@@ -56,23 +62,38 @@ HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HW
         break;
       }
       case MatmulWeights::kFp4: {
-        const auto base = hn::Mul(rows, hn::Set(di, static_cast<int32_t>(K / 8)));
-        const int32_t* quads = reinterpret_cast<const int32_t*>(w.data) + b * 4;
+        alignas(64) uint32_t U[4][kTileRows];
+        for (int64_t r = 0; r < L; ++r) {
+          const uint8_t* src = w.data + std::min(n0 + v + r, w.n - 1) * (K / 2) + b * 16;
+          for (int q = 0; q < 4; ++q) std::memcpy(&U[q][r], src + 4 * q, 4);
+        }
+        // E2M1 magnitudes as a lane table (8 entries: one vector on 8- and 16-lane targets).
+        alignas(64) static const float kMag[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, 0, 0, 0, 0, 0, 0, 0};
         alignas(64) static const float kE2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
         for (int q = 0; q < 4; ++q) {
-          const auto g = hn::BitCast(du, hn::GatherIndex(di, quads + q, base));
+          const auto g = hn::Load(du, U[q]);
           for (int j = 0; j < 8; ++j) {
-            const auto c = hn::BitCast(di, hn::And(hn::ShiftRightSame(g, 4 * j), hn::Set(du, 0xF)));
-            hn::Store(hn::GatherIndex(df, kE2m1, c), df, T + (8 * q + j) * kTileRows + v);
+            const auto c = hn::And(hn::ShiftRightSame(g, 4 * j), hn::Set(du, 0xF));
+            hn::Vec<decltype(df)> f;
+            if constexpr (hn::MaxLanes(df) >= 8) {
+              const auto mag = hn::TableLookupLanes(hn::Load(df, kMag), hn::IndicesFromVec(df, hn::BitCast(di, hn::And(c, hn::Set(du, 7)))));
+              f = hn::BitCast(df, hn::Or(hn::BitCast(du, mag), hn::ShiftLeft<28>(hn::And(c, hn::Set(du, 8)))));
+            } else {
+              f = hn::GatherIndex(df, kE2m1, hn::BitCast(di, c));
+            }
+            hn::Store(f, df, T + (8 * q + j) * kTileRows + v);
           }
         }
         break;
       }
       case MatmulWeights::kBf16: {
-        const auto base = hn::Mul(rows, hn::Set(di, static_cast<int32_t>(K / 2)));
-        const int32_t* pairs = reinterpret_cast<const int32_t*>(w.data) + b * 16;
+        alignas(64) uint32_t U[16][kTileRows];
+        for (int64_t r = 0; r < L; ++r) {
+          const uint8_t* src = w.data + std::min(n0 + v + r, w.n - 1) * (2 * K) + b * 64;
+          for (int q = 0; q < 16; ++q) std::memcpy(&U[q][r], src + 4 * q, 4);
+        }
         for (int q = 0; q < 16; ++q) {
-          const auto g = hn::BitCast(du, hn::GatherIndex(di, pairs + q, base));
+          const auto g = hn::Load(du, U[q]);
           hn::Store(hn::BitCast(df, hn::ShiftLeft<16>(g)), df, T + (2 * q) * kTileRows + v);
           hn::Store(hn::BitCast(df, hn::And(g, hn::Set(du, 0xFFFF0000u))), df, T + (2 * q + 1) * kTileRows + v);
         }
@@ -97,7 +118,16 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t K = w.k, nb = K / 32, G = t1 - t0, W = G * kTileRows;
   const bool scaled = w.format != MatmulWeights::kBf16;
+  const int64_t row_bytes = w.format == MatmulWeights::kFp8 ? K : w.format == MatmulWeights::kFp4 ? K / 2 : 2 * K;
+  const int64_t block_bytes = row_bytes / nb;
   for (int64_t b = 0; b < nb; ++b) {
+    // Software prefetch, one per cache line, ~1 KB ahead in every row of the group: with 16-64 rows
+    // streaming at once the hardware prefetchers alone leave the loads waiting on DRAM.
+    constexpr int64_t kAhead = 1024;
+    const int64_t off = b * block_bytes + kAhead;
+    if (off < row_bytes && (b * block_bytes) % 64 + block_bytes > 63) {
+      for (int64_t r = t0 * kTileRows; r < std::min(w.n, t1 * kTileRows); ++r) hwy::Prefetch(w.data + r * row_bytes + off);
+    }
     for (int64_t g = 0; g < G; ++g) BuildTile(w, (t0 + g) * kTileRows, b, T + g * 32 * kTileRows, sw + g * kTileRows);
     for (int64_t m = r0; m < r1; ++m) {
       const float* HWY_RESTRICT x = a.values + m * K + b * 32;
@@ -125,6 +155,15 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
 HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t group, float* Y) {
   const int64_t tiles = (w.n + kTileRows - 1) / kTileRows;
   const int64_t t0 = group * kTilesPerGroup, t1 = std::min(tiles, t0 + kTilesPerGroup);
+  if (a.rows < 8) {
+    // Few activation rows (decode): one tile of 16 weight rows at a time, so only 16 rows stream from
+    // memory at once and the hardware prefetchers keep up with them.
+    alignas(64) float T[32 * kTileRows];
+    alignas(64) float sw[kTileRows];
+    std::vector<float> acc(static_cast<size_t>(a.rows) * kTileRows);
+    for (int64_t t = t0; t < t1; ++t) GroupRows(a, w, t, t + 1, 0, a.rows, T, sw, acc.data(), Y);
+    return;
+  }
   alignas(64) float T[kTilesPerGroup * 32 * kTileRows];
   alignas(64) float sw[kTilesPerGroup * kTileRows];
   std::vector<float> acc(static_cast<size_t>(std::min<int64_t>(kRowChunk, a.rows)) * kTilesPerGroup * kTileRows);

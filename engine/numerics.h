@@ -59,8 +59,11 @@ uint8_t F32ToE2m1(float v);
 
 // ---- E8M0 (power-of-two scale 2^(e-127); 255 is NaN) ------------------------------------------------
 inline float E8m0ToF32(uint8_t e) {
-  if (e == 255) return std::nanf("");
-  return std::ldexp(1.0f, static_cast<int>(e) - 127);
+  // Built from bits: 2^(e-127) is a normal float for e in [1, 254], 2^-127 the subnormal 0x00400000.
+  const uint32_t bits = e == 255 ? 0x7FC00000u : e == 0 ? 0x00400000u : static_cast<uint32_t>(e) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 // REQUIRES: p is a normal power of two (what FastRoundScale returns for in-range inputs).
 inline uint8_t E8m0FromPow2(float p) {

@@ -1,0 +1,152 @@
+// engine_bench: the engine against this machine's limits, in one run (issue: engine speed).
+//
+// Measures STREAM-triad bandwidth and peak FMA throughput on the engine's threads, then on a
+// checkpoint (use bench/slice_config.sh for the real-width slice):
+//   decode, batch 1      weight bytes read per token / time, against the triad bandwidth
+//   prefill              useful FLOPs (2 per multiply-add of every matmul and attention product) / time,
+//                        against the peak
+//   batched decode       tokens/s with 1, 8 and 32 concurrent sequences
+//   CED vs exact prefill time ratio for the same prompt (arithmetic: about 0.5 + window / N)
+// and the run's peak resident memory against the mapped checkpoint.
+#include <CLI/CLI.hpp>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "bench/machine_limits.h"
+#include "engine/engine.h"
+#include "engine/matmul.h"
+#include "engine/sampling.h"
+#include "util/malloc_tuning.h"
+
+namespace {
+
+using namespace ds41;
+using Steady = std::chrono::steady_clock;
+
+double Seconds(Steady::time_point t0) { return std::chrono::duration<double>(Steady::now() - t0).count(); }
+
+std::vector<int32_t> Prompt(int n, int vocab, int seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& v : t) v = 3 + static_cast<int32_t>(rng() % (vocab - 3));
+  return t;
+}
+
+void Check(const Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
+    std::exit(1);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  TuneMallocForLargeBuffers();
+  CLI::App app{"engine_bench: engine speed as ratios to this machine's measured limits"};
+  std::string model_dir;
+  int threads = static_cast<int>(std::thread::hardware_concurrency()), prefill = 1024, ced = 2048, steps = 8;
+  int64_t triad_mib = 768;
+  app.add_option("--model", model_dir, "checkpoint (bench/slice_config.sh writes the real-width slice)")->required();
+  app.add_option("--threads", threads, "engine threads");
+  app.add_option("--prefill", prefill, "prefill length");
+  app.add_option("--ced-prompt", ced, "prompt length for CED vs exact");
+  app.add_option("--decode-steps", steps, "timed decode steps per figure");
+  app.add_option("--triad-mib", triad_mib, "MiB across the three STREAM arrays");
+  CLI11_PARSE(app, argc, argv);
+
+  ThreadPool pool(threads);
+  auto model_or = Model::Open(model_dir);
+  Check(model_or.status());
+  const Model& model = **model_or;
+  const ModelConfig& c = model.config();
+  Engine engine(model, &pool);
+  std::printf("inputs: %d threads, SIMD target %s, model %s (%d layers, hidden %d, %d heads x %d, %d experts top-%d, "
+              "vocab %d), mapped %.2f GiB\n",
+              threads, MatmulTargetName(), model_dir.c_str(), c.n_layers, c.dim, c.n_heads, c.head_dim,
+              c.n_routed_experts, c.n_activated_experts, c.vocab_size, model.mapped_bytes() / 1073741824.0);
+
+  const double bw = MeasureTriadBandwidth(&pool, triad_mib * (1 << 20) / 12, 5);
+  const double peak = MeasurePeakFmaFlops(&pool, 3);
+  std::printf("machine: STREAM triad %.1f GB/s (%ld MiB arrays), peak FMA %.1f GFLOP/s (%s, %d threads)\n", bw / 1e9,
+              static_cast<long>(triad_mib), peak / 1e9, PeakKernelTarget(), threads);
+
+  // Decode, batch 1.
+  {
+    SequenceState st = SequenceState::Create(c);
+    std::vector<float> lg;
+    Check(engine.Prefill(&st, {Prompt(32, c.vocab_size, 1), {}, {}}, false, &lg));
+    for (int i = 0; i < 2; ++i) Check(engine.DecodeBatch({&st}, {Argmax(lg.data(), c.vocab_size)}, &lg));
+    ResetWorkCounters();
+    const auto t0 = Steady::now();
+    for (int i = 0; i < steps; ++i) Check(engine.DecodeBatch({&st}, {Argmax(lg.data(), c.vocab_size)}, &lg));
+    const double t = Seconds(t0) / steps;
+    const WorkCounters w = ReadWorkCounters();
+    const double bytes = static_cast<double>(w.weight_bytes) / steps;
+    std::printf("decode batch 1: %.1f ms/token, %.1f MB of weights read per token -> %.2f GB/s = %.3f of triad bandwidth\n",
+                t * 1e3, bytes / 1e6, bytes / t / 1e9, bytes / t / bw);
+  }
+  // Prefill.
+  {
+    SequenceState st = SequenceState::Create(c);
+    std::vector<float> lg;
+    ResetWorkCounters();
+    const auto t0 = Steady::now();
+    Check(engine.Prefill(&st, {Prompt(prefill, c.vocab_size, 2), {}, {}}, false, &lg));
+    const double t = Seconds(t0);
+    const double flops = 2.0 * static_cast<double>(ReadWorkCounters().macs);
+    std::printf("prefill %d tokens: %.2f s, %.1f GFLOP useful -> %.1f GFLOP/s = %.3f of peak FMA\n", prefill, t, flops / 1e9,
+                flops / t / 1e9, flops / t / peak);
+  }
+  // Batched decode.
+  {
+    double tps1 = 0;
+    for (int batch : {1, 8, 32}) {
+      std::vector<SequenceState> states;
+      std::vector<std::vector<float>> logits(batch);
+      for (int b = 0; b < batch; ++b) {
+        states.push_back(SequenceState::Create(c));
+        Check(engine.Prefill(&states.back(), {Prompt(16, c.vocab_size, 100 + b), {}, {}}, false, &logits[b]));
+      }
+      std::vector<SequenceState*> ptrs;
+      std::vector<int32_t> next(batch);
+      for (int b = 0; b < batch; ++b) {
+        ptrs.push_back(&states[b]);
+        next[b] = Argmax(logits[b].data(), c.vocab_size);
+      }
+      std::vector<float> lg;
+      Check(engine.DecodeBatch(ptrs, next, &lg));  // warm-up
+      const auto t0 = Steady::now();
+      for (int s = 0; s < steps; ++s) {
+        for (int b = 0; b < batch; ++b) next[b] = Argmax(&lg[static_cast<size_t>(b) * c.vocab_size], c.vocab_size);
+        Check(engine.DecodeBatch(ptrs, next, &lg));
+      }
+      const double tps = batch * steps / Seconds(t0);
+      if (batch == 1) tps1 = tps;
+      std::printf("batched decode, %2d sequences: %.2f tokens/s (%.2fx one sequence)\n", batch, tps, tps / tps1);
+    }
+  }
+  // CED against exact prefill of the same prompt.
+  {
+    const auto prompt = Prompt(ced, c.vocab_size, 3);
+    SequenceState a = SequenceState::Create(c), b = SequenceState::Create(c);
+    std::vector<float> la, lb;
+    auto t0 = Steady::now();
+    Check(engine.Prefill(&a, {prompt, {}, {}}, false, &la));
+    const double te = Seconds(t0);
+    t0 = Steady::now();
+    Check(engine.CedPrefill(&b, {prompt, {}, {}}, -1, &lb));
+    const double tc = Seconds(t0);
+    std::printf("prefill of %d tokens: exact %.2f s, CED %.2f s, ratio %.3f (arithmetic ~ %.3f = 0.5 + window/N)\n", ced, te,
+                tc, tc / te, 0.5 + static_cast<double>(c.window_size) / ced);
+  }
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  std::printf("peak resident memory %.2f GiB (mapped checkpoint %.2f GiB; STREAM arrays %.2f GiB were freed before the "
+              "engine runs)\n",
+              ru.ru_maxrss / 1048576.0, model.mapped_bytes() / 1073741824.0, triad_mib / 1024.0);
+  return 0;
+}
