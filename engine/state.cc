@@ -8,6 +8,7 @@ namespace ds41 {
 namespace {
 
 constexpr char kMagic[8] = {'D', 'S', '4', '1', 'S', 'E', 'Q', '1'};
+constexpr char kSwaMagic[8] = {'D', 'S', '4', '1', 'S', 'W', 'A', '1'};
 constexpr uint32_t kVersion = 1;
 
 uint64_t Fnv1a(const std::string& s) {
@@ -156,6 +157,88 @@ StatusOr<SequenceState> SequenceState::Deserialize(const std::string& bytes, con
   if (s.encoder_out.end < 0 || s.encoder_out.end > s.length) return bad("encoder output ring beyond the sequence");
   if (!r.done()) return bad("trailing bytes");
   return s;
+}
+
+std::string SequenceState::SerializeSwa(const ModelConfig& c) const {
+  Writer w;
+  w.Raw(kSwaMagic, sizeof(kSwaMagic));
+  w.Pod(kVersion);
+  w.Pod(ConfigFingerprint(c));
+  w.Pod(length);
+  for (int L = 0; L <= c.ced_split && L < c.n_layers; ++L) {
+    w.Pod(rings[L].end);
+    w.Pod(rings[L].floor);
+    w.Vec(rings[L].slots);
+  }
+  for (const auto& k : kv) {
+    w.Pod(k.processed);
+    w.Vec(k.pending_kv);
+    w.Vec(k.pending_gate);
+  }
+  w.Vec(engram_history);
+  w.Pod(encoder_out.end);
+  w.Pod(encoder_out.floor);
+  w.Vec(encoder_out.x);
+  w.Vec(encoder_out.pre);
+  return w.Take();
+}
+
+StatusOr<int64_t> SequenceState::SwaPosition(const std::string& bytes, const ModelConfig& c) {
+  if (bytes.size() < sizeof(kSwaMagic) || std::memcmp(bytes.data(), kSwaMagic, sizeof(kSwaMagic)) != 0)
+    return DataLossError("SWA state: bad magic");
+  Reader r(bytes, sizeof(kSwaMagic));
+  uint32_t version = 0;
+  uint64_t fp = 0;
+  int64_t len = 0;
+  if (!r.Pod(&version) || version != kVersion || !r.Pod(&fp) || !r.Pod(&len)) return DataLossError("SWA state: bad header");
+  if (fp != ConfigFingerprint(c)) return FailedPreconditionError("SWA state: made for a different model configuration");
+  return len;
+}
+
+Status SequenceState::RestoreSwa(const std::string& bytes, const ModelConfig& c) {
+  DS41_ASSIGN_OR_RETURN(int64_t len, SwaPosition(bytes, c));
+  auto bad = [](const std::string& what) { return DataLossError("SWA state: " + what); };
+  if (len < 0) return bad("negative position");
+  for (size_t i = 0; i < kv.size(); ++i) {
+    const int m = c.compress_ratios[c.kv_source_layers[i]];
+    if (kv[i].entries(m) != len / m)
+      return FailedPreconditionError("SWA state at position " + std::to_string(len) + " but the global KV of layer " +
+                                     std::to_string(c.kv_source_layers[i]) + " holds " +
+                                     std::to_string(kv[i].entries(m)) + " entries");
+  }
+  SequenceState t = Create(c);  // parse into a scratch state so a failure changes nothing
+  Reader r(bytes, sizeof(kSwaMagic) + 4 + 8 + 8);
+  const uint64_t ring_bytes = static_cast<uint64_t>(c.window_size) * c.window_entry_bytes();
+  for (int L = 0; L <= c.ced_split && L < c.n_layers; ++L) {
+    WindowRing& ring = t.rings[L];
+    if (!r.Pod(&ring.end) || !r.Pod(&ring.floor) || !r.Vec(&ring.slots, ring_bytes)) return bad("bad window ring");
+    if (ring.end < 0 || ring.floor < 0 || ring.end > len) return bad("window ring beyond the position");
+  }
+  for (size_t i = 0; i < t.kv.size(); ++i) {
+    const int m = c.compress_ratios[c.kv_source_layers[i]];
+    auto& k = t.kv[i];
+    if (!r.Pod(&k.processed) || k.processed != len ||
+        !r.Vec(&k.pending_kv, static_cast<uint64_t>(m - 1) * c.head_dim) ||
+        !r.Vec(&k.pending_gate, m > 1 ? static_cast<uint64_t>(m - 1) * c.head_dim : 0))
+      return bad("bad compressor state");
+  }
+  if (!r.Vec(&t.engram_history, t.engram_history.size())) return bad("bad engram history");
+  if (!r.Pod(&t.encoder_out.end) || !r.Pod(&t.encoder_out.floor) ||
+      !r.Vec(&t.encoder_out.x, static_cast<uint64_t>(c.window_size) * c.hc_dim()) ||
+      !r.Vec(&t.encoder_out.pre, static_cast<uint64_t>(c.window_size) * c.hc_mult))
+    return bad("bad encoder output ring");
+  if (t.encoder_out.end < 0 || t.encoder_out.end > len) return bad("encoder output ring beyond the position");
+  if (!r.done()) return bad("trailing bytes");
+  for (int L = 0; L <= c.ced_split && L < c.n_layers; ++L) rings[L] = std::move(t.rings[L]);
+  for (size_t i = 0; i < kv.size(); ++i) {
+    kv[i].processed = len;
+    kv[i].pending_kv = std::move(t.kv[i].pending_kv);
+    kv[i].pending_gate = std::move(t.kv[i].pending_gate);
+  }
+  engram_history = std::move(t.engram_history);
+  encoder_out = std::move(t.encoder_out);
+  length = len;
+  return Status::Ok();
 }
 
 }  // namespace ds41

@@ -63,6 +63,16 @@ struct SequenceState {
   // size against `config` and returns InvalidArgument/DataLoss for anything else.
   std::string Serialize(const ModelConfig& config) const;
   static StatusOr<SequenceState> Deserialize(const std::string& bytes, const ModelConfig& config);
+
+  // The SWA state at the current position (SERVING.md §4): the window rings of layers 0..ced_split,
+  // the open compressor groups, the Engram history and the encoder stream ring. Small, short-lived,
+  // what nodes pool and pull; the global KV travels as cache units instead.
+  std::string SerializeSwa(const ModelConfig& config) const;
+  // Replaces this state's SWA part. REQUIRES: the global KV reaches the SWA state's position
+  // (FailedPrecondition otherwise); damaged bytes are DataLoss.
+  Status RestoreSwa(const std::string& bytes, const ModelConfig& config);
+  // Position of a serialized SWA state (DataLoss when the bytes are not one).
+  static StatusOr<int64_t> SwaPosition(const std::string& bytes, const ModelConfig& config);
 };
 
 // A 64-bit digest of the configuration's shape, stamped into serialized state.
