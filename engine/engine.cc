@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "engine/engram_layout.h"
 
@@ -63,7 +64,7 @@ Status Engine::Prefill(SequenceState* state, const TokenSpan& span, bool all_log
                                      std::to_string(state->rings[L].end) + ", sequence at " + std::to_string(state->length));
   const int64_t start = state->length;
   std::vector<Segment> segs{MakeSegment(state, start, span, 0, span.tokens.size(), c.dim)};
-  ForwardPass pass(model_, &segs, pool_);
+  ForwardPass pass(model_, &segs, pool_, experts_);
   Observe(&pass, start);
   pass.Embed();
   state->length = start + static_cast<int64_t>(span.tokens.size());
@@ -94,7 +95,7 @@ Status Engine::DecodeBatch(const std::vector<SequenceState*>& states, const std:
         return FailedPreconditionError("decode: layer " + std::to_string(L) + " is not at the sequence end");
     segs.push_back(MakeSegment(states[i], states[i]->length, one, 0, 1, c.dim));
   }
-  ForwardPass pass(model_, &segs, pool_);
+  ForwardPass pass(model_, &segs, pool_, experts_);
   Observe(&pass, segs.size() == 1 ? segs[0].start : -1);
   pass.Embed();
   for (SequenceState* s : states) ++s->length;
@@ -105,7 +106,7 @@ Status Engine::DecodeBatch(const std::vector<SequenceState*>& states, const std:
   return Status::Ok();
 }
 
-StatusOr<EncoderHandoff> Engine::EncodePrefill(SequenceState* state, const TokenSpan& span) {
+Status Engine::BeginEncode(SequenceState* state, TokenSpan span, EncodeJob* job) {
   const ModelConfig& c = model_.config();
   if (!c.ced_capable) return FailedPreconditionError("CED is not possible with this configuration: " + c.ced_problem);
   DS41_RETURN_IF_ERROR(CheckSpan(span, "encode"));
@@ -116,36 +117,81 @@ StatusOr<EncoderHandoff> Engine::EncodePrefill(SequenceState* state, const Token
     if (state->rings[L].end != h)
       return FailedPreconditionError("encode: layer " + std::to_string(L) + " state is at position " +
                                      std::to_string(state->rings[L].end) + ", sequence at " + std::to_string(h));
-
-  EncoderHandoff out;
-  out.h = h;
-  out.n = n;
+  *job = EncodeJob{};
+  job->state = state;
+  job->span = std::move(span);
+  job->h = h;
+  job->n = n;
   // The CED source window the replay can use: what the ring holds at h, then the new positions.
   const WindowRing& ering = state->rings[E];
-  out.window.start = std::max<int64_t>({ering.first_valid(W), n - 2 * W + 1, 0});
-  for (int64_t p = out.window.start; p < h; ++p)
-    out.window.entries.insert(out.window.entries.end(), ering.slots.begin() + (p % W) * eb,
-                              ering.slots.begin() + (p % W + 1) * eb);
+  job->window.start = std::max<int64_t>({ering.first_valid(W), n - 2 * W + 1, 0});
+  for (int64_t p = job->window.start; p < h; ++p)
+    job->window.entries.insert(job->window.entries.end(), ering.slots.begin() + (p % W) * eb,
+                               ering.slots.begin() + (p % W + 1) * eb);
+  return Status::Ok();
+}
 
-  std::vector<Segment> segs{MakeSegment(state, h, span, 0, span.tokens.size(), c.dim)};
-  ForwardPass pass(model_, &segs, pool_);
-  Observe(&pass, h);
+Status Engine::EncodeStep(const std::vector<EncodeJob*>& jobs, const std::vector<int64_t>& counts) {
+  const ModelConfig& c = model_.config();
+  if (jobs.size() != counts.size() || jobs.empty()) return InvalidArgumentError("encode step: one count per job");
+  std::vector<Segment> segs;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EncodeJob* j = jobs[i];
+    if (counts[i] <= 0 || counts[i] > j->remaining()) return InvalidArgumentError("encode step: bad chunk size");
+    for (size_t k = 0; k < i; ++k)
+      if (jobs[k]->state == j->state) return InvalidArgumentError("encode step: a sequence appears twice");
+    segs.push_back(MakeSegment(j->state, j->h + j->done, j->span, static_cast<size_t>(j->done),
+                               static_cast<size_t>(j->done + counts[i]), c.dim));
+  }
+  ForwardPass pass(model_, &segs, pool_, experts_);
+  Observe(&pass, segs.size() == 1 ? segs[0].start : -1);
   pass.Embed();
-  state->length = n;
-  pass.RunLayers(0, E);
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i]->state->length += counts[i];
+  pass.RunLayers(0, c.ced_split);
   std::vector<uint8_t> produced;
   pass.ProjectCedSource(&produced);
-  const int64_t keep_from = std::max(out.window.start, h);
-  out.window.entries.insert(out.window.entries.end(), produced.begin() + (keep_from - h) * eb, produced.end());
+  const int eb = c.window_entry_bytes(), W = c.window_size;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EncodeJob* j = jobs[i];
+    const int64_t first = j->h + j->done;
+    j->done += counts[i];
+    for (int64_t p = std::max(first, j->window.start); p < first + counts[i]; ++p) {
+      const size_t row = static_cast<size_t>(segs[i].row0 + (p - first));
+      j->window.entries.insert(j->window.entries.end(), produced.begin() + row * eb, produced.begin() + (row + 1) * eb);
+    }
+    // Decoder replay needs at most 2 * window - 1 positions of it.
+    const int64_t have = static_cast<int64_t>(j->window.entries.size()) / eb;
+    if (have > 2 * W - 1) {
+      const int64_t drop = have - (2 * W - 1);
+      j->window.entries.erase(j->window.entries.begin(), j->window.entries.begin() + drop * eb);
+      j->window.start += drop;
+    }
+  }
+  return Status::Ok();
+}
 
-  const StreamRing& sr = state->encoder_out;
-  out.stream_start = std::max<int64_t>(n - W, sr.end - W > sr.floor ? sr.end - W : sr.floor);
-  const int hc = c.hc_mult, HD = c.hc_dim();
-  for (int64_t p = out.stream_start; p < n; ++p) {
+StatusOr<EncoderHandoff> Engine::FinishEncode(EncodeJob* j) {
+  const ModelConfig& c = model_.config();
+  if (j->remaining() != 0) return FailedPreconditionError("encode: the job has tokens left");
+  const int W = c.window_size, hc = c.hc_mult, HD = c.hc_dim();
+  EncoderHandoff out;
+  out.h = j->h;
+  out.n = j->n;
+  out.window = std::move(j->window);
+  const StreamRing& sr = j->state->encoder_out;
+  out.stream_start = std::max<int64_t>(j->n - W, sr.end - W > sr.floor ? sr.end - W : sr.floor);
+  for (int64_t p = out.stream_start; p < j->n; ++p) {
     out.x.insert(out.x.end(), sr.x.begin() + (p % W) * HD, sr.x.begin() + (p % W + 1) * HD);
     out.pre.insert(out.pre.end(), sr.pre.begin() + (p % W) * hc, sr.pre.begin() + (p % W + 1) * hc);
   }
   return out;
+}
+
+StatusOr<EncoderHandoff> Engine::EncodePrefill(SequenceState* state, const TokenSpan& span) {
+  EncodeJob job;
+  DS41_RETURN_IF_ERROR(BeginEncode(state, span, &job));
+  DS41_RETURN_IF_ERROR(EncodeStep({&job}, {job.remaining()}));
+  return FinishEncode(&job);
 }
 
 Status Engine::DecoderReplay(SequenceState* state, const TokenSpan& prompt, const EncoderHandoff& handoff,
@@ -166,7 +212,7 @@ Status Engine::DecoderReplay(SequenceState* state, const TokenSpan& prompt, cons
   std::vector<Segment> segs{MakeSegment(state, s, prompt, s, n, c.dim)};
   segs[0].history = HistoryBefore(prompt, s);
   segs[0].ced_window = &handoff.window;
-  ForwardPass pass(model_, &segs, pool_);
+  ForwardPass pass(model_, &segs, pool_, experts_);
   Observe(&pass, s);
   const size_t off = static_cast<size_t>(s - handoff.stream_start);
   pass.SetStream(std::vector<uint16_t>(handoff.x.begin() + off * HD, handoff.x.end()),
@@ -200,7 +246,7 @@ Status Engine::EncoderReplay(SequenceState* state, const TokenSpan& prompt, int6
   }
   std::vector<Segment> segs{MakeSegment(state, start, prompt, start, h, c.dim)};
   segs[0].history = HistoryBefore(prompt, start);
-  ForwardPass pass(model_, &segs, pool_);
+  ForwardPass pass(model_, &segs, pool_, experts_);
   Observe(&pass, start);
   pass.Embed();
   pass.RunLayers(0, E);
@@ -223,6 +269,60 @@ Status Engine::CedPrefill(SequenceState* state, const TokenSpan& prompt, int64_t
   DS41_ASSIGN_OR_RETURN(EncoderHandoff handoff, EncodePrefill(state, suffix));
   return DecoderReplay(state, prompt, handoff, replay_start < 0 ? DefaultReplayStart(model_.config(), n) : replay_start,
                        logits);
+}
+
+namespace {
+template <typename T>
+void PutVec(std::string* out, const std::vector<T>& v) {
+  const uint64_t n = v.size();
+  out->append(reinterpret_cast<const char*>(&n), 8);
+  out->append(reinterpret_cast<const char*>(v.data()), n * sizeof(T));
+}
+template <typename T>
+bool GetVec(const std::string& s, size_t* off, std::vector<T>* v, uint64_t max) {
+  uint64_t n;
+  if (s.size() - *off < 8) return false;
+  std::memcpy(&n, s.data() + *off, 8);
+  *off += 8;
+  if (n > max || (s.size() - *off) / sizeof(T) < n) return false;
+  v->resize(n);
+  std::memcpy(v->data(), s.data() + *off, n * sizeof(T));
+  *off += n * sizeof(T);
+  return true;
+}
+}  // namespace
+
+std::string SerializeHandoff(const EncoderHandoff& h) {
+  std::string out = "DS41HOF1";
+  for (int64_t v : {h.h, h.n, h.stream_start, h.window.start}) out.append(reinterpret_cast<const char*>(&v), 8);
+  PutVec(&out, h.x);
+  PutVec(&out, h.pre);
+  PutVec(&out, h.window.entries);
+  return out;
+}
+
+StatusOr<EncoderHandoff> ParseHandoff(const std::string& s, const ModelConfig& c) {
+  auto bad = [](const char* w) { return DataLossError(std::string("handoff: ") + w); };
+  if (s.size() < 8 + 32 || s.compare(0, 8, "DS41HOF1") != 0) return bad("bad magic");
+  EncoderHandoff h;
+  int64_t v[4];
+  std::memcpy(v, s.data() + 8, 32);
+  h.h = v[0];
+  h.n = v[1];
+  h.stream_start = v[2];
+  h.window.start = v[3];
+  size_t off = 40;
+  const uint64_t W = static_cast<uint64_t>(c.window_size);
+  if (!GetVec(s, &off, &h.x, W * c.hc_dim()) || !GetVec(s, &off, &h.pre, W * c.hc_mult) ||
+      !GetVec(s, &off, &h.window.entries, 2 * W * c.window_entry_bytes()) || off != s.size())
+    return bad("bad sizes");
+  const int64_t rows = h.n - h.stream_start;
+  if (h.h < 0 || h.n <= h.h || rows <= 0 || rows > static_cast<int64_t>(W) ||
+      h.x.size() != static_cast<size_t>(rows) * c.hc_dim() || h.pre.size() != static_cast<size_t>(rows) * c.hc_mult ||
+      h.window.entries.size() % c.window_entry_bytes() != 0 ||
+      h.window.start + static_cast<int64_t>(h.window.entries.size() / c.window_entry_bytes()) != h.n)
+    return bad("inconsistent fields");
+  return h;
 }
 
 }  // namespace ds41

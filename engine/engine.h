@@ -11,6 +11,7 @@
 #include <functional>
 #include <vector>
 
+#include "engine/expert_cache.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/state.h"
@@ -36,6 +37,21 @@ struct EncoderHandoff {
   CedWindow window;                  // layer ced_split window entries
 };
 
+// A CED prefill in progress (MODEL.md §10.6 steps 1-2), advanced chunk by chunk; chunks of several
+// jobs can share one forward pass (EncodeStep). Chunking changes no bit.
+struct EncodeJob {
+  SequenceState* state = nullptr;
+  TokenSpan span;        // tokens of positions [h, n)
+  int64_t h = 0, n = 0;
+  int64_t done = 0;      // tokens of `span` encoded so far
+  CedWindow window;      // the CED source's window entries kept for decoder replay
+  int64_t remaining() const { return n - h - done; }
+};
+
+// The handoff's wire form (checked against `config` when parsed; damaged bytes are DataLoss).
+std::string SerializeHandoff(const EncoderHandoff& h);
+StatusOr<EncoderHandoff> ParseHandoff(const std::string& bytes, const ModelConfig& config);
+
 class Engine {
  public:
   // Kernels run on `pool` (default: the process pool sized by DS41_THREADS or the hardware); the
@@ -45,6 +61,9 @@ class Engine {
   // Called after each layer of every pass with (layer, first position, rows, stream [rows, hc*dim]).
   using LayerObserver = std::function<void(int layer, int64_t first_pos, int rows, const std::vector<float>& X)>;
   void set_layer_observer(LayerObserver f) { observer_ = std::move(f); }
+
+  // Routed experts through `cache` (null: straight from the mapping). Not owned.
+  void set_expert_cache(ExpertCache* cache) { experts_ = cache; }
 
   // Exact path: all layers over `span` appended at state->length. `logits` gets [rows, vocab] for every
   // row when all_logits, else for the last row only.
@@ -58,6 +77,13 @@ class Engine {
   // h = state->length. The handoff carries the stream for [max(n - window, first kept), n) and the
   // CED source window for [max(n - 2*window + 1, first available), n).
   StatusOr<EncoderHandoff> EncodePrefill(SequenceState* state, const TokenSpan& span);
+
+  // The same in steps: Begin validates and captures the CED window at h; each EncodeStep encodes the
+  // next counts[i] tokens of jobs[i] (distinct states) in one forward pass; Finish builds the handoff
+  // once a job is done.
+  Status BeginEncode(SequenceState* state, TokenSpan span, EncodeJob* job);
+  Status EncodeStep(const std::vector<EncodeJob*>& jobs, const std::vector<int64_t>& counts);
+  StatusOr<EncoderHandoff> FinishEncode(EncodeJob* job);
 
   // CED step 3: decoder layers over [replay_start, n) with bounded replay at replay_start for the
   // layers after the CED source (MODEL.md §10.4); `prompt` holds positions [0, n). `logits` gets the
@@ -80,6 +106,7 @@ class Engine {
 
   const Model& model_;
   ThreadPool* pool_;
+  ExpertCache* experts_ = nullptr;
   LayerObserver observer_;
 };
 

@@ -157,6 +157,63 @@ TEST_F(EngineTest, CedDivergenceBeyondTheWindowIsMeasured) {
   }
 }
 
+TEST_F(EngineTest, SharedChunkedEncodeStepsEqualOneEncode) {
+  Engine e(*model_);
+  const auto p1 = Prompt(45, 31), p2 = Prompt(23, 32);
+  SequenceState a1 = NewState(), a2 = NewState(), b1 = NewState(), b2 = NewState();
+  auto h1 = e.EncodePrefill(&a1, {p1, {}, {}});
+  auto h2 = e.EncodePrefill(&a2, {p2, {}, {}});
+  ASSERT_TRUE(h1.ok() && h2.ok());
+  EncodeJob j1, j2;
+  ASSERT_TRUE(e.BeginEncode(&b1, {p1, {}, {}}, &j1).ok());
+  ASSERT_TRUE(e.BeginEncode(&b2, {p2, {}, {}}, &j2).ok());
+  // Two jobs share passes under a budget of 10 tokens, chunks cut inside ratio-2 groups.
+  while (j1.remaining() > 0 || j2.remaining() > 0) {
+    std::vector<EncodeJob*> jobs;
+    std::vector<int64_t> counts;
+    int64_t budget = 10;
+    for (EncodeJob* j : {&j1, &j2}) {
+      const int64_t take = std::min<int64_t>(budget, std::min<int64_t>(j->remaining(), 7));
+      if (take > 0) {
+        jobs.push_back(j);
+        counts.push_back(take);
+        budget -= take;
+      }
+    }
+    ASSERT_TRUE(e.EncodeStep(jobs, counts).ok());
+  }
+  auto f1 = e.FinishEncode(&j1);
+  auto f2 = e.FinishEncode(&j2);
+  ASSERT_TRUE(f1.ok() && f2.ok());
+  EXPECT_EQ(f1->x, h1->x);
+  EXPECT_EQ(f1->window.entries, h1->window.entries);
+  EXPECT_EQ(f1->window.start, h1->window.start);
+  EXPECT_EQ(f2->x, h2->x);
+  EXPECT_EQ(b1.Serialize(cfg()), a1.Serialize(cfg()));
+  EXPECT_EQ(b2.Serialize(cfg()), a2.Serialize(cfg()));
+}
+
+TEST_F(EngineTest, ExpertCacheChangesNothingButResidency) {
+  const auto prompt = Prompt(30, 77);
+  Engine plain(*model_);
+  SequenceState a = NewState();
+  std::vector<float> la;
+  ASSERT_TRUE(plain.Prefill(&a, {prompt, {}, {}}, true, &la).ok());
+  const uint64_t one = static_cast<uint64_t>(3 * cfg().moe_inter_dim * cfg().dim / 2 + 3 * cfg().moe_inter_dim * cfg().dim / 32);
+  ExpertCache cache(model_->weights(), 3 * one);
+  Engine cached(*model_);
+  cached.set_expert_cache(&cache);
+  SequenceState b = NewState();
+  std::vector<float> lb;
+  ASSERT_TRUE(cached.Prefill(&b, {prompt, {}, {}}, true, &lb).ok());
+  EXPECT_EQ(la, lb);
+  EXPECT_EQ(Greedy(plain, &a, la, 6), Greedy(cached, &b, lb, 6));
+  EXPECT_GT(cache.misses(), 0u);
+  EXPECT_GT(cache.hits(), 0u);
+  EXPECT_GT(cache.evictions(), 0u);
+  EXPECT_LE(cache.resident_bytes(), 3 * one);
+}
+
 TEST_F(EngineTest, SecondTurnReusesTheKeptStream) {
   Engine e(*model_);
   const auto turn1 = Prompt(40, 5);

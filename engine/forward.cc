@@ -8,8 +8,8 @@
 
 namespace ds41 {
 
-ForwardPass::ForwardPass(const Model& model, std::vector<Segment>* segments, ThreadPool* pool)
-    : model_(model), c_(model.config()), segs_(*segments), pool_(pool) {
+ForwardPass::ForwardPass(const Model& model, std::vector<Segment>* segments, ThreadPool* pool, ExpertCache* experts)
+    : model_(model), c_(model.config()), segs_(*segments), pool_(pool), experts_(experts) {
   for (size_t s = 0; s < segs_.size(); ++s) {
     Segment& seg = segs_[s];
     seg.row0 = rows_;

@@ -13,6 +13,7 @@
 #include <functional>
 #include <vector>
 
+#include "engine/expert_cache.h"
 #include "engine/kernels.h"
 #include "engine/model.h"
 #include "engine/state.h"
@@ -43,7 +44,7 @@ struct Segment {
 class ForwardPass {
  public:
   // `pool` runs the kernels (null: the calling thread); results do not depend on it.
-  ForwardPass(const Model& model, std::vector<Segment>* segments, ThreadPool* pool);
+  ForwardPass(const Model& model, std::vector<Segment>* segments, ThreadPool* pool, ExpertCache* experts = nullptr);
 
   int rows() const { return rows_; }
 
@@ -116,6 +117,7 @@ class ForwardPass {
   std::vector<std::vector<int32_t>> topk_;       // [rows][picks], ascending positions
   std::vector<std::vector<uint8_t>> candidates_; // [rows][blocks] kept flags of the candidate pool
   ThreadPool* pool_;
+  ExpertCache* experts_;
   mutable QuantActs qa_;
 };
 

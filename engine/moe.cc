@@ -79,7 +79,9 @@ void ForwardPass::Moe(int L, const std::vector<float>& x, std::vector<float>* ou
       std::copy_n(&x[static_cast<size_t>(rows[i].first) * D], D, &xe[static_cast<size_t>(i) * D]);
       wts[i] = rows[i].second;
     }
-    const ExpertWeights& ew = w.experts[e];
+    std::shared_ptr<const CachedExpert> held;  // keeps a cached expert alive while it runs
+    if (experts_) held = experts_->Acquire(L, e);
+    const ExpertWeights& ew = held ? held->weights : w.experts[e];
     RunExpert(ew.w1, ew.w2, ew.w3, xe, n, wts.data(), limit, &ye, &qa_, pool_);
     for (int i = 0; i < n; ++i)
       for (int d = 0; d < D; ++d) acc[static_cast<size_t>(rows[i].first) * D + d] += ye[static_cast<size_t>(i) * D + d];

@@ -1,0 +1,51 @@
+// ExpertCache: routed experts paged from the mapped checkpoint into owned memory under a byte
+// budget, least recently used first out (SERVING.md §1, decoder). Dense weights stay mapped and
+// resident; an expert's mapped pages are released once it is copied, so the expert working set is
+// what the budget says. Copies are byte-identical, so results do not change.
+//
+// Thread-safe. A returned handle keeps its expert alive while in use, even if evicted meanwhile.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/weights.h"
+
+namespace ds41 {
+
+struct CachedExpert {
+  std::vector<uint8_t> bytes;  // w1, w3, w2: codes then scales, back to back
+  ExpertWeights weights;       // views into `bytes`
+};
+
+class ExpertCache {
+ public:
+  ExpertCache(const ModelWeights& weights, uint64_t budget_bytes);
+
+  std::shared_ptr<const CachedExpert> Acquire(int layer, int expert);
+
+  uint64_t hits() const { return hits_.load(); }
+  uint64_t misses() const { return misses_.load(); }
+  uint64_t evictions() const { return evictions_.load(); }
+  uint64_t resident_bytes() const { return resident_.load(); }
+  uint64_t budget_bytes() const { return budget_; }
+
+ private:
+  const ModelWeights& weights_;
+  const uint64_t budget_;
+  std::mutex mu_;
+  std::list<int64_t> lru_;  // most recent first
+  struct Slot {
+    std::shared_ptr<const CachedExpert> expert;
+    std::list<int64_t>::iterator pos;
+  };
+  std::unordered_map<int64_t, Slot> map_;
+  std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, resident_{0};
+};
+
+}  // namespace ds41
