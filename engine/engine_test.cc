@@ -200,7 +200,7 @@ TEST_F(EngineTest, ExpertCacheChangesNothingButResidency) {
   std::vector<float> la;
   ASSERT_TRUE(plain.Prefill(&a, {prompt, {}, {}}, true, &la).ok());
   const uint64_t one = static_cast<uint64_t>(3 * cfg().moe_inter_dim * cfg().dim / 2 + 3 * cfg().moe_inter_dim * cfg().dim / 32);
-  ExpertCache cache(model_->weights(), 24 * one);  // 64 experts in the model: some evicted, some reused
+  ExpertCache cache(model_->weights(), 12 * one);  // fewer than the experts this prompt touches
   Engine cached(*model_);
   cached.set_expert_cache(&cache);
   SequenceState b = NewState();
@@ -208,10 +208,11 @@ TEST_F(EngineTest, ExpertCacheChangesNothingButResidency) {
   ASSERT_TRUE(cached.Prefill(&b, {prompt, {}, {}}, true, &lb).ok());
   EXPECT_EQ(la, lb);
   EXPECT_EQ(Greedy(plain, &a, la, 6), Greedy(cached, &b, lb, 6));
+  std::printf("[ expert cache ] hits %lu misses %lu evictions %lu\n", (unsigned long)cache.hits(), (unsigned long)cache.misses(), (unsigned long)cache.evictions());
   EXPECT_GT(cache.misses(), 0u);
   EXPECT_GT(cache.hits(), 0u);
   EXPECT_GT(cache.evictions(), 0u);
-  EXPECT_LE(cache.resident_bytes(), 24 * one);
+  EXPECT_LE(cache.resident_bytes(), 12 * one);
 }
 
 TEST_F(EngineTest, SecondTurnReusesTheKeptStream) {
