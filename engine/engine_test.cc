@@ -200,7 +200,7 @@ TEST_F(EngineTest, ExpertCacheChangesNothingButResidency) {
   std::vector<float> la;
   ASSERT_TRUE(plain.Prefill(&a, {prompt, {}, {}}, true, &la).ok());
   const uint64_t one = static_cast<uint64_t>(3 * cfg().moe_inter_dim * cfg().dim / 2 + 3 * cfg().moe_inter_dim * cfg().dim / 32);
-  ExpertCache cache(model_->weights(), 12 * one);  // fewer than the experts this prompt touches
+  ExpertCache cache(model_->weights(), 18 * one);  // fewer than the experts this prompt touches
   Engine cached(*model_);
   cached.set_expert_cache(&cache);
   SequenceState b = NewState();
@@ -212,7 +212,7 @@ TEST_F(EngineTest, ExpertCacheChangesNothingButResidency) {
   EXPECT_GT(cache.misses(), 0u);
   EXPECT_GT(cache.hits(), 0u);
   EXPECT_GT(cache.evictions(), 0u);
-  EXPECT_LE(cache.resident_bytes(), 12 * one);
+  EXPECT_LE(cache.resident_bytes(), 18 * one);
 }
 
 TEST_F(EngineTest, SecondTurnReusesTheKeptStream) {
