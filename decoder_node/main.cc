@@ -1,0 +1,72 @@
+// decoder_node: decoder replay over the last window positions, then continuous-batching decode.
+// Thin: options -> model -> DecoderCore -> DecoderService -> wait.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "decoder_node/decoder_service.h"
+#include "encoder_node/encoder_service.h"
+#include "serving/node_runtime.h"
+#include "util/malloc_tuning.h"
+#include "util/process.h"
+
+int main(int argc, char** argv) {
+  ds41::BlockTerminationSignals();
+  ds41::TuneMallocForLargeBuffers();
+  CLI::App app{"ds41 decoder_node"};
+  std::string model_dir, listen = "127.0.0.1:7600", metrics = "127.0.0.1:9600", cache, experts = "0", sessions = "8G",
+              swa_pool = "2G";
+  int threads = 0, max_running = 64;
+  int64_t session_ttl = 900, swa_ttl = 900;
+  app.add_option("--model", model_dir, "checkpoint folder")->required()->envname("DS41_MODEL");
+  app.add_option("--listen", listen, "gRPC address")->envname("DS41_DECODER_LISTEN");
+  app.add_option("--metrics-listen", metrics, "Prometheus /metrics address")->envname("DS41_DECODER_METRICS_LISTEN");
+  app.add_option("--cache", cache, "cache_service shard addresses, comma separated (empty: no cache)")->envname("DS41_CACHE_SHARDS");
+  app.add_option("--threads", threads, "compute threads (0: all cores)")->envname("DS41_THREADS");
+  app.add_option("--expert-cache", experts, "byte budget of the routed-expert cache (0: read experts from the mapping)")
+      ->envname("DS41_EXPERT_CACHE_BYTES");
+  app.add_option("--session-bytes", sessions, "bytes of warm sessions kept")->envname("DS41_SESSION_BYTES");
+  app.add_option("--session-ttl-seconds", session_ttl, "how long a finished session stays warm")->envname("DS41_SESSION_TTL_SECONDS");
+  app.add_option("--swa-pool", swa_pool, "bytes of SWA states kept")->envname("DS41_SWA_POOL_BYTES");
+  app.add_option("--swa-ttl-seconds", swa_ttl, "how long SWA states are kept")->envname("DS41_SWA_TTL_SECONDS");
+  app.add_option("--max-running", max_running, "sequences decoding at once")->check(CLI::Range(1, 4096))
+      ->envname("DS41_MAX_RUNNING");
+  CLI11_PARSE(app, argc, argv);
+  auto expert_bytes = ds41::ParseByteSize(experts);
+  auto session_bytes = ds41::ParseByteSize(sessions);
+  auto pool_bytes = ds41::ParseByteSize(swa_pool);
+  if (!expert_bytes.ok() || !session_bytes.ok() || !pool_bytes.ok()) {
+    std::cerr << "bad byte size option\n";
+    return 2;
+  }
+  auto model = ds41::Model::Open(model_dir);
+  if (!model.ok()) {
+    std::cerr << model.status().ToString() << "\n";
+    return 1;
+  }
+  const std::string fp = (*model)->fingerprint();
+  std::unique_ptr<ds41::CacheClient> cache_client;
+  if (!cache.empty()) {
+    ds41::CacheClientOptions co;
+    co.shards = ds41::SplitList(cache);
+    cache_client = std::move(ds41::CacheClient::Create(co)).value();
+  }
+  ds41::ThreadPool compute(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
+  ds41::NodeRuntime rt;
+  ds41::NodeMetrics node_metrics(*rt.registry, "decoder");
+  auto channels = std::make_shared<ds41::ChannelSet>();
+  ds41::DecoderOptions o;
+  o.expert_cache_bytes = *expert_bytes;
+  o.session_bytes = *session_bytes;
+  o.session_ttl_ms = session_ttl * 1000;
+  o.swa_pool_bytes = *pool_bytes;
+  o.swa_ttl_ms = swa_ttl * 1000;
+  o.max_running = max_running;
+  ds41::DecoderCore core(
+      **model, cache_client.get(),
+      [channels, fp](const std::string& enc, const ds41::PrefillInput& in, std::chrono::steady_clock::time_point deadline) {
+        return ds41::CallEncoderPrefill(channels.get(), fp, enc, in, deadline);
+      },
+      o, &node_metrics, &compute);
+  ds41::DecoderService service(&core, fp, &node_metrics);
+  return rt.Run("decoder_node", listen, metrics, {&service}, "fingerprint=" + fp);
+}

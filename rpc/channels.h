@@ -1,0 +1,24 @@
+// A process-wide set of gRPC channels to peers, one per address, created on first use.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace ds41 {
+
+class ChannelSet {
+ public:
+  explicit ChannelSet(int max_message_bytes = 512 << 20) : max_(max_message_bytes) {}
+  std::shared_ptr<grpc::Channel> Get(const std::string& address);
+
+ private:
+  const int max_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;
+};
+
+}  // namespace ds41

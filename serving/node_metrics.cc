@@ -1,0 +1,57 @@
+#include "serving/node_metrics.h"
+
+namespace ds41 {
+namespace {
+
+prometheus::Histogram::BucketBoundaries Seconds() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 0.001; v < 500; v *= 2) b.push_back(v);
+  return b;
+}
+
+prometheus::Histogram::BucketBoundaries Tokens() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 1; v <= 1048576; v *= 4) b.push_back(v);
+  return b;
+}
+
+}  // namespace
+
+NodeMetrics::NodeMetrics(prometheus::Registry& r, const std::string& role)
+    : requests(prometheus::BuildCounter().Name("ds41_" + role + "_requests_total").Help("Requests by outcome").Register(r)),
+      requests_ok(requests.Add({{"status", "ok"}})),
+      requests_invalid(requests.Add({{"status", "invalid"}})),
+      requests_unavailable(requests.Add({{"status", "unavailable"}})),
+      requests_cancelled(requests.Add({{"status", "cancelled"}})),
+      requests_error(requests.Add({{"status", "error"}})),
+      queued_tokens(prometheus::BuildGauge().Name("ds41_" + role + "_queued_tokens").Help("Prompt tokens waiting to be computed").Register(r).Add({})),
+      computed_tokens(prometheus::BuildCounter().Name("ds41_" + role + "_computed_tokens_total").Help("Prompt tokens computed, by kind").Register(r)),
+      computed_new(computed_tokens.Add({{"kind", "new"}})),
+      computed_replay(computed_tokens.Add({{"kind", "replay"}})),
+      cached_tokens(prometheus::BuildCounter().Name("ds41_" + role + "_cached_tokens_total").Help("Prompt tokens whose KV was reused").Register(r).Add({})),
+      prefill_seconds(prometheus::BuildHistogram().Name("ds41_" + role + "_prefill_seconds").Help("Prefill (encoder) or replay (decoder) time per request").Register(r).Add({}, Seconds())),
+      decode_step_seconds(prometheus::BuildHistogram().Name("ds41_" + role + "_decode_step_seconds").Help("Time of one batched decode step").Register(r).Add({}, Seconds())),
+      ttft_seconds(prometheus::BuildHistogram().Name("ds41_" + role + "_ttft_seconds").Help("Request arrival to first token").Register(r).Add({}, Seconds())),
+      batch_tokens(prometheus::BuildHistogram().Name("ds41_" + role + "_batch_tokens").Help("Tokens per forward step").Register(r).Add({}, Tokens())),
+      running(prometheus::BuildGauge().Name("ds41_" + role + "_running_sequences").Help("Sequences being computed").Register(r).Add({})),
+      waiting(prometheus::BuildGauge().Name("ds41_" + role + "_waiting_requests").Help("Requests waiting for their prefill").Register(r).Add({})),
+      resident(prometheus::BuildGauge().Name("ds41_" + role + "_resident_bytes").Help("Resident bytes by kind").Register(r)),
+      resident_sessions(resident.Add({{"kind", "sessions"}})),
+      resident_running(resident.Add({{"kind", "running"}})),
+      resident_swa(resident.Add({{"kind", "swa_pool"}})),
+      resident_experts(resident.Add({{"kind", "expert_cache"}})),
+      expert_hits(prometheus::BuildCounter().Name("ds41_" + role + "_expert_cache_hits_total").Help("Routed-expert lookups served by the cache").Register(r).Add({})),
+      expert_misses(prometheus::BuildCounter().Name("ds41_" + role + "_expert_cache_misses_total").Help("Routed experts paged in").Register(r).Add({})),
+      kv_bytes(prometheus::BuildCounter().Name("ds41_" + role + "_kv_transfer_bytes_total").Help("Global KV and SWA bytes moved, by direction").Register(r)),
+      kv_bytes_in(kv_bytes.Add({{"direction", "in"}})),
+      kv_bytes_out(kv_bytes.Add({{"direction", "out"}})),
+      kv_transfer_seconds(prometheus::BuildHistogram().Name("ds41_" + role + "_kv_transfer_seconds").Help("Time to fetch prefix KV").Register(r).Add({}, Seconds())),
+      swa(prometheus::BuildCounter().Name("ds41_" + role + "_swa_state_total").Help("Where the SWA state at the cached prefix came from").Register(r)),
+      swa_local(swa.Add({{"source", "local"}})),
+      swa_peer(swa.Add({{"source", "peer"}})),
+      swa_replay(swa.Add({{"source", "replay"}})),
+      swa_warm(swa.Add({{"source", "warm"}})),
+      swa_none(swa.Add({{"source", "none"}})),
+      generated_tokens(prometheus::BuildCounter().Name("ds41_" + role + "_generated_tokens_total").Help("Tokens generated").Register(r).Add({})) {}
+
+}  // namespace ds41

@@ -1,0 +1,55 @@
+// NodeMetrics: the Prometheus metrics of an encoder or decoder node (SERVING.md §7, ANCHORS.md §16),
+// named ds41_<role>_... with base units in the names and no per-request labels.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <string>
+
+namespace ds41 {
+
+struct NodeMetrics {
+  NodeMetrics(prometheus::Registry& registry, const std::string& role);
+
+  prometheus::Family<prometheus::Counter>& requests;  // status: ok | invalid | unavailable | cancelled | error
+  prometheus::Counter& requests_ok;
+  prometheus::Counter& requests_invalid;
+  prometheus::Counter& requests_unavailable;
+  prometheus::Counter& requests_cancelled;
+  prometheus::Counter& requests_error;
+  prometheus::Gauge& queued_tokens;
+  prometheus::Family<prometheus::Counter>& computed_tokens;  // kind: new | replay
+  prometheus::Counter& computed_new;
+  prometheus::Counter& computed_replay;
+  prometheus::Counter& cached_tokens;          // prompt tokens whose KV came from the cache or a warm session
+  prometheus::Histogram& prefill_seconds;      // encoder: per prefill; decoder: replay per request
+  prometheus::Histogram& decode_step_seconds;  // decoder
+  prometheus::Histogram& ttft_seconds;         // decoder
+  prometheus::Histogram& batch_tokens;         // tokens per forward step
+  prometheus::Gauge& running;
+  prometheus::Gauge& waiting;
+  prometheus::Family<prometheus::Gauge>& resident;  // kind: sessions | running | swa_pool | expert_cache
+  prometheus::Gauge& resident_sessions;
+  prometheus::Gauge& resident_running;
+  prometheus::Gauge& resident_swa;
+  prometheus::Gauge& resident_experts;
+  prometheus::Counter& expert_hits;
+  prometheus::Counter& expert_misses;
+  prometheus::Family<prometheus::Counter>& kv_bytes;  // direction: in | out
+  prometheus::Counter& kv_bytes_in;
+  prometheus::Counter& kv_bytes_out;
+  prometheus::Histogram& kv_transfer_seconds;
+  prometheus::Family<prometheus::Counter>& swa;  // source: local | peer | replay | warm | none
+  prometheus::Counter& swa_local;
+  prometheus::Counter& swa_peer;
+  prometheus::Counter& swa_replay;
+  prometheus::Counter& swa_warm;
+  prometheus::Counter& swa_none;
+  prometheus::Counter& generated_tokens;       // decoder
+};
+
+}  // namespace ds41

@@ -1,0 +1,46 @@
+#include "serving/node_runtime.h"
+
+#include <iostream>
+#include <sstream>
+
+#include "util/process.h"
+
+namespace ds41 {
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+int NodeRuntime::Run(const std::string& name, const std::string& listen, const std::string& metrics_listen,
+                     const std::vector<grpc::Service*>& services, const std::string& extra) {
+  RpcServerOptions ro;
+  ro.address = listen;
+  ro.max_message_bytes = 512 << 20;
+  auto server = StartRpcServer(ro, services);
+  if (!server.ok()) {
+    std::cerr << name << ": " << server.status().ToString() << "\n";
+    return 1;
+  }
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
+  } catch (const std::exception& e) {
+    std::cerr << name << ": cannot serve metrics on " << metrics_listen << ": " << e.what() << "\n";
+    return 1;
+  }
+  exposer->RegisterCollectable(registry);
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  const std::string mhost = metrics_listen.substr(0, metrics_listen.rfind(':'));
+  std::cout << name << " ready grpc=" << host << ":" << server->port << " metrics=" << mhost << ":"
+            << exposer->GetListeningPorts().at(0) << (extra.empty() ? "" : " " + extra) << std::endl;
+  const int sig = WaitForTerminationSignal();
+  std::cerr << name << ": signal " << sig << ", shutting down\n";
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  return 0;
+}
+
+}  // namespace ds41

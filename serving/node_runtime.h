@@ -1,0 +1,29 @@
+// What every node binary does around its service: the metrics endpoint, the "ready" line (with the
+// ports chosen, for port 0), and a clean shutdown on SIGINT/SIGTERM.
+#pragma once
+
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/server.h"
+
+namespace ds41 {
+
+struct NodeRuntime {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<prometheus::Exposer> exposer;
+
+  // Starts the gRPC server and the metrics endpoint, prints "<name> ready grpc=... metrics=... <extra>"
+  // and blocks until a termination signal; then shuts the server down. Returns the exit code.
+  int Run(const std::string& name, const std::string& listen, const std::string& metrics_listen,
+          const std::vector<grpc::Service*>& services, const std::string& extra);
+};
+
+// "a:1,b:2" -> {"a:1", "b:2"} (empty parts dropped).
+std::vector<std::string> SplitList(const std::string& s);
+
+}  // namespace ds41

@@ -1,0 +1,45 @@
+// SwaPool: SWA states held in DRAM for a short while, bounded in bytes, least recently used first
+// out, entries expiring after a TTL (SERVING.md §4). Keyed by namespace + prefix key, so a state is
+// found by any node that knows the prefix.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "util/clock.h"
+
+namespace ds41 {
+
+class SwaPool {
+ public:
+  SwaPool(uint64_t budget_bytes, int64_t ttl_ms, const Clock* clock = SystemClock::Get());
+
+  void Put(const std::string& key, std::string swa);
+  std::optional<std::string> Get(const std::string& key);
+  uint64_t bytes() const;
+  size_t entries() const;
+
+ private:
+  void EvictLocked(int64_t now);
+
+  struct Entry {
+    std::string swa;
+    int64_t stored_ms = 0;
+    std::list<std::string>::iterator pos;
+  };
+  const uint64_t budget_;
+  const int64_t ttl_ms_;
+  const Clock* clock_;
+  mutable std::mutex mu_;
+  std::list<std::string> lru_;  // most recent first
+  std::unordered_map<std::string, Entry> map_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace ds41

@@ -1,0 +1,360 @@
+// encoder + decoder + cache service over real gRPC on loopback (in process), against the
+// single-process engine running the same CED semantics (issue: encoder and decoder nodes).
+#include <gtest/gtest.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+
+#include <random>
+#include <thread>
+
+#include "cache.grpc.pb.h"
+#include "cache_client/cache_client.h"
+#include "cache_service/service.h"
+#include "decoder_node/decoder_service.h"
+#include "encoder_node/encoder_service.h"
+#include "node.grpc.pb.h"
+#include "rpc/server.h"
+#include "serving/node_protocol.h"
+#include "tests/support/child_process.h"
+#include "tests/support/test_checkpoint.h"
+
+namespace ds41 {
+namespace {
+
+namespace pb = ds41::node::v1;
+constexpr int kUnit = 32;
+
+std::vector<int32_t> Tokens(int n, int seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& v : t) v = 3 + static_cast<int32_t>(rng() % 500);
+  return t;
+}
+
+struct CacheServer {
+  prometheus::Registry reg;
+  StoreMetrics metrics{reg};
+  std::unique_ptr<UnitStore> store;
+  std::unique_ptr<CacheService> svc;
+  RpcServer rpc;
+  std::string addr;
+  explicit CacheServer(const std::string& fp) {
+    StoreOptions so;
+    so.path = testing::TempDir("nodes-cache");
+    store = std::move(UnitStore::Open(so, &metrics)).value();
+    svc = std::make_unique<CacheService>(store.get(), &metrics, CacheServiceOptions{fp});
+    rpc = std::move(StartRpcServer({}, {svc.get()})).value();
+    addr = "127.0.0.1:" + std::to_string(rpc.port);
+  }
+  ~CacheServer() { rpc.server->Shutdown(); }
+};
+
+struct EncoderServer {
+  prometheus::Registry reg;
+  NodeMetrics metrics{reg, "encoder"};
+  std::unique_ptr<EncoderCore> core;
+  std::unique_ptr<EncoderService> svc;
+  RpcServer rpc;
+  std::string addr;
+  EncoderServer(const Model& m, CacheClient* cache, std::shared_ptr<ChannelSet> ch, ThreadPool* pool) {
+    core = std::make_unique<EncoderCore>(m, cache, MakeGrpcSwaFetcher(ch, m.fingerprint()), EncoderOptions{}, &metrics, pool);
+    svc = std::make_unique<EncoderService>(core.get(), m.fingerprint(), &metrics);
+    rpc = std::move(StartRpcServer({}, {svc.get()})).value();
+    addr = "127.0.0.1:" + std::to_string(rpc.port);
+  }
+  ~EncoderServer() { rpc.server->Shutdown(); }
+};
+
+struct DecoderServer {
+  prometheus::Registry reg;
+  NodeMetrics metrics{reg, "decoder"};
+  std::unique_ptr<DecoderCore> core;
+  std::unique_ptr<DecoderService> svc;
+  RpcServer rpc;
+  std::string addr;
+  DecoderServer(const Model& m, CacheClient* cache, std::shared_ptr<ChannelSet> ch, ThreadPool* pool, DecoderOptions o = {}) {
+    const std::string fp = m.fingerprint();
+    core = std::make_unique<DecoderCore>(
+        m, cache,
+        [ch, fp](const std::string& enc, const PrefillInput& in, std::chrono::steady_clock::time_point d) {
+          return CallEncoderPrefill(ch.get(), fp, enc, in, d);
+        },
+        o, &metrics, pool);
+    svc = std::make_unique<DecoderService>(core.get(), fp, &metrics);
+    rpc = std::move(StartRpcServer({}, {svc.get()})).value();
+    addr = "127.0.0.1:" + std::to_string(rpc.port);
+  }
+  ~DecoderServer() { rpc.server->Shutdown(); }
+};
+
+struct Reply {
+  grpc::Status status;
+  std::vector<int32_t> tokens;
+  pb::Usage usage;
+};
+
+class NodesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { model_ = std::move(Model::Open(testing::TinyCheckpoint())).value().release(); }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  void SetUp() override {
+    cache_ = std::make_unique<CacheServer>(model_->fingerprint());
+    CacheClientOptions co;
+    co.shards = {cache_->addr};
+    client_ = std::move(CacheClient::Create(co)).value();
+    channels_ = std::make_shared<ChannelSet>();
+    encoder_ = std::make_unique<EncoderServer>(*model_, client_.get(), channels_, &pool_);
+    dec_a_ = std::make_unique<DecoderServer>(*model_, client_.get(), channels_, &pool_);
+    dec_b_ = std::make_unique<DecoderServer>(*model_, client_.get(), channels_, &pool_);
+    ns_ = CacheNamespace::Make(model_->fingerprint(), "tenant");
+  }
+
+  // What the router does: the cached prefix of the prompt without its last token, then Generate.
+  Reply Turn(DecoderServer* d, const std::string& session, const std::vector<int32_t>& prompt, const std::string& swa_peer,
+             int64_t expect_hit = -1, int max_tokens = 8) {
+    std::vector<int32_t> head(prompt.begin(), prompt.end() - 1);
+    int64_t H = client_->LookupPrefix(ns_, head, kUnit).tokens;
+    // The previous turn's units land asynchronously.
+    for (int i = 0; i < 100 && expect_hit >= 0 && H != expect_hit; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      H = client_->LookupPrefix(ns_, head, kUnit).tokens;
+    }
+    if (expect_hit >= 0) {
+      EXPECT_EQ(H, expect_hit);
+    }
+    pb::GenerateRequest req;
+    FillModel(model_->fingerprint(), req.mutable_model());
+    req.set_session_id(session);
+    req.mutable_ns()->set_id(KeyBytes(ns_.id));
+    for (int32_t t : prompt) req.add_tokens(t);
+    req.set_cached_tokens(H);
+    req.set_encoder(encoder_->addr);
+    req.mutable_swa()->set_peer(swa_peer);
+    req.mutable_sampling()->set_max_tokens(max_tokens);
+    req.set_unit_tokens(kUnit);
+    return Generate(d, req);
+  }
+
+  Reply Generate(DecoderServer* d, const pb::GenerateRequest& req) {
+    auto stub = pb::Decoder::NewStub(channels_->Get(d->addr));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    auto rd = stub->Generate(&ctx, req);
+    Reply r;
+    pb::GenerateResponse m;
+    while (rd->Read(&m)) {
+      r.tokens.insert(r.tokens.end(), m.tokens().begin(), m.tokens().end());
+      if (m.has_usage()) r.usage = m.usage();
+    }
+    r.status = rd->Finish();
+    return r;
+  }
+
+  // The single-process engine: CED prefill of the prompt on `st`, then greedy decode.
+  std::vector<int32_t> Reference(SequenceState* st, const std::vector<int32_t>& prompt, int max_tokens = 8) {
+    Engine e(*model_);
+    std::vector<float> lg;
+    EXPECT_TRUE(e.CedPrefill(st, {prompt, {}, {}}, -1, &lg).ok());
+    std::vector<int32_t> out;
+    const int V = model_->config().vocab_size;
+    for (int i = 0; i < max_tokens; ++i) {
+      out.push_back(Argmax(lg.data(), V));
+      if (i + 1 < max_tokens) {
+        EXPECT_TRUE(e.DecodeBatch({st}, {out.back()}, &lg).ok());
+      }
+    }
+    return out;
+  }
+
+  static Model* model_;
+  ThreadPool pool_{2};
+  std::unique_ptr<CacheServer> cache_;
+  std::unique_ptr<CacheClient> client_;
+  std::shared_ptr<ChannelSet> channels_;
+  std::unique_ptr<EncoderServer> encoder_;
+  std::unique_ptr<DecoderServer> dec_a_, dec_b_;
+  CacheNamespace ns_;
+};
+Model* NodesTest::model_ = nullptr;
+
+TEST_F(NodesTest, ThreeTurnSessionEqualsOneProcessOnEveryPrefixPath) {
+  const ModelConfig& c = model_->config();
+  SequenceState ref = SequenceState::Create(c);
+  // Turn 1 from scratch on decoder A.
+  auto p1 = Tokens(20, 1);
+  Reply r1 = Turn(dec_a_.get(), "s1", p1, "", 0);
+  ASSERT_TRUE(r1.status.ok()) << r1.status.error_message();
+  EXPECT_EQ(r1.tokens, Reference(&ref, p1));
+  EXPECT_EQ(r1.usage.prefix_source(), "none");
+  // Turn 2 extends it (a tool result): decoder A is warm and holds the SWA state at the previous end.
+  auto p2 = p1;
+  p2.insert(p2.end(), r1.tokens.begin(), r1.tokens.end());
+  for (int32_t t : Tokens(150, 2)) p2.push_back(t);
+  Reply r2 = Turn(dec_a_.get(), "s1", p2, dec_a_->addr, ref.length);
+  ASSERT_TRUE(r2.status.ok()) << r2.status.error_message();
+  EXPECT_EQ(r2.usage.cached_tokens(), ref.length);
+  EXPECT_EQ(r2.usage.computed_tokens(), static_cast<int64_t>(p2.size()) - ref.length);
+  EXPECT_EQ(r2.usage.prefix_source(), "warm");
+  EXPECT_EQ(r2.usage.swa_source(), "peer");
+  EXPECT_EQ(r2.tokens, Reference(&ref, p2));
+  // Turn 3 lands on decoder B: prefix from the store, SWA state pulled from A.
+  auto p3 = p2;
+  p3.insert(p3.end(), r2.tokens.begin(), r2.tokens.end());
+  for (int32_t t : Tokens(420, 3)) p3.push_back(t);
+  Reply r3 = Turn(dec_b_.get(), "s1", p3, dec_a_->addr, ref.length);
+  ASSERT_TRUE(r3.status.ok()) << r3.status.error_message();
+  EXPECT_EQ(r3.usage.prefix_source(), "cache");
+  EXPECT_EQ(r3.usage.swa_source(), "peer");
+  EXPECT_EQ(r3.usage.cached_tokens(), ref.length);
+  EXPECT_EQ(r3.tokens, Reference(&ref, p3));
+  EXPECT_GT(p3.size(), 590u);
+}
+
+TEST_F(NodesTest, EncoderReplayPathEqualsOneProcessReplay) {
+  const ModelConfig& c = model_->config();
+  SequenceState ref = SequenceState::Create(c);
+  auto p1 = Tokens(37, 11);
+  Reply r1 = Turn(dec_a_.get(), "s2", p1, "", 0);
+  ASSERT_TRUE(r1.status.ok());
+  EXPECT_EQ(r1.tokens, Reference(&ref, p1));
+  auto p2 = p1;
+  p2.insert(p2.end(), r1.tokens.begin(), r1.tokens.end());
+  for (int32_t t : Tokens(60, 12)) p2.push_back(t);
+  // Nobody is named for the SWA state: the encoder rebuilds it by replay; decoder B is cold.
+  Reply r2 = Turn(dec_b_.get(), "s2", p2, "", ref.length);
+  ASSERT_TRUE(r2.status.ok()) << r2.status.error_message();
+  EXPECT_EQ(r2.usage.swa_source(), "replay");
+  EXPECT_EQ(r2.usage.encoder_replay_tokens(), std::min<int64_t>(ref.length, c.window_size));
+  // The same in one process: global KV kept, SWA state dropped, encoder replay, then the turn.
+  const int64_t h = ref.length;
+  SequenceState cold = SequenceState::Create(c);
+  for (size_t i = 0; i < cold.kv.size(); ++i) {
+    cold.kv[i] = ref.kv[i];
+  }
+  cold.length = h;
+  Engine e(*model_);
+  ASSERT_TRUE(e.EncoderReplay(&cold, {p2, {}, {}}, std::max<int64_t>(0, h - c.window_size)).ok());
+  EXPECT_EQ(r2.tokens, Reference(&cold, p2));
+}
+
+TEST_F(NodesTest, EncoderLocalSwaPoolPath) {
+  const ModelConfig& c = model_->config();
+  auto p1 = Tokens(45, 21);
+  Reply r1 = Turn(dec_a_.get(), "s3", p1, "", 0);
+  ASSERT_TRUE(r1.status.ok());
+  // Another session sharing the whole first prompt: the encoder wrote its tail and kept its SWA state.
+  auto q = p1;
+  for (int32_t t : Tokens(30, 22)) q.push_back(t);
+  Reply r = Turn(dec_b_.get(), "s4", q, "", static_cast<int64_t>(p1.size()));
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.usage.swa_source(), "local");
+  SequenceState ref = SequenceState::Create(c);
+  Engine e(*model_);
+  ASSERT_TRUE(e.EncodePrefill(&ref, {p1, {}, {}}).ok());
+  EXPECT_EQ(r.tokens, Reference(&ref, q));
+}
+
+TEST_F(NodesTest, CacheDownMeansUncachedButCorrect) {
+  const ModelConfig& c = model_->config();
+  auto p1 = Tokens(40, 31);
+  Reply r1 = Turn(dec_a_.get(), "s5", p1, "", 0);
+  ASSERT_TRUE(r1.status.ok());
+  cache_.reset();  // the only shard is gone
+  auto p2 = p1;
+  p2.insert(p2.end(), r1.tokens.begin(), r1.tokens.end());
+  for (int32_t t : Tokens(20, 32)) p2.push_back(t);
+  Reply r2 = Turn(dec_b_.get(), "s5", p2, "");
+  ASSERT_TRUE(r2.status.ok()) << r2.status.error_message();
+  EXPECT_EQ(r2.usage.cached_tokens(), 0);
+  SequenceState fresh = SequenceState::Create(c);
+  EXPECT_EQ(r2.tokens, Reference(&fresh, p2));
+}
+
+TEST_F(NodesTest, CancelFreesTheSequence) {
+  const uint64_t baseline = dec_a_->core->ResidentBytes();
+  pb::GenerateRequest req;
+  FillModel(model_->fingerprint(), req.mutable_model());
+  req.mutable_ns()->set_id(KeyBytes(ns_.id));
+  for (int32_t t : Tokens(30, 41)) req.add_tokens(t);
+  req.set_encoder(encoder_->addr);
+  req.mutable_sampling()->set_max_tokens(100000);
+  req.set_unit_tokens(kUnit);
+  auto stub = pb::Decoder::NewStub(channels_->Get(dec_a_->addr));
+  grpc::ClientContext ctx;
+  auto rd = stub->Generate(&ctx, req);
+  pb::GenerateResponse m;
+  int got = 0;
+  while (got < 5 && rd->Read(&m)) got += m.tokens_size();
+  EXPECT_GE(got, 5);
+  EXPECT_EQ(dec_a_->core->running(), 1);
+  ctx.TryCancel();
+  while (rd->Read(&m)) {
+  }
+  EXPECT_EQ(rd->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  for (int i = 0; i < 100 && dec_a_->core->running() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(dec_a_->core->running(), 0);
+  EXPECT_EQ(dec_a_->core->ResidentBytes(), baseline);
+}
+
+TEST_F(NodesTest, BadRequestsAreRefusedAndNodesStayUp) {
+  auto base = [&] {
+    pb::GenerateRequest req;
+    FillModel(model_->fingerprint(), req.mutable_model());
+    req.mutable_ns()->set_id(KeyBytes(ns_.id));
+    for (int32_t t : Tokens(10, 51)) req.add_tokens(t);
+    req.set_encoder(encoder_->addr);
+    req.set_unit_tokens(kUnit);
+    return req;
+  };
+  auto code = [&](const pb::GenerateRequest& r) { return Generate(dec_a_.get(), r).status.error_code(); };
+  pb::GenerateRequest r = base();
+  r.mutable_model()->set_model_fingerprint(std::string(64, 'f'));
+  EXPECT_EQ(code(r), grpc::StatusCode::FAILED_PRECONDITION);
+  r = base();
+  r.mutable_model()->set_protocol_version(99);
+  EXPECT_EQ(code(r), grpc::StatusCode::FAILED_PRECONDITION);
+  r = base();
+  r.mutable_ns()->set_id("short");
+  EXPECT_EQ(code(r), grpc::StatusCode::INVALID_ARGUMENT);
+  r = base();
+  r.add_tokens(1 << 30);
+  EXPECT_EQ(code(r), grpc::StatusCode::INVALID_ARGUMENT);
+  r = base();
+  r.clear_tokens();
+  EXPECT_EQ(code(r), grpc::StatusCode::INVALID_ARGUMENT);
+  r = base();
+  r.set_cached_tokens(10);
+  EXPECT_EQ(code(r), grpc::StatusCode::INVALID_ARGUMENT);
+  r = base();
+  r.set_unit_tokens(7);
+  EXPECT_EQ(code(r), grpc::StatusCode::INVALID_ARGUMENT);
+  r = base();
+  r.mutable_sampling()->set_temperature(-3);
+  EXPECT_EQ(code(r), grpc::StatusCode::INVALID_ARGUMENT);
+  r = base();
+  for (size_t i = 0; i < kMaxPromptTokens; ++i) r.add_tokens(5);
+  EXPECT_EQ(code(r), grpc::StatusCode::INVALID_ARGUMENT);
+  r = base();
+  r.set_encoder("127.0.0.1:1");  // nobody there
+  EXPECT_EQ(code(r), grpc::StatusCode::UNAVAILABLE);
+  {  // the encoder directly
+    pb::PrefillRequest pr;
+    FillModel(model_->fingerprint(), pr.mutable_model());
+    pr.mutable_ns()->set_id(KeyBytes(ns_.id));
+    pr.add_tokens(-1);
+    pr.set_unit_tokens(kUnit);
+    pb::PrefillResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_EQ(pb::Encoder::NewStub(channels_->Get(encoder_->addr))->Prefill(&ctx, pr, &resp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  Reply ok = Generate(dec_a_.get(), base());
+  EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
+  EXPECT_EQ(ok.tokens.size(), 16u);
+}
+
+}  // namespace
+}  // namespace ds41
