@@ -114,12 +114,28 @@ ModelConfig TinyConfig() {
   return c;
 }
 
-std::vector<std::string> PresetNames() { return {"release", "tiny"}; }
+ModelConfig SmallConfig() {
+  ModelConfig c = TinyConfig();
+  // The release's attention arithmetic (window, top-k, candidate pool) so replay spans and
+  // placement costs are the real ones; a vocabulary large enough for a trained BPE tokenizer.
+  const ModelConfig r = ReleaseConfig();
+  c.vocab_size = 4096;
+  c.window_size = r.window_size;
+  c.index_topk = r.index_topk;
+  c.candidate_topk_blocks = r.candidate_topk_blocks;
+  c.candidate_block_size = r.candidate_block_size;
+  Status s = c.Validate();
+  DS41_CHECK(s.ok(), s.ToString());
+  return c;
+}
+
+std::vector<std::string> PresetNames() { return {"release", "small", "tiny"}; }
 
 StatusOr<ModelConfig> PresetConfig(const std::string& name) {
   if (name == "release") return ReleaseConfig();
   if (name == "tiny") return TinyConfig();
-  return NotFoundError("unknown preset \"" + name + "\" (known: release, tiny)");
+  if (name == "small") return SmallConfig();
+  return NotFoundError("unknown preset \"" + name + "\" (known: release, small, tiny)");
 }
 
 }  // namespace ds41

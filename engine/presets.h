@@ -12,6 +12,7 @@ namespace ds41 {
 
 ModelConfig ReleaseConfig();  // DeepSeek-V4.1-Flash as published (40 layers, 5120 wide)
 ModelConfig TinyConfig();     // 8 layers, 256 wide: every mechanism at toy size
+ModelConfig SmallConfig();    // tiny's width with the release's window, top-k and candidate pool
 
 // "release", "tiny", ... ; NotFound for an unknown name.
 StatusOr<ModelConfig> PresetConfig(const std::string& name);

@@ -1,19 +1,75 @@
 #!/usr/bin/env bash
-# The main job: builds the project, writes the small checkpoint (once) and generates from it with
-# the single-process engine. (The local cluster replaces this once the router exists.)
+# The main job: builds everything, writes the small checkpoint (once: release window, top-k and
+# candidate pool at toy width, with a BPE tokenizer trained by ds41-ckpt), then runs a local cluster
+# on loopback — cache_service, 2 encoder nodes, 2 decoder nodes and the router — serving the
+# OpenAI API at http://127.0.0.1:8000/v1 until Ctrl-C, which stops everything.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh"
-model="$root/build/models/tiny"
-if [ ! -f "$model/config.json" ]; then
-  "$root/build/tools/ds41-ckpt" --preset tiny --seed 1 --out "$model"
+bin="$root/build"
+model="$bin/models/small"
+if [ ! -f "$model/tokenizer.json" ]; then
+  rm -rf "$model"
+  corpus=("$root/docs" "$root/README.md")
+  [ -d /usr/share/common-licenses ] && corpus+=(/usr/share/common-licenses)
+  "$bin/tools/ds41-ckpt" --preset small --seed 1 --out "$model" --tokenizer-corpus "${corpus[@]}"
 fi
-"$root/build/tools/ds41" info --model "$model" | head -4
-prompt="5,17,99,250,3,64,128,7,300,42"
-echo "prompt token ids: $prompt"
-echo -n "exact path, greedy: "
-"$root/build/tools/ds41" generate --model "$model" --tokens "$prompt" --max-tokens 24
-echo -n "CED path, greedy:   "
-"$root/build/tools/ds41" generate --model "$model" --tokens "$prompt" --max-tokens 24 --mode ced
-echo -n "sampled (T=0.8, top_p=0.95, seed 7): "
-"$root/build/tools/ds41" generate --model "$model" --tokens "$prompt" --max-tokens 24 --temperature 0.8 --top-p 0.95 --seed 7
+run="${DS41_RUN_DIR:-$bin/cluster}"
+mkdir -p "$run/logs"
+host=127.0.0.1
+http_port="${DS41_HTTP_PORT:-8000}"
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  echo
+  echo "stopping the cluster..."
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  echo "stopped."
+}
+trap stop INT TERM EXIT
+
+# start NAME CMD...: runs CMD with its output in logs/NAME.log and waits for its "ready" line.
+start() {
+  local name=$1; shift
+  "$@" >"$run/logs/$name.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 600); do
+    if grep -q " ready " "$run/logs/$name.log"; then
+      echo "  $(grep -m1 ' ready ' "$run/logs/$name.log")"
+      return
+    fi
+    if ! kill -0 "${pids[-1]}" 2>/dev/null; then
+      echo "$name exited; its log:" >&2
+      cat "$run/logs/$name.log" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  echo "$name did not become ready; see $run/logs/$name.log" >&2
+  exit 1
+}
+
+echo "starting the local cluster (logs in $run/logs):"
+start cache "$bin/cache_service/cache_service" --listen $host:7400 --metrics-listen $host:9400 --path "$run/cache"
+cache=$host:7400
+start encoder0 "$bin/encoder_node/encoder_node" --model "$model" --listen $host:7500 --metrics-listen $host:9500 --cache $cache --threads 1
+start encoder1 "$bin/encoder_node/encoder_node" --model "$model" --listen $host:7501 --metrics-listen $host:9501 --cache $cache --threads 1
+start decoder0 "$bin/decoder_node/decoder_node" --model "$model" --listen $host:7600 --metrics-listen $host:9600 --cache $cache --threads 1
+start decoder1 "$bin/decoder_node/decoder_node" --model "$model" --listen $host:7601 --metrics-listen $host:9601 --cache $cache --threads 1
+start router "$bin/router/router" --model "$model" --listen $host:$http_port --grpc-listen $host:50050 \
+  --encoders $host:7500,$host:7501 --decoders $host:7600,$host:7601 --cache $cache
+
+cat <<MSG
+
+ds41-serve is up: OpenAI API at http://$host:$http_port/v1 (model "deepseek-v4.1-flash"), gRPC at $host:50050.
+  curl http://$host:$http_port/v1/models
+  curl http://$host:$http_port/v1/chat/completions -H 'Content-Type: application/json' \\
+    -d '{"model":"deepseek-v4.1-flash","messages":[{"role":"user","content":"Hello"}],"max_tokens":16}'
+  $bin/tools/ds41 replay --endpoint http://$host:$http_port/v1 --turns 4     # an agent-session workload
+Metrics: http://$host:$http_port/metrics (router), :9400 cache, :9500/:9501 encoders, :9600/:9601 decoders.
+The weights are synthetic (seeded), so the text is noise; the serving path is the real one.
+Ctrl-C stops everything.
+MSG
+wait -n "${pids[@]}" || true
+echo "a cluster process exited; see $run/logs" >&2

@@ -8,7 +8,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libhwy-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  librocksdb-dev libasio-dev prometheus-cpp-dev
+  librocksdb-dev libasio-dev prometheus-cpp-dev libhttp-parser-dev python3-regex
   python3 python3-numpy python3-torch
   curl
 )

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "ckpt/tokenizer_corpus.h"
 #include "ckpt/writer.h"
 #include "engine/presets.h"
 #include "util/mapped_file.h"
@@ -33,7 +34,8 @@ uint64_t ParseBytes(const std::string& s) {
 int main(int argc, char** argv) {
   CLI::App app{"ds41-ckpt: write a DeepSeek-V4.1-Flash checkpoint (release format, synthetic weights)"};
   std::string out, preset = "tiny", config_path, shard = "2G";
-  std::vector<std::string> sets;
+  std::vector<std::string> sets, corpus;
+  std::string corpus_bytes = "2M";
   uint64_t seed = 0;
   bool quiet = false;
   app.add_option("--out", out, "output folder")->required();
@@ -43,6 +45,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "weight seed");
   app.add_option("--shard-size", shard, "bytes per shard (K/M/G suffixes)");
   app.add_flag("--quiet", quiet, "no progress output");
+  app.add_option("--tokenizer-corpus", corpus, "files or folders to train tokenizer.json on (byte-level BPE, vocab_size entries)");
+  app.add_option("--corpus-bytes", corpus_bytes, "corpus bytes read at most (K/M/G suffixes)");
   CLI11_PARSE(app, argc, argv);
 
   nlohmann::json j;
@@ -118,6 +122,14 @@ int main(int argc, char** argv) {
   if (!s.ok()) {
     std::cerr << "\n" << s.ToString() << "\n";
     return 1;
+  }
+  if (!corpus.empty()) {
+    auto texts = ds41::ReadCorpus(corpus, ParseBytes(corpus_bytes));
+    s = texts.ok() ? ds41::WriteTrainedTokenizer(*texts, static_cast<int32_t>(config.vocab_size), out) : texts.status();
+    if (!s.ok()) {
+      std::cerr << "tokenizer: " << s.ToString() << "\n";
+      return 1;
+    }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!quiet) std::fprintf(stderr, "wrote %s in %.1f s\n", out.c_str(), secs);

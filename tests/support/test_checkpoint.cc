@@ -3,8 +3,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <random>
 #include <vector>
 
+#include "ckpt/tokenizer_corpus.h"
 #include "ckpt/writer.h"
 #include "engine/presets.h"
 #include "util/check.h"
@@ -51,6 +53,28 @@ std::string WriteTestCheckpoint(const ModelConfig& config, uint64_t seed, const 
 
 const std::string& TinyCheckpoint() {
   static const std::string dir = WriteTestCheckpoint(TinyConfig(), 1, "tiny");
+  return dir;
+}
+
+const std::string& SmallServingCheckpoint() {
+  static const std::string dir = [] {
+    std::string d = WriteTestCheckpoint(SmallConfig(), 1, "small");
+    // A deterministic corpus of prose, code and CJK fragments.
+    static const char* kWords[] = {"the", "model", "cache", "token", "prefix", "session", "agent", "tool", "result",
+                                   "def", "return", "if", "for", "int", "const", "{", "}", "(", ")", ";", "=", "->",
+                                   "\n", "12", "345", "错误", "数据", "テスト", "Hello", "world", ",", ".", "\"", "#"};
+    std::mt19937 rng(1);
+    std::vector<std::string> corpus(8);
+    for (auto& text : corpus) {
+      for (int i = 0; i < 6000; ++i) {
+        text += kWords[rng() % std::size(kWords)];
+        text += rng() % 4 ? " " : "";
+      }
+    }
+    Status s = WriteTrainedTokenizer(corpus, static_cast<int32_t>(SmallConfig().vocab_size), d);
+    DS41_CHECK(s.ok(), s.ToString());
+    return d;
+  }();
   return dir;
 }
 

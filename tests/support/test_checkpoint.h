@@ -18,4 +18,8 @@ std::string WriteTestCheckpoint(const ModelConfig& config, uint64_t seed, const 
 // The tiny config of MODEL.md §12, written once per process.
 const std::string& TinyCheckpoint();
 
+// The small preset (release window, top-k and candidate pool) with a BPE tokenizer trained on a
+// generated corpus: what the router and the local cluster serve. Written once per process.
+const std::string& SmallServingCheckpoint();
+
 }  // namespace ds41::testing

@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""Generates ../values.schema.json (committed). Objects of the chart's own sections are closed
+(additionalProperties: false) so that a misspelt key is an error rather than silently ignored."""
+import json
+import os
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "values.schema.json")
+
+
+def obj(props, required=None, closed=True, **kw):
+    o = {"type": "object", "properties": props, "additionalProperties": not closed}
+    if required:
+        o["required"] = required
+    o.update(kw)
+    return o
+
+
+S = {"type": "string"}
+B = {"type": "boolean"}
+ANY_OBJ = {"type": "object"}
+LIST = {"type": "array"}
+PORT = {"type": "integer", "minimum": 1, "maximum": 65535}
+POS = {"type": "integer", "minimum": 1}
+NONNEG = {"type": "integer", "minimum": 0}
+BYTES = {"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?[KMGT]?$",
+         "description": "byte size with an optional K/M/G/T suffix (as the binaries parse it)"}
+QUANTITY = {"anyOf": [{"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?([eE][0-9]+|[KMGTPE]i?|m|k)?$"},
+                      {"type": "number", "minimum": 0}]}
+RESOURCES = obj({"requests": ANY_OBJ, "limits": ANY_OBJ})
+CMD = {"type": "array", "items": S, "minItems": 1}
+ENV = {"type": "array", "items": obj({"name": S, "value": S, "valueFrom": ANY_OBJ}, required=["name"])}
+ARGS = {"type": "array", "items": S}
+PDB = obj({"enabled": B, "minAvailable": {"type": ["integer", "string"]},
+           "maxUnavailable": {"type": ["integer", "string"]}}, required=["enabled"])
+STARTUP = obj({"failureThreshold": POS})
+SCHED = {"nodeSelector": ANY_OBJ, "tolerations": LIST, "affinity": ANY_OBJ}
+
+
+def hpa(extra):
+    props = {"enabled": B, "minReplicas": POS, "maxReplicas": POS, "scaleDownStabilizationSeconds": NONNEG}
+    props.update(extra)
+    return obj(props, required=["enabled", "minReplicas", "maxReplicas"])
+
+
+METRIC_NAME = {"type": "string", "pattern": "^[a-zA-Z_:][a-zA-Z0-9_:]*$"}
+
+schema = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "ds41-serve values",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["image", "model", "router", "encoder", "decoder", "cacheService", "auth", "tls", "monitoring"],
+    "properties": {
+        "global": ANY_OBJ,
+        "nameOverride": S,
+        "fullnameOverride": S,
+        "image": obj({"repository": {"type": "string", "minLength": 1}, "tag": S,
+                      "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]}}, required=["repository"]),
+        "imagePullSecrets": {"type": "array", "items": obj({"name": S}, required=["name"])},
+        "model": obj({"path": {"type": "string", "pattern": "^/"},
+                      "fingerprint": {"type": "string", "pattern": "^([0-9a-fA-F]{64})?$"},
+                      "existingClaim": S, "hostPath": {"type": "string", "pattern": "^(/.*)?$"}},
+                     required=["path"]),
+        "podAnnotations": ANY_OBJ,
+        "podLabels": ANY_OBJ,
+        "podSecurityContext": ANY_OBJ,
+        "securityContext": ANY_OBJ,
+        "router": obj({"replicas": NONNEG, "command": CMD, "httpPort": PORT, "grpcPort": PORT,
+                       "service": obj({"type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+                                       "annotations": ANY_OBJ}),
+                       "maxRequestBytes": POS, "maxQueuedRequests": POS,
+                       "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "pdb": PDB, **SCHED},
+                      required=["replicas", "httpPort", "grpcPort"]),
+        "encoder": obj({"replicas": NONNEG, "command": CMD, "grpcPort": PORT, "metricsPort": PORT,
+                        "threads": NONNEG, "stepTokens": {"type": "integer", "minimum": 1, "maximum": 1048576},
+                        "swaPoolBytes": BYTES, "swaTtlSeconds": NONNEG,
+                        "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "startupProbe": STARTUP,
+                        "pdb": PDB, **SCHED,
+                        "autoscaling": hpa({"computedTokensMetric": METRIC_NAME,
+                                            "targetComputedTokensPerSecond": QUANTITY})},
+                       required=["replicas", "grpcPort", "metricsPort", "autoscaling"]),
+        "decoder": obj({"replicas": NONNEG, "command": CMD, "grpcPort": PORT, "metricsPort": PORT,
+                        "threads": NONNEG, "expertCacheBytes": BYTES, "sessionBytes": BYTES,
+                        "sessionTtlSeconds": NONNEG, "swaPoolBytes": BYTES, "swaTtlSeconds": NONNEG,
+                        "maxRunning": {"type": "integer", "minimum": 1, "maximum": 4096},
+                        "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "startupProbe": STARTUP,
+                        "pdb": PDB, **SCHED,
+                        "autoscaling": hpa({"residentBytesMetric": METRIC_NAME, "targetResidentBytes": QUANTITY,
+                                            "runningSequencesMetric": METRIC_NAME,
+                                            "targetRunningSequences": QUANTITY})},
+                       required=["replicas", "grpcPort", "metricsPort", "autoscaling"]),
+        "cacheService": obj({"replicas": POS, "command": CMD, "grpcPort": PORT, "metricsPort": PORT,
+                             "capacity": BYTES, "ttlHours": {"type": "number", "minimum": 0},
+                             "sweepSeconds": POS, "syncWrites": B,
+                             "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "pdb": PDB, **SCHED,
+                             "persistence": obj({"storageClassName": S, "size": QUANTITY,
+                                                 "accessModes": {"type": "array", "items": S, "minItems": 1}},
+                                                required=["size"])},
+                            required=["replicas", "grpcPort", "metricsPort", "capacity", "persistence"]),
+        "auth": obj({"enabled": B, "existingSecret": S,
+                     "apiKeys": {"type": "array",
+                                 "items": obj({"tenant": {"type": "string", "minLength": 1},
+                                               "key": {"type": "string", "minLength": 8},
+                                               "salt": {"type": "string", "minLength": 8}},
+                                              required=["tenant", "key", "salt"])}},
+                    required=["enabled"]),
+        "tls": obj({"enabled": B, "clientAuth": B, "existingSecret": S, "cert": S, "key": S, "ca": S,
+                    "mountPath": {"type": "string", "pattern": "^/"}}, required=["enabled"]),
+        "monitoring": obj({
+            "serviceMonitor": obj({"enabled": B, "interval": S, "scrapeTimeout": S, "labels": ANY_OBJ},
+                                  required=["enabled"]),
+            "prometheusRule": obj({"enabled": B, "labels": ANY_OBJ}, required=["enabled"]),
+            "dashboards": obj({"enabled": B, "label": {"type": "string", "minLength": 1}, "labelValue": S,
+                               "namespace": S, "folder": S, "annotations": ANY_OBJ}, required=["enabled"]),
+        }),
+    },
+}
+
+with open(OUT, "w") as f:
+    json.dump(schema, f, indent=2)
+    f.write("\n")
+print("wrote", OUT)

@@ -1,0 +1,112 @@
+#include "router/http_front.h"
+
+#include <prometheus/text_serializer.h>
+
+namespace ds41 {
+
+std::string WireJson(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+HttpFront::HttpFront(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes, RouterMetrics* metrics,
+                     std::shared_ptr<prometheus::Registry> registry, ThreadPool* workers)
+    : api_(api), tenants_(tenants), nodes_(nodes), metrics_(metrics), registry_(std::move(registry)), workers_(workers) {}
+
+void HttpFront::Reply(const std::string& endpoint, HttpResponder& resp, const ApiOutcome& out) {
+  HttpHeaders extra;
+  if (out.retry_after_s > 0) extra.Add("Retry-After", std::to_string(out.retry_after_s));
+  resp.Send(out.http_status, "application/json", WireJson(out.body), extra);
+  if (metrics_) metrics_->Request(endpoint, out.http_status);
+}
+
+void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::shared_ptr<HttpResponder> resp) {
+  std::optional<Json> parsed = ParseRequestJson(req.body);
+  if (!parsed) {
+    Reply(endpoint, *resp, OpenAiApi::Error(400, "invalid_request_error", "the request body is not valid JSON (or nests too deeply)"));
+    return;
+  }
+  Json body = std::move(*parsed);
+  auto tenant = tenants_->Resolve(std::string(req.headers.Get("authorization").value_or("")));
+  if (!tenant.ok()) {
+    Reply(endpoint, *resp, OpenAiApi::FromStatus(tenant.status()));
+    return;
+  }
+  ApiContext ctx;
+  ctx.tenant = *tenant;
+  ctx.session_id = std::string(req.headers.Get("x-session-id").value_or(""));
+  if (ctx.session_id.size() > 256) {
+    Reply(endpoint, *resp, OpenAiApi::Error(400, "invalid_request_error", "x-session-id is longer than 256 bytes"));
+    return;
+  }
+  ctx.cancel = std::make_shared<CancelToken>();
+  resp->OnClose([cancel = ctx.cancel] { cancel->Cancel(); });
+  workers_->Submit([this, endpoint, ctx, body = std::move(body), resp] {
+    bool started = false;
+    auto sink = [&](const Json& chunk) {
+      if (!started) {
+        started = resp->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+        if (!started) return false;
+      }
+      return resp->Write("data: " + WireJson(chunk) + "\n\n");
+    };
+    ApiOutcome out;
+    try {
+      out = endpoint == "chat" ? api_->ChatCompletions(ctx, body, sink) : api_->Completions(ctx, body, sink);
+    } catch (const std::exception& e) {
+      // A bug must cost one request, never the router.
+      out = OpenAiApi::Error(500, "internal_error", std::string("internal error: ") + e.what());
+    }
+    if (!started) {
+      // Errors before any chunk, and every non-streamed reply, are plain JSON responses.
+      if (out.http_status == 200 && body.contains("stream") && body["stream"] == true) {
+        started = resp->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
+      } else {
+        Reply(endpoint, *resp, out);
+        return;
+      }
+    }
+    if (out.http_status != 200) resp->Write("data: " + WireJson(out.body) + "\n\n");
+    resp->Write("data: [DONE]\n\n");
+    resp->Finish();
+    if (metrics_) metrics_->Request(endpoint, out.http_status);
+  });
+}
+
+void HttpFront::Register(HttpServer* server) {
+  server->Handle("POST", "/v1/chat/completions",
+                 [this](const HttpRequest& r, std::shared_ptr<HttpResponder> w) { Api("chat", r, std::move(w)); });
+  server->Handle("POST", "/v1/completions",
+                 [this](const HttpRequest& r, std::shared_ptr<HttpResponder> w) { Api("completions", r, std::move(w)); });
+  server->Handle("GET", "/v1/models", [this](const HttpRequest& r, std::shared_ptr<HttpResponder> w) {
+    auto tenant = tenants_->Resolve(std::string(r.headers.Get("authorization").value_or("")));
+    if (!tenant.ok()) {
+      Reply("models", *w, OpenAiApi::FromStatus(tenant.status()));
+      return;
+    }
+    ApiOutcome out;
+    out.body = api_->Models();
+    Reply("models", *w, out);
+  });
+  server->Handle("GET", "/health", [this](const HttpRequest&, std::shared_ptr<HttpResponder> w) {
+    Json nodes = Json::array();
+    int healthy_decoders = 0;
+    for (const NodeView& n : nodes_->All()) {
+      nodes.push_back({{"address", n.address}, {"role", NodeRoleName(n.role)}, {"state", NodeStateName(n.state)},
+                       {"error", n.error}});
+      healthy_decoders += n.role == NodeRole::kDecoder && n.state == NodeState::kHealthy;
+    }
+    // Ready when at least one decoder can take requests.
+    const int code = healthy_decoders > 0 ? 200 : 503;
+    w->Send(code, "application/json", WireJson({{"status", code == 200 ? "ok" : "no healthy decoder"}, {"nodes", nodes}}));
+  });
+  server->Handle("GET", "/metrics", [this](const HttpRequest&, std::shared_ptr<HttpResponder> w) {
+    if (metrics_) {
+      std::map<std::string, std::map<std::string, int>> counts;
+      for (const NodeView& n : nodes_->All()) ++counts[NodeRoleName(n.role)][NodeStateName(n.state)];
+      for (const char* role : {"encoder", "decoder"}) {
+        for (const char* state : {"pending", "healthy", "down", "refused"}) metrics_->SetNodes(role, state, counts[role][state]);
+      }
+    }
+    w->Send(200, "text/plain; version=0.0.4", prometheus::TextSerializer().Serialize(registry_->Collect()));
+  });
+}
+
+}  // namespace ds41

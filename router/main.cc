@@ -1,0 +1,119 @@
+// router: the OpenAI-compatible front door (HTTP and gRPC), tokenizer and chat format, placement.
+// Thin: options -> model config + tokenizer -> node table, cache client, RouterCore -> servers -> wait.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "engine/model.h"
+#include "router/http_front.h"
+#include "router/router_service.h"
+#include "rpc/server.h"
+#include "serving/node_runtime.h"
+#include "util/process.h"
+
+int main(int argc, char** argv) {
+  ds41::BlockTerminationSignals();
+  CLI::App app{"ds41 router"};
+  std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, api_keys,
+              model_id = "deepseek-v4.1-flash", max_body = "8M";
+  int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 64, poll_ms = 1000, header_timeout_ms = 10000;
+  app.add_option("--model", model_dir, "checkpoint folder (config.json, tokenizer.json)")->required()->envname("DS41_MODEL");
+  app.add_option("--listen", listen, "HTTP address (OpenAI API, /health, /metrics)")->envname("DS41_ROUTER_LISTEN");
+  app.add_option("--grpc-listen", grpc_listen, "gRPC address (Router service)")->envname("DS41_ROUTER_GRPC_LISTEN");
+  app.add_option("--encoders", encoders, "encoder node addresses, comma separated")->envname("DS41_ENCODERS");
+  app.add_option("--decoders", decoders, "decoder node addresses, comma separated")->envname("DS41_DECODERS");
+  app.add_option("--cache", cache, "cache_service shard addresses, comma separated")->envname("DS41_CACHE_SHARDS");
+  app.add_option("--api-keys", api_keys, "tenant file: {\"keys\": {key: {tenant, salt}}} (empty: open)")->envname("DS41_API_KEYS");
+  app.add_option("--model-id", model_id, "the model name clients use")->envname("DS41_MODEL_ID");
+  app.add_option("--unit-tokens", unit_tokens, "cache unit size (even)")->check(CLI::Range(2, 4096))->envname("DS41_UNIT_TOKENS");
+  app.add_option("--max-running", max_running, "requests in flight before 429")->check(CLI::Range(1, 100000))
+      ->envname("DS41_MAX_RUNNING");
+  app.add_option("--max-request-bytes", max_body, "largest request body")->envname("DS41_MAX_REQUEST_BYTES");
+  app.add_option("--io-threads", io_threads, "HTTP io threads")->check(CLI::Range(1, 64));
+  app.add_option("--workers", workers, "request worker threads")->check(CLI::Range(1, 4096));
+  app.add_option("--poll-ms", poll_ms, "node health-check interval")->check(CLI::Range(10, 3600000));
+  app.add_option("--header-timeout-ms", header_timeout_ms, "slow clients: time allowed to send the headers")
+      ->check(CLI::Range(10, 600000));
+  CLI11_PARSE(app, argc, argv);
+  if (unit_tokens % 2) {
+    std::cerr << "--unit-tokens must be even\n";
+    return 2;
+  }
+  auto body_bytes = ds41::ParseByteSize(max_body);
+  if (!body_bytes.ok()) {
+    std::cerr << body_bytes.status().ToString() << "\n";
+    return 2;
+  }
+  auto model = ds41::Model::Open(model_dir);
+  if (!model.ok()) {
+    std::cerr << model.status().ToString() << "\n";
+    return 1;
+  }
+  auto tokenizer = ds41::Tokenizer::Load(model_dir + "/tokenizer.json");
+  if (!tokenizer.ok()) {
+    std::cerr << tokenizer.status().ToString() << "\n";
+    return 1;
+  }
+  ds41::TenantTable tenants;
+  if (!api_keys.empty()) {
+    auto t = ds41::TenantTable::Load(api_keys);
+    if (!t.ok()) {
+      std::cerr << t.status().ToString() << "\n";
+      return 1;
+    }
+    tenants = std::move(*t);
+  }
+  const ds41::ModelConfig& cfg = (*model)->config();
+  const std::string fp = (*model)->fingerprint();
+  std::unique_ptr<ds41::CacheClient> cache_client;
+  if (!cache.empty()) {
+    ds41::CacheClientOptions co;
+    co.shards = ds41::SplitList(cache);
+    cache_client = std::move(ds41::CacheClient::Create(co)).value();
+  }
+  auto registry = std::make_shared<prometheus::Registry>();
+  ds41::RouterMetrics metrics(*registry);
+  auto channels = std::make_shared<ds41::ChannelSet>();
+  ds41::NodeTableOptions no;
+  no.poll_interval = std::chrono::milliseconds(poll_ms);
+  ds41::NodeTable nodes(channels, fp, no);
+  for (const auto& a : ds41::SplitList(encoders)) nodes.Add(ds41::NodeRole::kEncoder, a);
+  for (const auto& a : ds41::SplitList(decoders)) nodes.Add(ds41::NodeRole::kDecoder, a);
+  nodes.PollAll();
+  nodes.StartPolling();
+  ds41::RouterOptions ro;
+  ro.fingerprint = fp;
+  ro.unit_tokens = unit_tokens;
+  ro.window = cfg.window_size;
+  ro.max_running = max_running;
+  ds41::RouterCore core(ro, &nodes, cache_client.get(), channels, &metrics);
+  ds41::OpenAiApi api(&core, &*tokenizer, model_id, cfg.max_position_embeddings, static_cast<int32_t>(cfg.vocab_size));
+  ds41::ThreadPool pool(workers);
+  ds41::HttpFront front(&api, &tenants, &nodes, &metrics, registry, &pool);
+  ds41::HttpServerOptions ho;
+  const auto colon = listen.rfind(':');
+  ho.host = listen.substr(0, colon);
+  ho.port = std::stoi(listen.substr(colon + 1));
+  ho.io_threads = io_threads;
+  ho.max_body_bytes = *body_bytes;
+  ho.header_timeout = std::chrono::milliseconds(header_timeout_ms);
+  ds41::HttpServer http(ho);
+  front.Register(&http);
+  if (ds41::Status s = http.Start(); !s.ok()) {
+    std::cerr << "http: " << s.ToString() << "\n";
+    return 1;
+  }
+  ds41::RouterService service(&api, &tenants, &nodes);
+  ds41::RpcServerOptions go;
+  go.address = grpc_listen;
+  auto rpc = ds41::StartRpcServer(go, {&service});
+  if (!rpc.ok()) {
+    std::cerr << "grpc: " << rpc.status().ToString() << "\n";
+    return 1;
+  }
+  std::cout << "router ready http=" << ho.host << ":" << http.port() << " grpc=" << grpc_listen.substr(0, grpc_listen.rfind(':'))
+            << ":" << rpc->port << " fingerprint=" << fp << std::endl;
+  ds41::WaitForTerminationSignal();
+  http.Stop();
+  rpc->server->Shutdown();
+  return 0;
+}

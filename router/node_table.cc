@@ -1,0 +1,140 @@
+#include "router/node_table.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "node.grpc.pb.h"
+#include "rpc/status_map.h"
+
+namespace ds41 {
+
+namespace pb = ds41::node::v1;
+
+const char* NodeRoleName(NodeRole r) { return r == NodeRole::kEncoder ? "encoder" : "decoder"; }
+
+const char* NodeStateName(NodeState s) {
+  switch (s) {
+    case NodeState::kPending: return "pending";
+    case NodeState::kHealthy: return "healthy";
+    case NodeState::kDown: return "down";
+    case NodeState::kRefused: return "refused";
+  }
+  return "?";
+}
+
+NodeTable::NodeTable(std::shared_ptr<ChannelSet> channels, std::string fingerprint, NodeTableOptions options)
+    : channels_(std::move(channels)), fingerprint_(std::move(fingerprint)), opt_(options) {}
+
+NodeTable::~NodeTable() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+}
+
+void NodeTable::Add(NodeRole role, const std::string& address) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto [it, inserted] = nodes_.try_emplace(address);
+  if (inserted) {
+    it->second.address = address;
+    it->second.load.address = address;
+  }
+  it->second.role = role;
+}
+
+Status NodeTable::Register(NodeRole role, const std::string& address) {
+  if (address.empty() || address.size() > 255) return InvalidArgumentError("node address must be 1..255 bytes");
+  Add(role, address);
+  return Poll(address);
+}
+
+Status NodeTable::Poll(const std::string& address) {
+  NodeRole role;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = nodes_.find(address);
+    if (it == nodes_.end()) return NotFoundError("unknown node " + address);
+    role = it->second.role;
+  }
+  pb::NodeStatus st;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + opt_.poll_deadline);
+  grpc::Status gs;
+  if (role == NodeRole::kEncoder) {
+    gs = pb::Encoder::NewStub(channels_->Get(address))->Status(&ctx, pb::NodeStatusRequest(), &st);
+  } else {
+    gs = pb::Decoder::NewStub(channels_->Get(address))->Status(&ctx, pb::NodeStatusRequest(), &st);
+  }
+  Status result = FromGrpc(gs);
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(address);
+  if (it == nodes_.end()) return result;
+  NodeView& n = it->second;
+  if (!result.ok()) {
+    n.state = NodeState::kDown;
+    n.error = result.ToString();
+    return UnavailableError(address + " does not answer: " + result.ToString());
+  }
+  if (st.model_fingerprint() != fingerprint_ || st.role() != NodeRoleName(role)) {
+    n.state = NodeState::kRefused;
+    n.error = "node serves " + st.role() + " of model " + st.model_fingerprint() + ", the router expects " +
+              NodeRoleName(role) + " of " + fingerprint_;
+    return FailedPreconditionError(n.error);
+  }
+  n.state = NodeState::kHealthy;
+  n.error.clear();
+  n.load.queued_tokens = st.queued_tokens();
+  n.load.running = st.running();
+  n.load.waiting = st.waiting();
+  n.load.resident_bytes = static_cast<uint64_t>(st.resident_bytes());
+  n.warm_sessions.assign(st.warm_sessions().begin(), st.warm_sessions().end());
+  return Status::Ok();
+}
+
+void NodeTable::PollAll() {
+  std::vector<std::string> addrs;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [a, n] : nodes_) addrs.push_back(a);
+  }
+  for (const std::string& a : addrs) (void)Poll(a);
+}
+
+void NodeTable::StartPolling() {
+  poller_ = std::thread([this] {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+      l.unlock();
+      PollAll();
+      l.lock();
+      cv_.wait_for(l, opt_.poll_interval, [this] { return stop_; });
+    }
+  });
+}
+
+void NodeTable::MarkDown(const std::string& address, const std::string& why) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(address);
+  if (it == nodes_.end()) return;
+  it->second.state = NodeState::kDown;
+  it->second.error = why;
+}
+
+std::vector<NodeView> NodeTable::Healthy(NodeRole role) const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<NodeView> out;
+  for (const auto& [a, n] : nodes_) {
+    if (n.role == role && n.state == NodeState::kHealthy) out.push_back(n);
+  }
+  return out;
+}
+
+std::vector<NodeView> NodeTable::All() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<NodeView> out;
+  for (const auto& [a, n] : nodes_) out.push_back(n);
+  return out;
+}
+
+}  // namespace ds41

@@ -1,0 +1,70 @@
+// NodeTable: the router's soft state about encoder and decoder nodes. Nodes join by address (flags,
+// DNS names or the Register RPC); a node is admitted only when its Status reports the router's model
+// fingerprint, and is health-checked by polling Status. A node that fails a poll or a request is
+// marked down until a poll succeeds again. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "router/placement.h"
+#include "rpc/channels.h"
+#include "util/status.h"
+
+namespace ds41 {
+
+enum class NodeRole { kEncoder, kDecoder };
+enum class NodeState { kPending, kHealthy, kDown, kRefused };  // kRefused: wrong model fingerprint
+const char* NodeRoleName(NodeRole r);
+const char* NodeStateName(NodeState s);
+
+struct NodeView {
+  std::string address;
+  NodeRole role = NodeRole::kDecoder;
+  NodeState state = NodeState::kPending;
+  std::string error;                    // why down or refused
+  NodeLoad load;
+  std::vector<std::string> warm_sessions;
+};
+
+struct NodeTableOptions {
+  std::chrono::milliseconds poll_interval{1000};
+  std::chrono::milliseconds poll_deadline{1000};
+};
+
+class NodeTable {
+ public:
+  NodeTable(std::shared_ptr<ChannelSet> channels, std::string fingerprint, NodeTableOptions options = {});
+  ~NodeTable();
+
+  void Add(NodeRole role, const std::string& address);
+  // Adds the node and checks it now; FAILED_PRECONDITION on a fingerprint mismatch, UNAVAILABLE when
+  // it does not answer (it stays in the table and joins when it does).
+  Status Register(NodeRole role, const std::string& address);
+  void PollAll();                       // one round of Status calls
+  void StartPolling();
+  void MarkDown(const std::string& address, const std::string& why);
+
+  std::vector<NodeView> Healthy(NodeRole role) const;
+  std::vector<NodeView> All() const;
+
+ private:
+  Status Poll(const std::string& address);
+
+  std::shared_ptr<ChannelSet> channels_;
+  const std::string fingerprint_;
+  const NodeTableOptions opt_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, NodeView> nodes_;
+  bool stop_ = false;
+  std::thread poller_;
+};
+
+}  // namespace ds41

@@ -1,0 +1,427 @@
+#include "router/openai_api.h"
+
+#include <chrono>
+#include <random>
+
+#include "chat/chat_render.h"
+#include "chat/reply_parser.h"
+#include "util/sha256.h"
+
+namespace ds41 {
+namespace {
+
+constexpr size_t kMaxStops = 4;
+constexpr size_t kMaxStopBytes = 256;
+
+std::string RandomHex(int bytes) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < bytes; ++i) {
+    const auto b = static_cast<uint8_t>(rng());
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
+int64_t NowSeconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Text generated so far, released only where no stop string can still begin.
+class StopCutter {
+ public:
+  explicit StopCutter(std::vector<std::string> stops) : stops_(std::move(stops)) {
+    for (const auto& s : stops_) hold_ = std::max(hold_, s.size() - 1);
+  }
+  // Appends text; returns the newly releasable part. `stopped` turns true at a stop string.
+  std::string Add(const std::string& more) {
+    if (stopped_) return "";
+    const size_t search_from = text_.size() >= hold_ ? text_.size() - hold_ : 0;
+    text_ += more;
+    size_t cut = std::string::npos;
+    for (const auto& s : stops_) {
+      const size_t p = text_.find(s, search_from);
+      if (p != std::string::npos) cut = std::min(cut, p);
+    }
+    size_t upto;
+    if (cut != std::string::npos) {
+      stopped_ = true;
+      text_.resize(cut);
+      upto = cut;
+    } else {
+      upto = text_.size() > hold_ ? text_.size() - hold_ : 0;
+    }
+    std::string out;
+    if (upto > released_) out = text_.substr(released_, upto - released_);
+    released_ = std::max(released_, upto);
+    return out;
+  }
+  std::string Flush() {
+    std::string out = text_.substr(released_);
+    released_ = text_.size();
+    return out;
+  }
+  bool stopped() const { return stopped_; }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::vector<std::string> stops_;
+  size_t hold_ = 0;
+  std::string text_;
+  size_t released_ = 0;
+  bool stopped_ = false;
+};
+
+Json UsageJson(const RouteResult& r) {
+  const RouteUsage& u = r.usage;
+  Json j;
+  j["prompt_tokens"] = u.prompt_tokens;
+  j["completion_tokens"] = u.completion_tokens;
+  j["total_tokens"] = u.prompt_tokens + u.completion_tokens;
+  j["prompt_cache_hit_tokens"] = u.cached_tokens;
+  j["prompt_cache_miss_tokens"] = u.prompt_tokens - u.cached_tokens;
+  j["prompt_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
+  j["ds41"] = {{"computed_tokens", u.computed_tokens},
+               {"encoder_replay_tokens", u.encoder_replay_tokens},
+               {"decoder_replay_tokens", u.decoder_replay_tokens},
+               {"prefix_source", u.prefix_source},
+               {"swa_source", u.swa_source},
+               {"ttft_seconds", u.ttft_seconds},
+               {"predicted_ttft_seconds", u.predicted_ttft_seconds},
+               {"decoder", r.placement.decoder},
+               {"encoder", r.placement.encoder},
+               {"placement_reason", r.placement.reason},
+               {"attempts", r.attempts}};
+  return j;
+}
+
+Json ToolCallsJson(const std::vector<chat::ToolCall>& calls, size_t first_index) {
+  Json arr = Json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    arr.push_back({{"index", first_index + i},
+                   {"id", "call_" + RandomHex(12)},
+                   {"type", "function"},
+                   {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}});
+  }
+  return arr;
+}
+
+}  // namespace
+
+std::optional<Json> ParseRequestJson(std::string_view text) {
+  // The parser recurses per nesting level: refuse deep nesting before it can exhaust the stack.
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return std::nullopt;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+struct OpenAiApi::Sampling {
+  uint32_t max_tokens = 0;
+  float temperature = 1, top_p = 1;
+  uint64_t seed = 0;
+  std::vector<std::string> stops;
+  bool stream = false;
+};
+
+OpenAiApi::OpenAiApi(RouterCore* core, const Tokenizer* tokenizer, std::string model_id, int64_t max_context_tokens,
+                     int32_t model_vocab)
+    : core_(core),
+      tok_(tokenizer),
+      model_id_(std::move(model_id)),
+      max_context_(max_context_tokens),
+      model_vocab_(model_vocab),
+      created_(NowSeconds()) {}
+
+ApiOutcome OpenAiApi::Error(int http_status, const std::string& type, const std::string& message, const std::string& param,
+                            const std::string& code) {
+  ApiOutcome o;
+  o.http_status = http_status;
+  o.body = {{"error",
+             {{"message", message},
+              {"type", type},
+              {"param", param.empty() ? Json(nullptr) : Json(param)},
+              {"code", code.empty() ? Json(nullptr) : Json(code)}}}};
+  if (http_status == 429 || http_status == 503) o.retry_after_s = 1;
+  return o;
+}
+
+ApiOutcome OpenAiApi::FromStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return {};
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange: return Error(400, "invalid_request_error", s.message());
+    case StatusCode::kUnauthenticated: return Error(401, "authentication_error", s.message(), "", "invalid_api_key");
+    case StatusCode::kPermissionDenied: return Error(403, "permission_error", s.message());
+    case StatusCode::kNotFound: return Error(404, "invalid_request_error", s.message(), "", "not_found");
+    case StatusCode::kResourceExhausted: return Error(429, "rate_limit_error", s.message(), "", "overloaded");
+    case StatusCode::kUnavailable: return Error(503, "service_unavailable", s.message());
+    case StatusCode::kDeadlineExceeded: return Error(504, "timeout", s.message());
+    case StatusCode::kCancelled: return Error(499, "cancelled", s.message());
+    default: return Error(500, "internal_error", s.message());
+  }
+}
+
+Json OpenAiApi::Models() const {
+  return {{"object", "list"},
+          {"data", Json::array({{{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "ds41-serve"}}})}};
+}
+
+ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
+  if (!body.is_object()) return Error(400, "invalid_request_error", "the request body must be a JSON object");
+  if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
+    return Error(400, "invalid_request_error", "\"messages\" must be a non-empty array", "messages");
+  }
+  const Json tools = body.contains("tools") ? body["tools"] : Json(nullptr);
+  if (!tools.is_null() && !tools.is_array()) return Error(400, "invalid_request_error", "\"tools\" must be an array", "tools");
+  chat::ChatRenderOptions opt;
+  opt.thinking = false;
+  if (body.contains("thinking")) {
+    const Json& t = body["thinking"];
+    if (!t.is_object() || !t.contains("type") || !t["type"].is_string() ||
+        (t["type"] != "enabled" && t["type"] != "disabled")) {
+      return Error(400, "invalid_request_error", "\"thinking\" must be {\"type\": \"enabled\"|\"disabled\"}", "thinking");
+    }
+    opt.thinking = t["type"] == "enabled";
+  }
+  auto effort = chat::ParseReasoningEffort(body.contains("reasoning_effort") ? body["reasoning_effort"] : Json(nullptr));
+  if (!effort.ok()) return FromStatus(effort.status());
+  opt.reasoning_effort = *effort;
+  auto pieces = chat::RenderChat(body["messages"], tools, opt);
+  if (!pieces.ok()) return FromStatus(pieces.status());
+  std::vector<int32_t> prompt;
+  for (const chat::PromptPiece& p : *pieces) {
+    if (p.control) {
+      auto id = tok_->IdOf(p.text);
+      if (!id) return Error(500, "internal_error", "the tokenizer lacks the control token " + p.text);
+      prompt.push_back(*id);
+    } else {
+      std::vector<int32_t> ids = tok_->Encode(p.text, /*allow_control=*/false);
+      prompt.insert(prompt.end(), ids.begin(), ids.end());
+    }
+  }
+  return Run(ctx, body, std::move(prompt), /*chat=*/true, opt.thinking, sink);
+}
+
+ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
+  if (!body.is_object()) return Error(400, "invalid_request_error", "the request body must be a JSON object");
+  if (!body.contains("prompt")) return Error(400, "invalid_request_error", "\"prompt\" is required", "prompt");
+  if (body.contains("echo") && body["echo"] == true) return Error(400, "invalid_request_error", "\"echo\" is not supported", "echo");
+  const Json& pr = body["prompt"];
+  std::vector<int32_t> prompt;
+  if (pr.is_string()) {
+    // The raw interface: control tokens written in the prompt are control tokens.
+    prompt = tok_->Encode(pr.get_ref<const std::string&>(), /*allow_control=*/true);
+  } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
+    for (const Json& t : pr) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model_vocab_) {
+        return Error(400, "invalid_request_error", "\"prompt\" token ids must be integers in [0, vocab size)", "prompt");
+      }
+      prompt.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+  } else {
+    return Error(400, "invalid_request_error", "\"prompt\" must be a string or an array of token ids", "prompt");
+  }
+  return Run(ctx, body, std::move(prompt), /*chat=*/false, false, sink);
+}
+
+ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode, bool thinking,
+                          const ChunkSink& sink) {
+  if (body.contains("model") && !body["model"].is_string()) {
+    return Error(400, "invalid_request_error", "\"model\" must be a string", "model");
+  }
+  if (body.contains("model") && body["model"] != model_id_) {
+    return Error(404, "invalid_request_error", "the model " + body["model"].dump() + " does not exist; this server has " + model_id_,
+                 "model", "model_not_found");
+  }
+  if (body.contains("n") && body["n"] != 1) return Error(400, "invalid_request_error", "\"n\" must be 1", "n");
+  if (prompt.empty()) return Error(400, "invalid_request_error", "the prompt is empty", "prompt");
+  const int64_t N = static_cast<int64_t>(prompt.size());
+  if (N >= max_context_) {
+    return Error(400, "invalid_request_error",
+                 "the prompt has " + std::to_string(N) + " tokens; this model's context is " + std::to_string(max_context_),
+                 "messages", "context_length_exceeded");
+  }
+  Sampling s;
+  s.max_tokens = static_cast<uint32_t>(std::min<int64_t>(1024, max_context_ - N));
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!body.contains(key) || body[key].is_null()) continue;
+    if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1) {
+      return Error(400, "invalid_request_error", std::string("\"") + key + "\" must be a positive integer", key);
+    }
+    s.max_tokens = static_cast<uint32_t>(std::min<int64_t>(body[key].get<int64_t>(), max_context_ - N));
+  }
+  if (body.contains("temperature") && !body["temperature"].is_null()) {
+    if (!body["temperature"].is_number() || body["temperature"].get<double>() < 0 || body["temperature"].get<double>() > 2) {
+      return Error(400, "invalid_request_error", "\"temperature\" must be a number in [0, 2]", "temperature");
+    }
+    s.temperature = body["temperature"].get<float>();
+  }
+  if (body.contains("top_p") && !body["top_p"].is_null()) {
+    if (!body["top_p"].is_number() || body["top_p"].get<double>() <= 0 || body["top_p"].get<double>() > 1) {
+      return Error(400, "invalid_request_error", "\"top_p\" must be a number in (0, 1]", "top_p");
+    }
+    s.top_p = body["top_p"].get<float>();
+  }
+  s.seed = std::random_device{}();
+  if (body.contains("seed") && !body["seed"].is_null()) {
+    if (!body["seed"].is_number_integer()) return Error(400, "invalid_request_error", "\"seed\" must be an integer", "seed");
+    s.seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
+  }
+  if (body.contains("stop") && !body["stop"].is_null()) {
+    const Json& st = body["stop"];
+    if (st.is_string()) {
+      s.stops.push_back(st.get<std::string>());
+    } else if (st.is_array() && st.size() <= kMaxStops) {
+      for (const Json& x : st) {
+        if (!x.is_string()) return Error(400, "invalid_request_error", "\"stop\" entries must be strings", "stop");
+        s.stops.push_back(x.get<std::string>());
+      }
+    } else {
+      return Error(400, "invalid_request_error", "\"stop\" must be a string or an array of at most 4 strings", "stop");
+    }
+    for (const auto& x : s.stops) {
+      if (x.empty() || x.size() > kMaxStopBytes) {
+        return Error(400, "invalid_request_error", "each stop string must have 1..256 bytes", "stop");
+      }
+    }
+  }
+  if (body.contains("stream") && !body["stream"].is_boolean()) {
+    return Error(400, "invalid_request_error", "\"stream\" must be a boolean", "stream");
+  }
+  s.stream = body.value("stream", false);
+  std::string session = ctx.session_id;
+  if (session.empty() && body.contains("user") && body["user"].is_string()) session = body["user"].get<std::string>();
+  if (session.empty()) {
+    // No session named: the conversation's opening identifies it across turns (a wrong guess only
+    // costs placement, never correctness).
+    const size_t head = std::min<size_t>(prompt.size(), 256);
+    Sha256 h;
+    h.Update(prompt.data(), head * sizeof(int32_t));
+    session = "auto:" + h.HexDigest().substr(0, 32);
+  }
+
+  RouteRequest rq;
+  rq.request_id = (chat_mode ? "chatcmpl-" : "cmpl-") + RandomHex(12);
+  rq.tenant_salt = ctx.tenant.salt;
+  rq.session_id = ctx.tenant.name + "/" + session;
+  rq.tokens = std::move(prompt);
+  rq.temperature = s.temperature;
+  rq.top_p = s.top_p;
+  rq.seed = s.seed;
+  rq.max_tokens = s.max_tokens;
+  rq.stop_token_ids = {kEosId};
+  rq.cancel = ctx.cancel;
+
+  const int64_t created = NowSeconds();
+  const std::string object = chat_mode ? "chat.completion" : "text_completion";
+  auto chunk = [&](Json choice) {
+    return Json{{"id", rq.request_id}, {"object", chat_mode ? "chat.completion.chunk" : "text_completion"}, {"created", created},
+                {"model", model_id_}, {"choices", Json::array({std::move(choice)})}};
+  };
+  StreamDecoder detok(*tok_);
+  StopCutter cutter(s.stops);
+  chat::ReplyStreamParser parser(thinking);
+  std::string reasoning, content;
+  std::vector<chat::ToolCall> calls;
+  bool client_gone = false;
+  // Released text goes to the reply parser (chat) or straight out (completions).
+  auto emit_text = [&](const std::string& text, bool final) {
+    chat::ReplyDelta d;
+    if (chat_mode) {
+      if (!text.empty()) d = parser.Feed(text);
+      if (final) {
+        chat::ReplyDelta f = parser.Finish();
+        d.reasoning_delta += f.reasoning_delta;
+        d.content_delta += f.content_delta;
+        d.tool_calls.insert(d.tool_calls.end(), f.tool_calls.begin(), f.tool_calls.end());
+      }
+    } else {
+      d.content_delta = text;
+    }
+    reasoning += d.reasoning_delta;
+    content += d.content_delta;
+    const size_t first_call = calls.size();
+    calls.insert(calls.end(), d.tool_calls.begin(), d.tool_calls.end());
+    if (!s.stream || d.empty() || client_gone) return;
+    Json delta = Json::object();
+    if (!chat_mode) {
+      client_gone = !sink(chunk({{"index", 0}, {"text", d.content_delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+      return;
+    }
+    if (!d.reasoning_delta.empty()) delta["reasoning_content"] = d.reasoning_delta;
+    if (!d.content_delta.empty()) delta["content"] = d.content_delta;
+    if (!d.tool_calls.empty()) delta["tool_calls"] = ToolCallsJson(d.tool_calls, first_call);
+    client_gone = !sink(chunk({{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+  };
+  if (s.stream && chat_mode) {
+    client_gone = !sink(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+                               {"finish_reason", nullptr}}));
+  }
+
+  std::vector<int32_t> out_ids;
+  RouteResult r = core_->Generate(rq, [&](const std::vector<int32_t>& ids) {
+    out_ids.insert(out_ids.end(), ids.begin(), ids.end());
+    for (int32_t id : ids) {
+      if (id == kEosId) continue;  // the end of the reply, not part of it
+      emit_text(cutter.Add(detok.Feed(id)), false);
+      if (cutter.stopped()) return false;
+    }
+    return !client_gone;
+  });
+  if (!r.status.ok() && r.usage.completion_tokens == 0) return FromStatus(r.status);
+  emit_text(cutter.Add(detok.Flush()) + cutter.Flush(), true);
+
+  std::string finish = r.finish_reason == "length" ? "length" : "stop";
+  if (!calls.empty()) finish = "tool_calls";
+  ApiOutcome out;
+  if (!r.status.ok()) {
+    out = FromStatus(r.status);
+    return out;
+  }
+  const Json usage = UsageJson(r);
+  if (s.stream) {
+    Json last = chat_mode ? Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}
+                          : Json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish}};
+    Json c = chunk(std::move(last));
+    c["usage"] = usage;
+    if (!client_gone) sink(c);
+    out.body = {{"usage", usage}};
+    return out;
+  }
+  Json choice;
+  if (chat_mode) {
+    Json msg = {{"role", "assistant"}, {"content", content.empty() && !calls.empty() ? Json(nullptr) : Json(content)}};
+    if (thinking) msg["reasoning_content"] = reasoning;
+    if (!calls.empty()) msg["tool_calls"] = ToolCallsJson(calls, 0);
+    choice = {{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", finish}};
+  } else {
+    choice = {{"index", 0}, {"text", content}, {"logprobs", nullptr}, {"finish_reason", finish}};
+  }
+  if (body.contains("return_token_ids") && body["return_token_ids"] == true) {
+    // As vLLM offers: the exact ids, so a client can extend the context without re-tokenizing.
+    choice["prompt_token_ids"] = rq.tokens;
+    choice["token_ids"] = out_ids;
+  }
+  out.body = {{"id", rq.request_id}, {"object", object},    {"created", created}, {"model", model_id_},
+              {"choices", Json::array({choice})}, {"usage", usage}};
+  return out;
+}
+
+}  // namespace ds41

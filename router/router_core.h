@@ -1,0 +1,129 @@
+// RouterCore: one request from token ids to a stream of generated ids, without HTTP. It looks up the
+// longest cached prefix in the store (the store is the index: every router replica sees the same
+// hits), places the request (placement.h), calls the chosen decoder's Generate and streams its
+// tokens to a sink. A request whose node dies before its first token is placed again without that
+// node. Sessions are bound to the decoder that served their last turn while it stays warm (a cost in
+// placement, not a pin), and the router remembers who holds the SWA state at which position.
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cache_client/cache_client.h"
+#include "router/node_table.h"
+#include "router/placement.h"
+#include "router/router_metrics.h"
+
+namespace grpc {
+class ClientContext;
+}
+
+namespace ds41 {
+
+// Cancels an in-flight request from any thread (client gone, stop string matched).
+class CancelToken {
+ public:
+  void Cancel();
+  bool cancelled() const;
+  // The RPC to cancel while attached; Attach returns false when already cancelled.
+  bool Attach(grpc::ClientContext* ctx);
+  void Detach();
+
+ private:
+  mutable std::mutex mu_;
+  bool cancelled_ = false;
+  grpc::ClientContext* ctx_ = nullptr;
+};
+
+struct RouteRequest {
+  std::string request_id;
+  std::string tenant_salt;          // namespaces the cache: tenants never see each other's hits
+  std::string session_id;
+  std::vector<int32_t> tokens;      // the prompt
+  float temperature = 0;            // 0: greedy
+  float top_p = 1;
+  uint64_t seed = 0;
+  uint32_t max_tokens = 256;
+  std::vector<int32_t> stop_token_ids;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  std::shared_ptr<CancelToken> cancel;
+};
+
+struct RouteUsage {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t cached_tokens = 0;        // prompt tokens whose KV was reused (prompt_cache_hit_tokens)
+  int64_t computed_tokens = 0;      // prompt tokens the encoder computed
+  int64_t encoder_replay_tokens = 0, decoder_replay_tokens = 0;
+  std::string prefix_source, swa_source;
+  double ttft_seconds = 0;          // as the router saw it
+  double predicted_ttft_seconds = 0;
+};
+
+struct RouteResult {
+  Status status;
+  std::string finish_reason;        // stop | length | cancelled
+  RouteUsage usage;
+  Placement placement;
+  int attempts = 0;
+};
+
+// Receives generated ids as they arrive; returning false stops generation (finish_reason "stop").
+using TokenSink = std::function<bool(const std::vector<int32_t>& tokens)>;
+
+struct RouterOptions {
+  std::string fingerprint;
+  int unit_tokens = 64;
+  int window = 128;
+  int max_attempts = 3;
+  int max_running = 256;            // back-pressure: beyond this, RESOURCE_EXHAUSTED
+  size_t max_sessions = 100000;     // session bindings remembered (least recently used dropped)
+  CostModel cost;
+};
+
+class RouterCore {
+ public:
+  RouterCore(RouterOptions options, NodeTable* nodes, CacheClient* cache, std::shared_ptr<ChannelSet> channels,
+             RouterMetrics* metrics);
+
+  RouteResult Generate(const RouteRequest& request, const TokenSink& sink);
+
+  // H for a prompt under a tenant: the cached prefix of all but its last token.
+  int64_t CachedPrefix(const std::string& tenant_salt, const std::vector<int32_t>& tokens) const;
+  const RouterOptions& options() const { return opt_; }
+
+ private:
+  struct Binding {
+    std::string decoder, encoder;
+    int64_t decoder_end = -1;       // SWA state position the decoder keeps (context fed at turn end)
+    int64_t encoder_end = -1;       // SWA state position the encoder keeps (prompt end)
+    std::list<std::string>::iterator lru;
+  };
+  std::string SwaHolder(const std::string& session, int64_t position) const;
+  void Bind(const std::string& session, const std::string& decoder, int64_t decoder_end, const std::string& encoder,
+            int64_t encoder_end);
+  void LearnRates(const RouteUsage& u);
+
+  RouterOptions opt_;
+  NodeTable* nodes_;
+  CacheClient* cache_;
+  std::shared_ptr<ChannelSet> channels_;
+  RouterMetrics* metrics_;
+  std::atomic<int> running_{0};
+
+  mutable std::mutex mu_;           // guards sessions_, lru_, rng_, opt_.cost
+  std::unordered_map<std::string, Binding> sessions_;
+  std::list<std::string> lru_;
+  std::mt19937_64 rng_{std::random_device{}()};
+};
+
+}  // namespace ds41

@@ -1,0 +1,75 @@
+#include "router/router_metrics.h"
+
+namespace ds41 {
+namespace {
+
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  return {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+}
+
+prometheus::Histogram::BucketBoundaries ErrorBuckets() {
+  return {-10, -2, -1, -0.5, -0.2, -0.1, -0.05, -0.01, 0, 0.01, 0.05, 0.1, 0.2, 0.5, 1, 2, 10};
+}
+
+}  // namespace
+
+const char* HitClass(int64_t prompt_tokens, int64_t cached_tokens) {
+  if (cached_tokens <= 0) return "cold";
+  return cached_tokens * 10 >= prompt_tokens * 9 ? "full" : "partial";
+}
+
+RouterMetrics::RouterMetrics(prometheus::Registry& r)
+    : running(prometheus::BuildGauge().Name("ds41_router_running_requests").Help("Requests in flight").Register(r).Add({})),
+      requests_(prometheus::BuildCounter().Name("ds41_router_requests_total").Help("Requests by endpoint and HTTP status").Register(r)),
+      rejections_(prometheus::BuildCounter().Name("ds41_router_rejections_total").Help("Requests refused, by reason").Register(r)),
+      placements_(prometheus::BuildCounter()
+                      .Name("ds41_router_placement_decisions_total")
+                      .Help("Placement decisions by reason")
+                      .Register(r)),
+      ttft_(prometheus::BuildHistogram().Name("ds41_router_ttft_seconds").Help("Time to first token by hit class").Register(r)),
+      inter_token_(prometheus::BuildHistogram()
+                       .Name("ds41_router_inter_token_seconds")
+                       .Help("Time between streamed tokens by hit class")
+                       .Register(r)),
+      e2e_(prometheus::BuildHistogram().Name("ds41_router_e2e_seconds").Help("Request latency by hit class").Register(r)),
+      prediction_error_(prometheus::BuildHistogram()
+                            .Name("ds41_router_ttft_prediction_error_seconds")
+                            .Help("Observed minus predicted time to first token")
+                            .Register(r)
+                            .Add({}, ErrorBuckets())),
+      prompt_tokens_(prometheus::BuildCounter()
+                         .Name("ds41_router_prompt_tokens_total")
+                         .Help("Prompt tokens by kind: hit (cache or warm session) or miss")
+                         .Register(r)),
+      completion_tokens_(prometheus::BuildCounter()
+                             .Name("ds41_router_completion_tokens_total")
+                             .Help("Generated tokens")
+                             .Register(r)
+                             .Add({})),
+      nodes_(prometheus::BuildGauge().Name("ds41_router_nodes").Help("Known nodes by role and state").Register(r)) {}
+
+void RouterMetrics::Request(const std::string& endpoint, int code) {
+  requests_.Add({{"endpoint", endpoint}, {"code", std::to_string(code)}}).Increment();
+}
+void RouterMetrics::Rejection(const std::string& reason) { rejections_.Add({{"reason", reason}}).Increment(); }
+void RouterMetrics::Placement(const std::string& reason) { placements_.Add({{"reason", reason}}).Increment(); }
+void RouterMetrics::Ttft(const char* hit_class, double s, double predicted) {
+  ttft_.Add({{"hit_class", hit_class}}, LatencyBuckets()).Observe(s);
+  prediction_error_.Observe(s - predicted);
+}
+void RouterMetrics::InterToken(const char* hit_class, double s) {
+  inter_token_.Add({{"hit_class", hit_class}}, LatencyBuckets()).Observe(s);
+}
+void RouterMetrics::EndToEnd(const char* hit_class, double s) {
+  e2e_.Add({{"hit_class", hit_class}}, LatencyBuckets()).Observe(s);
+}
+void RouterMetrics::PromptTokens(int64_t hit, int64_t miss) {
+  prompt_tokens_.Add({{"kind", "hit"}}).Increment(static_cast<double>(hit));
+  prompt_tokens_.Add({{"kind", "miss"}}).Increment(static_cast<double>(miss));
+}
+void RouterMetrics::CompletionTokens(int64_t n) { completion_tokens_.Increment(static_cast<double>(n)); }
+void RouterMetrics::SetNodes(const std::string& role, const std::string& state, double n) {
+  nodes_.Add({{"role", role}, {"state", state}}).Set(n);
+}
+
+}  // namespace ds41

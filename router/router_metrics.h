@@ -1,0 +1,46 @@
+// RouterMetrics: the front door's Prometheus metrics (SERVING.md §7), ds41_router_*. Latencies are
+// split by hit class (cold: nothing cached; partial: under 90% of the prompt cached; full: 90% or
+// more), never by request.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <string>
+
+namespace ds41 {
+
+const char* HitClass(int64_t prompt_tokens, int64_t cached_tokens);
+
+class RouterMetrics {
+ public:
+  explicit RouterMetrics(prometheus::Registry& registry);
+
+  void Request(const std::string& endpoint, int http_code);
+  void Rejection(const std::string& reason);
+  void Placement(const std::string& reason);
+  void Ttft(const char* hit_class, double seconds, double predicted_seconds);
+  void InterToken(const char* hit_class, double seconds);
+  void EndToEnd(const char* hit_class, double seconds);
+  void PromptTokens(int64_t hit, int64_t miss);
+  void CompletionTokens(int64_t n);
+  void SetNodes(const std::string& role, const std::string& state, double n);
+  prometheus::Gauge& running;
+
+ private:
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Counter>& rejections_;
+  prometheus::Family<prometheus::Counter>& placements_;
+  prometheus::Family<prometheus::Histogram>& ttft_;
+  prometheus::Family<prometheus::Histogram>& inter_token_;
+  prometheus::Family<prometheus::Histogram>& e2e_;
+  prometheus::Histogram& prediction_error_;
+  prometheus::Family<prometheus::Counter>& prompt_tokens_;
+  prometheus::Counter& completion_tokens_;
+  prometheus::Family<prometheus::Gauge>& nodes_;
+};
+
+}  // namespace ds41

@@ -1,0 +1,44 @@
+#include "router/tenants.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace ds41 {
+
+StatusOr<TenantTable> TenantTable::FromJson(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return InvalidArgumentError("tenant file: not a JSON object");
+  TenantTable t;
+  if (!j.contains("keys")) return t;
+  if (!j["keys"].is_object()) return InvalidArgumentError("tenant file: \"keys\" must be an object");
+  for (const auto& [key, v] : j["keys"].items()) {
+    if (key.empty() || !v.is_object() || !v.contains("tenant") || !v["tenant"].is_string()) {
+      return InvalidArgumentError("tenant file: each key maps to {\"tenant\": name, \"salt\": optional}");
+    }
+    Tenant tenant;
+    tenant.name = v["tenant"].get<std::string>();
+    tenant.salt = v.contains("salt") && v["salt"].is_string() ? v["salt"].get<std::string>() : tenant.name;
+    t.keys_[key] = tenant;
+  }
+  return t;
+}
+
+StatusOr<TenantTable> TenantTable::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot read tenant file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return FromJson(ss.str());
+}
+
+StatusOr<Tenant> TenantTable::Resolve(const std::string& authorization) const {
+  if (keys_.empty()) return Tenant{"default", ""};
+  std::string key = authorization;
+  if (key.rfind("Bearer ", 0) == 0) key = key.substr(7);
+  auto it = keys_.find(key);
+  if (key.empty() || it == keys_.end()) return UnauthenticatedError("missing or unknown API key");
+  return it->second;
+}
+
+}  // namespace ds41

@@ -1,0 +1,34 @@
+// API keys -> tenants (SERVING.md §7 security). A tenant's cache salt namespaces its units, so one
+// tenant can never hit, or probe for, another's prefixes. With no keys configured the router is
+// open and every request is the "default" tenant with an empty salt.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "util/status.h"
+
+namespace ds41 {
+
+struct Tenant {
+  std::string name;
+  std::string salt;
+};
+
+class TenantTable {
+ public:
+  // JSON: {"keys": {"<api key>": {"tenant": "acme", "salt": "..."}}}; salt defaults to the tenant name.
+  static StatusOr<TenantTable> FromJson(const std::string& json);
+  static StatusOr<TenantTable> Load(const std::string& path);
+
+  // `authorization`: the Authorization header value ("Bearer <key>") or the bare key (gRPC).
+  // UNAUTHENTICATED when keys are configured and the
+  // key is missing or unknown.
+  StatusOr<Tenant> Resolve(const std::string& authorization) const;
+  bool open() const { return keys_.empty(); }
+
+ private:
+  std::map<std::string, Tenant> keys_;
+};
+
+}  // namespace ds41

@@ -1,0 +1,293 @@
+// The whole cluster as real processes on loopback — cache_service, two encoder nodes, two decoder
+// nodes and the router — driven over HTTP and gRPC the way clients drive it (issue: router).
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "engine/engine.h"
+#include "engine/model.h"
+#include "engine/sampling.h"
+#include "http/http_test_client.h"
+#include "router.grpc.pb.h"
+#include "tests/support/child_process.h"
+#include "tests/support/test_checkpoint.h"
+
+namespace ds41 {
+namespace {
+
+using nlohmann::json;
+using testing::ChildProcess;
+
+std::string Bin(const std::string& rel) { return testing::BinaryDir() + "/" + rel; }
+
+int PortOf(const std::string& host_port) { return std::stoi(host_port.substr(host_port.rfind(':') + 1)); }
+
+struct Cluster {
+  std::string model = testing::SmallServingCheckpoint();
+  std::string cache_dir = testing::TempDir("router-cache");
+  std::unique_ptr<ChildProcess> cache;
+  std::vector<std::unique_ptr<ChildProcess>> encoders, decoders;
+  std::unique_ptr<ChildProcess> router;
+  std::string cache_addr, enc_list, dec_list;
+  int http_port = 0;
+  std::string grpc_addr;
+
+  Cluster() {
+    cache = std::make_unique<ChildProcess>(
+        std::vector<std::string>{Bin("cache_service/cache_service"), "--listen", "127.0.0.1:0", "--metrics-listen",
+                                 "127.0.0.1:0", "--path", cache_dir},
+        " ready ");
+    cache_addr = cache->fields()["grpc"];
+    for (int i = 0; i < 2; ++i) {
+      encoders.push_back(std::make_unique<ChildProcess>(
+          std::vector<std::string>{Bin("encoder_node/encoder_node"), "--model", model, "--listen", "127.0.0.1:0",
+                                   "--metrics-listen", "127.0.0.1:0", "--cache", cache_addr, "--threads", "1"},
+          " ready "));
+      enc_list += (i ? "," : "") + encoders.back()->fields()["grpc"];
+      decoders.push_back(std::make_unique<ChildProcess>(
+          std::vector<std::string>{Bin("decoder_node/decoder_node"), "--model", model, "--listen", "127.0.0.1:0",
+                                   "--metrics-listen", "127.0.0.1:0", "--cache", cache_addr, "--threads", "1"},
+          " ready "));
+      dec_list += (i ? "," : "") + decoders.back()->fields()["grpc"];
+    }
+  }
+
+  void StartRouter(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {Bin("router/router"), "--model", model, "--listen", "127.0.0.1:0", "--grpc-listen",
+                                     "127.0.0.1:0", "--encoders", enc_list, "--decoders", dec_list, "--cache", cache_addr,
+                                     "--header-timeout-ms", "500"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    router = std::make_unique<ChildProcess>(argv, "router ready");
+    ASSERT_TRUE(router->ready());
+    http_port = PortOf(router->fields()["http"]);
+    grpc_addr = router->fields()["grpc"];
+  }
+
+  testing::HttpTestResponse Post(const std::string& path, const json& body, const std::string& headers = "") {
+    testing::HttpTestClient c;
+    EXPECT_TRUE(c.Connect(http_port));
+    auto r = c.Request("POST", path, body.dump(), "Content-Type: application/json\r\n" + headers);
+    EXPECT_TRUE(r.has_value());
+    return r.value_or(testing::HttpTestResponse{});
+  }
+
+  int Health() {
+    testing::HttpTestClient c;
+    if (!c.Connect(http_port)) return 0;
+    auto r = c.Request("GET", "/health");
+    return r ? r->status : 0;
+  }
+};
+
+std::vector<int32_t> Ids(const json& j) { return j.get<std::vector<int32_t>>(); }
+
+std::vector<int32_t> RandomTokens(int n, int seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& v : t) v = 20 + static_cast<int32_t>(rng() % 3000);
+  return t;
+}
+
+// The single-process engine with the same CED semantics: continue `st` with the prompt's new
+// tokens, then greedy decode until the end token or max_tokens.
+std::vector<int32_t> Reference(const Model& m, SequenceState* st, const std::vector<int32_t>& prompt, int max_tokens) {
+  Engine e(m);
+  std::vector<float> lg;
+  EXPECT_TRUE(e.CedPrefill(st, {prompt, {}, {}}, -1, &lg).ok());
+  std::vector<int32_t> out;
+  for (int i = 0; i < max_tokens; ++i) {
+    out.push_back(Argmax(lg.data(), m.config().vocab_size));
+    if (out.back() == 1 || i + 1 == max_tokens) break;
+    EXPECT_TRUE(e.DecodeBatch({st}, {out.back()}, &lg).ok());
+  }
+  return out;
+}
+
+TEST(RouterClusterTest, AgentSessionHitsWholeContextSameBitsAndSurvivesRouterRestart) {
+  Cluster c;
+  c.StartRouter();
+  auto model = std::move(Model::Open(c.model)).value();
+  SequenceState ref = SequenceState::Create(model->config());
+  std::vector<int32_t> ctx = RandomTokens(200, 1);
+  int64_t prev_context = 0;  // what the model has processed at the end of the previous turn
+  for (int turn = 0; turn < 4; ++turn) {
+    if (turn == 3) c.StartRouter();  // a new router process: the store is the index
+    auto r = c.Post("/v1/completions", {{"prompt", ctx}, {"max_tokens", 6}, {"temperature", 0}, {"return_token_ids", true}},
+                    "x-session-id: agent-1\r\n");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json j = json::parse(r.body);
+    const json& u = j["usage"];
+    const auto out = Ids(j["choices"][0]["token_ids"]);
+    EXPECT_EQ(Ids(j["choices"][0]["prompt_token_ids"]), ctx);
+    EXPECT_EQ(out, Reference(*model, &ref, ctx, 6)) << "turn " << turn << " " << u.dump();
+    EXPECT_EQ(u["prompt_cache_hit_tokens"].get<int64_t>(), prev_context) << "turn " << turn << " " << u.dump();
+    EXPECT_EQ(u["prompt_cache_miss_tokens"].get<int64_t>(), static_cast<int64_t>(ctx.size()) - prev_context);
+    // The encoder computes only the new tokens (plus a replay when the SWA state is gone).
+    EXPECT_EQ(u["ds41"]["computed_tokens"].get<int64_t>(), static_cast<int64_t>(ctx.size()) - prev_context);
+    if (turn > 0) {
+      EXPECT_NE(u["ds41"]["swa_source"], "none");
+    }
+    EXPECT_EQ(u["ds41"]["decoder_replay_tokens"].get<int64_t>(), std::min<int64_t>(128, ctx.size()));
+    // The next turn: the reply, then a tool result.
+    ctx.insert(ctx.end(), out.begin(), out.end());
+    prev_context = ref.length;
+    EXPECT_EQ(prev_context, static_cast<int64_t>(ctx.size()) - 1);  // the last sampled token is not yet fed
+    auto tool = RandomTokens(90 + 40 * turn, 10 + turn);
+    ctx.insert(ctx.end(), tool.begin(), tool.end());
+  }
+}
+
+TEST(RouterClusterTest, TenantsNeverSeeEachOthersHits) {
+  Cluster c;
+  const std::string keys = testing::TempDir("keys") + "/keys.json";
+  std::ofstream(keys) << R"({"keys": {"key-a": {"tenant": "a"}, "key-b": {"tenant": "b", "salt": "s-b"}}})";
+  c.StartRouter({"--api-keys", keys});
+  const json body = {{"prompt", RandomTokens(300, 5)}, {"max_tokens", 2}, {"temperature", 0}};
+  auto first = c.Post("/v1/completions", body, "Authorization: Bearer key-a\r\n");
+  ASSERT_EQ(first.status, 200) << first.body;
+  // The same prompt again: its full units are cached (the turn's tail sits at its end, which a
+  // request must still compute the last token of).
+  json again;
+  for (int i = 0; i < 50; ++i) {  // units land asynchronously
+    again = json::parse(c.Post("/v1/completions", body, "Authorization: Bearer key-a\r\n").body);
+    if (again["usage"]["prompt_cache_hit_tokens"] == 256) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(again["usage"]["prompt_cache_hit_tokens"], 256);
+  auto other = json::parse(c.Post("/v1/completions", body, "Authorization: Bearer key-b\r\n").body);
+  EXPECT_EQ(other["usage"]["prompt_cache_hit_tokens"], 0) << other.dump();
+  auto none = c.Post("/v1/completions", body);
+  EXPECT_EQ(none.status, 401);
+  EXPECT_EQ(json::parse(none.body)["error"]["type"], "authentication_error");
+  EXPECT_EQ(c.Post("/v1/completions", body, "Authorization: Bearer nope\r\n").status, 401);
+}
+
+TEST(RouterClusterTest, MalformedRequestsGet4xxAndTheRouterStaysUp) {
+  Cluster c;
+  c.StartRouter({"--max-request-bytes", "1M"});
+  const json ok_msgs = json::array({{{"role", "user"}, {"content", "hi"}}});
+  struct Case {
+    json body;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {json("not an object"), 400},
+      {{{"messages", 5}}, 400},
+      {{{"messages", json::array()}}, 400},
+      {{{"messages", json::array({{{"role", "wizard"}, {"content", "x"}}})}}, 400},
+      {{{"messages", ok_msgs}, {"temperature", "hot"}}, 400},
+      {{{"messages", ok_msgs}, {"temperature", 7}}, 400},
+      {{{"messages", ok_msgs}, {"max_tokens", -1}}, 400},
+      {{{"messages", ok_msgs}, {"top_p", 0}}, 400},
+      {{{"messages", ok_msgs}, {"stop", json::array({"a", "b", "c", "d", "e"})}}, 400},
+      {{{"messages", ok_msgs}, {"stream", "yes"}}, 400},
+      {{{"messages", ok_msgs}, {"n", 3}}, 400},
+      {{{"messages", ok_msgs}, {"model", "gpt-4"}}, 404},
+      {{{"messages", ok_msgs}, {"tools", "all"}}, 400},
+  };
+  for (const Case& k : cases) {
+    auto r = c.Post("/v1/chat/completions", k.body);
+    EXPECT_EQ(r.status, k.status) << k.body.dump() << " -> " << r.body;
+    const json e = json::parse(r.body, nullptr, false);
+    EXPECT_TRUE(e.contains("error") && e["error"].contains("message") && e["error"].contains("type")) << r.body;
+  }
+  {
+    testing::HttpTestClient h;
+    ASSERT_TRUE(h.Connect(c.http_port));
+    EXPECT_EQ(h.Request("POST", "/v1/chat/completions", "{\"messages\": [", "")->status, 400);  // bad JSON
+  }
+  {
+    testing::HttpTestClient h;
+    ASSERT_TRUE(h.Connect(c.http_port));
+    std::string deep(100000, '[');
+    EXPECT_EQ(h.Request("POST", "/v1/completions", deep, "")->status, 400);  // nesting bomb
+  }
+  {
+    testing::HttpTestClient h;
+    ASSERT_TRUE(h.Connect(c.http_port));
+    ASSERT_TRUE(h.SendRaw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 9000000\r\n\r\n"));
+    auto r = h.ReadResponse();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status, 413);
+  }
+  {
+    testing::HttpTestClient h;  // slow client: headers never finish
+    ASSERT_TRUE(h.Connect(c.http_port));
+    ASSERT_TRUE(h.SendRaw("POST /v1/completions HTTP/1.1\r\nHost: x\r\n"));
+    EXPECT_TRUE(h.PeerClosed(std::chrono::milliseconds(5000)));
+  }
+  {
+    testing::HttpTestClient h;
+    ASSERT_TRUE(h.Connect(c.http_port));
+    ASSERT_TRUE(h.SendRaw("GARBAGE\r\n\r\n"));
+    auto r = h.ReadResponse();
+    EXPECT_TRUE(!r.has_value() || r->status == 400);
+  }
+  {
+    testing::HttpTestClient h;
+    ASSERT_TRUE(h.Connect(c.http_port));
+    EXPECT_EQ(h.Request("GET", "/v1/chat/completions")->status, 405);
+    EXPECT_EQ(h.Request("GET", "/nope")->status, 404);
+  }
+  EXPECT_EQ(c.Health(), 200);
+  auto good = c.Post("/v1/chat/completions", {{"messages", ok_msgs}, {"max_tokens", 3}});
+  EXPECT_EQ(good.status, 200) << good.body;
+}
+
+TEST(RouterClusterTest, ADecoderThatDiesBeforeTheFirstTokenIsRoutedAround) {
+  Cluster c;
+  c.StartRouter({"--poll-ms", "600000"});  // the router learns of the death only from the failure
+  c.decoders[0]->Kill(SIGKILL);
+  const std::string dead = c.dec_list.substr(0, c.dec_list.find(','));
+  int retried = 0;
+  for (int i = 0; i < 16; ++i) {
+    auto r = c.Post("/v1/completions", {{"prompt", RandomTokens(40, 100 + i)}, {"max_tokens", 2}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json u = json::parse(r.body)["usage"]["ds41"];
+    EXPECT_NE(u["decoder"], dead);
+    retried += u["attempts"].get<int>() > 1;
+  }
+  EXPECT_EQ(retried, 1);  // once it failed, the node is known to be down
+}
+
+TEST(RouterClusterTest, GrpcApiStreamsTheSameOperations) {
+  Cluster c;
+  c.StartRouter();
+  auto stub = ds41::router::v1::Router::NewStub(grpc::CreateChannel(c.grpc_addr, grpc::InsecureChannelCredentials()));
+  {
+    grpc::ClientContext ctx;
+    ds41::router::v1::ListModelsResponse resp;
+    ASSERT_TRUE(stub->ListModels(&ctx, {}, &resp).ok());
+    EXPECT_EQ(json::parse(resp.models_json())["data"][0]["id"], "deepseek-v4.1-flash");
+  }
+  grpc::ClientContext ctx;
+  ds41::router::v1::ApiRequest req;
+  req.set_body_json(json{{"messages", json::array({{{"role", "user"}, {"content", "hello"}}})}, {"max_tokens", 4}}.dump());
+  auto reader = stub->ChatCompletions(&ctx, req);
+  ds41::router::v1::ApiChunk chunk;
+  json last;
+  int n = 0;
+  while (reader->Read(&chunk)) {
+    last = json::parse(chunk.chunk_json());
+    EXPECT_EQ(last["object"], "chat.completion.chunk");
+    ++n;
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_GE(n, 2);
+  EXPECT_EQ(last["usage"]["completion_tokens"].get<int>() + last["usage"]["prompt_tokens"].get<int>(),
+            last["usage"]["total_tokens"].get<int>());
+  grpc::ClientContext bad_ctx;
+  req.set_body_json("{]");
+  auto bad = stub->ChatCompletions(&bad_ctx, req);
+  while (bad->Read(&chunk)) {
+  }
+  EXPECT_EQ(bad->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace ds41

@@ -1,0 +1,35 @@
+#!/bin/sh
+# helm lint + helm template of the ds41-serve chart over every ci/*.yaml values file, with
+# assertions on the rendered objects (check_rendered.py). Exits 77 (skip) when helm is not on PATH.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+repo=${1:-$(cd "$here/../.." && pwd)}
+chart="$repo/helm/ds41-serve"
+if ! command -v helm >/dev/null 2>&1; then
+  echo "SKIP: helm not on PATH" >&2
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+status=0
+for values in "$chart"/ci/*.yaml; do
+  name=$(basename "$values" .yaml)
+  echo "== $name"
+  if ! helm lint --strict "$chart" -f "$values"; then
+    echo "FAIL: helm lint $name"; status=1; continue
+  fi
+  if ! helm template ds41 "$chart" --namespace serving -f "$values" >"$tmp/$name.yaml"; then
+    echo "FAIL: helm template $name"; status=1; continue
+  fi
+  /usr/bin/python3 "$here/check_rendered.py" "$tmp/$name.yaml" "$values" "$chart" || status=1
+done
+# A typo in a values key must make helm refuse the chart (values.schema.json).
+if helm template ds41 "$chart" --set encoder.autoscalling.enabled=false >/dev/null 2>&1; then
+  echo "FAIL: helm accepted a misspelt key (encoder.autoscalling)"; status=1
+fi
+# TLS on without material must fail with a clear message.
+if helm template ds41 "$chart" --set tls.enabled=true >/dev/null 2>&1; then
+  echo "FAIL: helm rendered tls.enabled=true without certificates"; status=1
+fi
+[ $status -eq 0 ] && echo "helm checks: ok"
+exit $status

@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""Assertions on the objects `helm template` rendered from the ds41-serve chart.
+
+Usage: check_rendered.py RENDERED.yaml CI_VALUES.yaml CHART_DIR [REPO_DIR]
+Called by check_helm.sh for every ci/*.yaml values file. Needs python3-yaml.
+"""
+import copy
+import json
+import os
+import re
+import sys
+
+import yaml
+
+rendered_path, values_path, chart = sys.argv[1:4]
+repo = sys.argv[4] if len(sys.argv) > 4 else os.path.dirname(os.path.dirname(os.path.abspath(chart)))
+NS = "serving"  # check_helm.sh renders with --namespace serving, release name ds41
+
+
+def merge(base, over):
+    out = copy.deepcopy(base)
+    for k, v in (over or {}).items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
+        elif v is None:
+            out.pop(k, None)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+V = merge(yaml.safe_load(open(os.path.join(chart, "values.yaml"))), yaml.safe_load(open(values_path)))
+docs = [d for d in yaml.safe_load_all(open(rendered_path)) if d]
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+
+
+def objs(kind, component=None):
+    return [d for d in docs if d["kind"] == kind and
+            (component is None or d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == component)]
+
+
+def one(kind, component):
+    found = objs(kind, component)
+    check(len(found) == 1, f"expected one {kind} for {component}, found {len(found)}")
+    return found[0] if found else None
+
+
+def binary_options(main_cc):
+    """Flags and DS41_ environment names a binary accepts (from its CLI11 definitions)."""
+    text = open(os.path.join(repo, main_cc)).read()
+    flags = set(re.findall(r'add_(?:option|flag)\("(--[a-z0-9-]+)', text))
+    envs = set(re.findall(r'envname\("(DS41_[A-Z0-9_]+)"\)', text))
+    return flags, envs
+
+
+BINARIES = {"encoder": "encoder_node/main.cc", "decoder": "decoder_node/main.cc", "cache": "cache_service/main.cc"}
+TLS_ENV = {"DS41_TLS_CERT", "DS41_TLS_KEY", "DS41_TLS_CA", "DS41_TLS_CLIENT_AUTH"}
+
+# --- workloads
+workloads = {}
+for comp, kind in [("router", "Deployment"), ("encoder", "Deployment"), ("decoder", "Deployment"),
+                   ("cache", "StatefulSet")]:
+    w = one(kind, comp)
+    if w is None:
+        continue
+    workloads[comp] = w
+    spec = w["spec"]
+    pod = spec["template"]
+    sel = spec["selector"]["matchLabels"]
+    check(all(pod["metadata"]["labels"].get(k) == v for k, v in sel.items()),
+          f"{comp}: selector does not match the pod labels")
+    for c in pod["spec"]["containers"]:
+        check("readinessProbe" in c and "livenessProbe" in c, f"{comp}: container {c['name']} lacks probes")
+        check(c.get("resources", {}).get("requests"), f"{comp}: container {c['name']} has no resource requests")
+        env_names = {e["name"] for e in (c.get("env") or [])}
+        mounts = {m["name"] for m in (c.get("volumeMounts") or [])}
+        if V["tls"]["enabled"]:
+            check(TLS_ENV <= env_names, f"{comp}: TLS env missing")
+            check("tls" in mounts, f"{comp}: TLS volume not mounted")
+        else:
+            check(not (TLS_ENV & env_names), f"{comp}: TLS env set although tls.enabled is false")
+            check("tls" not in mounts, f"{comp}: TLS mounted although tls.enabled is false")
+        if comp in BINARIES:
+            flags, envs = binary_options(BINARIES[comp])
+            for e in env_names - TLS_ENV:
+                if e.startswith("DS41_"):
+                    check(e in envs, f"{comp}: env {e} is not an option of {BINARIES[comp]}")
+            for a in (c.get("args") or []):
+                flag = a.split("=", 1)[0]
+                if flag.startswith("--") and a not in (V[{"cache": "cacheService"}.get(comp, comp)].get("extraArgs") or []):
+                    check(flag in flags, f"{comp}: flag {flag} is not an option of {BINARIES[comp]}")
+            probes = json.dumps([c.get("readinessProbe"), c.get("livenessProbe")])
+            if not V["tls"]["enabled"]:
+                check('"grpc"' in probes, f"{comp}: expected gRPC health probes")
+        if comp in ("encoder", "decoder"):
+            check("model" in mounts, f"{comp}: model not mounted")
+            check(c.get("envFrom"), f"{comp}: ConfigMap not loaded")
+        if comp == "router":
+            check(c["readinessProbe"].get("httpGet", {}).get("path") == "/health", "router: readiness not on /health")
+            check(("auth" in mounts) == bool(V["auth"]["enabled"]), "router: auth secret mount does not follow auth.enabled")
+
+# --- replicas and autoscaling
+for comp in ("encoder", "decoder"):
+    a = V[comp]["autoscaling"]
+    hpas = objs("HorizontalPodAutoscaler", comp)
+    w = workloads.get(comp)
+    if a["enabled"]:
+        check(len(hpas) == 1, f"{comp}: HPA missing")
+        if hpas and w:
+            h = hpas[0]["spec"]
+            check(h["scaleTargetRef"]["name"] == w["metadata"]["name"], f"{comp}: HPA targets the wrong workload")
+            check(h["minReplicas"] == a["minReplicas"] and h["maxReplicas"] == a["maxReplicas"],
+                  f"{comp}: HPA bounds differ from values")
+            names = [m["pods"]["metric"]["name"] for m in h["metrics"] if m["type"] == "Pods"]
+            want = [a["computedTokensMetric"]] if comp == "encoder" else \
+                [a["residentBytesMetric"], a["runningSequencesMetric"]]
+            check(names == want, f"{comp}: HPA metrics {names} != {want}")
+        check(w is None or "replicas" not in w["spec"], f"{comp}: replicas set although the HPA owns them")
+    else:
+        check(not hpas, f"{comp}: HPA rendered although autoscaling is off")
+        check(w is None or w["spec"].get("replicas") == V[comp]["replicas"], f"{comp}: replicas differ from values")
+
+# --- services
+router_svc = one("Service", "router")
+if router_svc:
+    ports = {p["name"]: p["port"] for p in router_svc["spec"]["ports"]}
+    check(ports == {"http": V["router"]["httpPort"], "grpc": V["router"]["grpcPort"]},
+          f"router service ports {ports}")
+cache = workloads.get("cache")
+headless = [s for s in objs("Service", "cache") if s["spec"].get("clusterIP") == "None"]
+check(len(headless) == 1, "cache: headless Service missing")
+if cache and headless:
+    sts = cache["metadata"]["name"]
+    svc = headless[0]["metadata"]["name"]
+    check(cache["spec"]["serviceName"] == svc, "cache: StatefulSet serviceName is not the headless Service")
+    check(cache["spec"]["replicas"] == V["cacheService"]["replicas"], "cache: replicas differ from values")
+    vct = cache["spec"]["volumeClaimTemplates"][0]["spec"]
+    sc = V["cacheService"]["persistence"]["storageClassName"]
+    check(vct.get("storageClassName", "") == sc, f"cache: storageClassName {vct.get('storageClassName')} != {sc!r}")
+    check(vct["resources"]["requests"]["storage"] == V["cacheService"]["persistence"]["size"], "cache: PVC size")
+    cms = [d for d in docs if d["kind"] == "ConfigMap" and "DS41_CACHE_SHARDS" in d.get("data", {})]
+    check(len(cms) == 1, "ConfigMap with DS41_CACHE_SHARDS missing")
+    if cms:
+        shards = cms[0]["data"]["DS41_CACHE_SHARDS"].split(",")
+        want = [f"{sts}-{i}.{svc}.{NS}.svc:{V['cacheService']['grpcPort']}" for i in range(V["cacheService"]["replicas"])]
+        check(shards == want, f"shard list {shards} != {want}")
+        check(cms[0]["data"]["DS41_MODEL"] == V["model"]["path"], "ConfigMap DS41_MODEL differs from model.path")
+
+# --- secrets
+secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
+auth_secrets = [s for s in secrets.values() if "api-keys.json" in s.get("stringData", {})]
+if V["auth"]["enabled"] and not V["auth"]["existingSecret"]:
+    check(len(auth_secrets) == 1, "auth Secret missing")
+    if auth_secrets:
+        keys = json.loads(auth_secrets[0]["stringData"]["api-keys.json"])
+        check(set(keys) == {k["tenant"] for k in V["auth"]["apiKeys"]}, "auth Secret tenants differ from values")
+        check(all(set(v) == {"key", "salt"} for v in keys.values()), "auth Secret entries need key and salt")
+else:
+    check(not auth_secrets, "auth Secret rendered although not wanted")
+tls_secrets = [s for s in secrets.values() if "tls.crt" in s.get("data", {})]
+check(len(tls_secrets) == int(bool(V["tls"]["enabled"] and not V["tls"]["existingSecret"])), "TLS Secret count")
+
+# --- disruption budgets
+for comp, key in [("router", "router"), ("encoder", "encoder"), ("decoder", "decoder"), ("cache", "cacheService")]:
+    pdbs = objs("PodDisruptionBudget", comp)
+    check(len(pdbs) == int(bool(V[key]["pdb"]["enabled"])), f"{comp}: PodDisruptionBudget count")
+
+# --- monitoring
+m = V["monitoring"]
+check(len(objs("ServiceMonitor")) == int(bool(m["serviceMonitor"]["enabled"])), "ServiceMonitor toggle")
+rules = objs("PrometheusRule")
+check(len(rules) == int(bool(m["prometheusRule"]["enabled"])), "PrometheusRule toggle")
+if rules:
+    want = yaml.safe_load(open(os.path.join(chart, "rules", "alerts.yaml")))
+    check(rules[0]["spec"] == want, "PrometheusRule spec differs from rules/alerts.yaml")
+dash = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"].get("labels", {}).get(m["dashboards"]["label"])
+        == str(m["dashboards"]["labelValue"])]
+n_json = len([f for f in os.listdir(os.path.join(chart, "dashboards")) if f.endswith(".json")])
+check(len(dash) == (n_json if m["dashboards"]["enabled"] else 0), f"dashboard ConfigMaps: {len(dash)}")
+for d in dash:
+    for k, v in d["data"].items():
+        try:
+            check(json.loads(v).get("panels"), f"{d['metadata']['name']}: dashboard without panels")
+        except ValueError as e:
+            failures.append(f"{d['metadata']['name']}/{k}: not JSON: {e}")
+    if m["dashboards"]["namespace"]:
+        check(d["metadata"].get("namespace") == m["dashboards"]["namespace"], "dashboard namespace")
+
+for f in failures:
+    print("FAIL:", f)
+print(f"{os.path.basename(values_path)}: {len(docs)} objects, {'FAILED' if failures else 'ok'}")
+sys.exit(1 if failures else 0)
