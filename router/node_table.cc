@@ -1,6 +1,8 @@
 #include "router/node_table.h"
 
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
+#include <netdb.h>
 
 #include "node.grpc.pb.h"
 #include "rpc/status_map.h"
@@ -35,6 +37,10 @@ NodeTable::~NodeTable() {
 
 void NodeTable::Add(NodeRole role, const std::string& address) {
   std::lock_guard<std::mutex> l(mu_);
+  if (address.rfind("dns:///", 0) == 0) {
+    seeds_.emplace_back(role, address.substr(7));
+    return;
+  }
   auto [it, inserted] = nodes_.try_emplace(address);
   if (inserted) {
     it->second.address = address;
@@ -44,7 +50,9 @@ void NodeTable::Add(NodeRole role, const std::string& address) {
 }
 
 Status NodeTable::Register(NodeRole role, const std::string& address) {
-  if (address.empty() || address.size() > 255) return InvalidArgumentError("node address must be 1..255 bytes");
+  if (address.empty() || address.size() > 255 || address.rfind("dns:///", 0) == 0) {
+    return InvalidArgumentError("a node registers with its host:port (1..255 bytes)");
+  }
   Add(role, address);
   return Poll(address);
 }
@@ -92,7 +100,33 @@ Status NodeTable::Poll(const std::string& address) {
   return Status::Ok();
 }
 
+void NodeTable::ResolveSeeds() {
+  std::vector<std::pair<NodeRole, std::string>> seeds;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    seeds = seeds_;
+  }
+  for (const auto& [role, name] : seeds) {
+    const auto colon = name.rfind(':');
+    if (colon == std::string::npos) continue;
+    const std::string host = name.substr(0, colon), port = name.substr(colon + 1);
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0) continue;
+    for (addrinfo* a = res; a; a = a->ai_next) {
+      char ip[INET6_ADDRSTRLEN] = {};
+      const void* src = a->ai_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr)
+                                                 : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr);
+      if (!inet_ntop(a->ai_family, src, ip, sizeof(ip))) continue;
+      Add(role, a->ai_family == AF_INET6 ? "[" + std::string(ip) + "]:" + port : std::string(ip) + ":" + port);
+    }
+    freeaddrinfo(res);
+  }
+}
+
 void NodeTable::PollAll() {
+  ResolveSeeds();
   std::vector<std::string> addrs;
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -1,5 +1,6 @@
-// NodeTable: the router's soft state about encoder and decoder nodes. Nodes join by address (flags,
-// DNS names or the Register RPC); a node is admitted only when its Status reports the router's model
+// NodeTable: the router's soft state about encoder and decoder nodes. Nodes join by address (flags
+// or the Register RPC) or through a DNS name ("dns:///name:port", e.g. a headless Service) that is
+// resolved again at every poll, each address becoming a node; a node is admitted only when its Status reports the router's model
 // fingerprint, and is health-checked by polling Status. A node that fails a poll or a request is
 // marked down until a poll succeeds again. Thread-safe.
 #pragma once
@@ -43,7 +44,7 @@ class NodeTable {
   NodeTable(std::shared_ptr<ChannelSet> channels, std::string fingerprint, NodeTableOptions options = {});
   ~NodeTable();
 
-  void Add(NodeRole role, const std::string& address);
+  void Add(NodeRole role, const std::string& address);  // "host:port" or "dns:///name:port"
   // Adds the node and checks it now; FAILED_PRECONDITION on a fingerprint mismatch, UNAVAILABLE when
   // it does not answer (it stays in the table and joins when it does).
   Status Register(NodeRole role, const std::string& address);
@@ -56,7 +57,9 @@ class NodeTable {
 
  private:
   Status Poll(const std::string& address);
+  void ResolveSeeds();
 
+  std::vector<std::pair<NodeRole, std::string>> seeds_;  // DNS names, guarded by mu_
   std::shared_ptr<ChannelSet> channels_;
   const std::string fingerprint_;
   const NodeTableOptions opt_;

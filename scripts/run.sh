@@ -5,7 +5,9 @@
 # OpenAI API at http://127.0.0.1:8000/v1 until Ctrl-C, which stops everything.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/scripts/build.sh"
+# DS41_SKIP_BUILD=1: use the existing build. DS41_PORT_OFFSET=K: every port + K (tests run
+# beside a live cluster that way). DS41_RUN_DIR: where logs and the cache's RocksDB go.
+[ "${DS41_SKIP_BUILD:-0}" = 1 ] || "$root/scripts/build.sh"
 bin="$root/build"
 model="$bin/models/small"
 if [ ! -f "$model/tokenizer.json" ]; then
@@ -17,7 +19,9 @@ fi
 run="${DS41_RUN_DIR:-$bin/cluster}"
 mkdir -p "$run/logs"
 host=127.0.0.1
-http_port="${DS41_HTTP_PORT:-8000}"
+o="${DS41_PORT_OFFSET:-0}"
+http_port=$((8000 + o)) grpc_port=$((50050 + o))
+p() { echo "$host:$(($1 + o))"; }
 pids=()
 stop() {
   trap - INT TERM EXIT
@@ -51,23 +55,25 @@ start() {
 }
 
 echo "starting the local cluster (logs in $run/logs):"
-start cache "$bin/cache_service/cache_service" --listen $host:7400 --metrics-listen $host:9400 --path "$run/cache"
-cache=$host:7400
-start encoder0 "$bin/encoder_node/encoder_node" --model "$model" --listen $host:7500 --metrics-listen $host:9500 --cache $cache --threads 1
-start encoder1 "$bin/encoder_node/encoder_node" --model "$model" --listen $host:7501 --metrics-listen $host:9501 --cache $cache --threads 1
-start decoder0 "$bin/decoder_node/decoder_node" --model "$model" --listen $host:7600 --metrics-listen $host:9600 --cache $cache --threads 1
-start decoder1 "$bin/decoder_node/decoder_node" --model "$model" --listen $host:7601 --metrics-listen $host:9601 --cache $cache --threads 1
-start router "$bin/router/router" --model "$model" --listen $host:$http_port --grpc-listen $host:50050 \
-  --encoders $host:7500,$host:7501 --decoders $host:7600,$host:7601 --cache $cache
+start cache "$bin/cache_service/cache_service" --listen "$(p 7400)" --metrics-listen "$(p 9400)" --path "$run/cache"
+cache=$(p 7400)
+for i in 0 1; do
+  start encoder$i "$bin/encoder_node/encoder_node" --model "$model" --listen "$(p $((7500 + i)))" \
+    --metrics-listen "$(p $((9500 + i)))" --cache "$cache" --threads 1
+  start decoder$i "$bin/decoder_node/decoder_node" --model "$model" --listen "$(p $((7600 + i)))" \
+    --metrics-listen "$(p $((9600 + i)))" --cache "$cache" --threads 1
+done
+start router "$bin/router/router" --model "$model" --listen "$host:$http_port" --grpc-listen "$host:$grpc_port" \
+  --encoders "$(p 7500),$(p 7501)" --decoders "$(p 7600),$(p 7601)" --cache "$cache"
 
 cat <<MSG
 
-ds41-serve is up: OpenAI API at http://$host:$http_port/v1 (model "deepseek-v4.1-flash"), gRPC at $host:50050.
+ds41-serve is up: OpenAI API at http://$host:$http_port/v1 (model "deepseek-v4.1-flash"), gRPC at $host:$grpc_port.
   curl http://$host:$http_port/v1/models
   curl http://$host:$http_port/v1/chat/completions -H 'Content-Type: application/json' \\
     -d '{"model":"deepseek-v4.1-flash","messages":[{"role":"user","content":"Hello"}],"max_tokens":16}'
-  $bin/tools/ds41 replay --endpoint http://$host:$http_port/v1 --turns 4     # an agent-session workload
-Metrics: http://$host:$http_port/metrics (router), :9400 cache, :9500/:9501 encoders, :9600/:9601 decoders.
+  $root/scripts/replay --endpoint http://$host:$http_port/v1 --turns 4     # an agent-session workload
+Metrics: http://$host:$http_port/metrics (router), $(p 9400) cache, $(p 9500) $(p 9501) encoders, $(p 9600) $(p 9601) decoders.
 The weights are synthetic (seeded), so the text is noise; the serving path is the real one.
 Ctrl-C stops everything.
 MSG

@@ -9,9 +9,14 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libhwy-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libasio-dev prometheus-cpp-dev libhttp-parser-dev python3-regex
+  prometheus python3-yaml python3-jsonschema
   python3 python3-numpy python3-torch
   curl
 )
+
+# Node (for the official openai client in tests and the replay command): Debian's unless a Node
+# with npm is already there (e.g. from another source, whose npm is bundled).
+command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

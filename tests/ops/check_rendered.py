@@ -157,9 +157,11 @@ auth_secrets = [s for s in secrets.values() if "api-keys.json" in s.get("stringD
 if V["auth"]["enabled"] and not V["auth"]["existingSecret"]:
     check(len(auth_secrets) == 1, "auth Secret missing")
     if auth_secrets:
-        keys = json.loads(auth_secrets[0]["stringData"]["api-keys.json"])
-        check(set(keys) == {k["tenant"] for k in V["auth"]["apiKeys"]}, "auth Secret tenants differ from values")
-        check(all(set(v) == {"key", "salt"} for v in keys.values()), "auth Secret entries need key and salt")
+        keys = json.loads(auth_secrets[0]["stringData"]["api-keys.json"]).get("keys", {})
+        check(set(keys) == {k["key"] for k in V["auth"]["apiKeys"]}, "auth Secret keys differ from values")
+        check({v["tenant"] for v in keys.values()} == {k["tenant"] for k in V["auth"]["apiKeys"]},
+              "auth Secret tenants differ from values")
+        check(all(set(v) == {"tenant", "salt"} for v in keys.values()), "auth Secret entries need tenant and salt")
 else:
     check(not auth_secrets, "auth Secret rendered although not wanted")
 tls_secrets = [s for s in secrets.values() if "tls.crt" in s.get("data", {})]

@@ -68,7 +68,7 @@ schema = {
         "router": obj({"replicas": NONNEG, "command": CMD, "httpPort": PORT, "grpcPort": PORT,
                        "service": obj({"type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
                                        "annotations": ANY_OBJ}),
-                       "maxRequestBytes": POS, "maxQueuedRequests": POS,
+                       "maxRequestBytes": POS, "maxRunning": POS,
                        "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "pdb": PDB, **SCHED},
                       required=["replicas", "httpPort", "grpcPort"]),
         "encoder": obj({"replicas": NONNEG, "command": CMD, "grpcPort": PORT, "metricsPort": PORT,

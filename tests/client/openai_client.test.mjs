@@ -1,0 +1,211 @@
+// Client-compatibility tests: the official `openai` npm package (v4) against a running ds41-serve
+// cluster. Run with tests/client/with_cluster.sh <build_dir>, or by hand:
+//   DS41_BASE_URL=http://127.0.0.1:8000/v1 node --test tests/client/
+// Without DS41_BASE_URL every test is skipped.
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { OpenAI } from '../../tools/replay/load_openai.mjs';
+
+const baseURL = process.env.DS41_BASE_URL;
+const MODEL = process.env.DS41_MODEL || 'deepseek-v4.1-flash';
+const skip = baseURL ? false : 'DS41_BASE_URL is not set (no cluster to test against)';
+const client = baseURL
+  ? new OpenAI({ baseURL, apiKey: process.env.DS41_API_KEY || 'sk-ds41-test', maxRetries: 0, timeout: 120_000 })
+  : null;
+
+function checkUsage(u) {
+  assert.ok(u, 'usage is present');
+  for (const k of ['prompt_tokens', 'completion_tokens', 'total_tokens', 'prompt_cache_hit_tokens',
+    'prompt_cache_miss_tokens']) {
+    assert.ok(Number.isInteger(u[k]) && u[k] >= 0, `usage.${k} is a non-negative integer (${u[k]})`);
+  }
+  assert.ok(u.prompt_tokens > 0);
+  assert.equal(u.total_tokens, u.prompt_tokens + u.completion_tokens);
+  assert.equal(u.prompt_cache_hit_tokens + u.prompt_cache_miss_tokens, u.prompt_tokens,
+    'cache hit + miss tokens = prompt tokens');
+  const d = u.ds41;
+  assert.ok(d && typeof d === 'object', 'usage.ds41 is present');
+  for (const k of ['computed_tokens', 'encoder_replay_tokens', 'decoder_replay_tokens', 'attempts']) {
+    assert.ok(Number.isInteger(d[k]) && d[k] >= 0, `usage.ds41.${k} (${d[k]})`);
+  }
+  for (const k of ['prefix_source', 'swa_source', 'decoder', 'encoder', 'placement_reason']) {
+    assert.equal(typeof d[k], 'string', `usage.ds41.${k} is a string`);
+  }
+  assert.equal(typeof d.ttft_seconds, 'number');
+  assert.equal(typeof d.predicted_ttft_seconds, 'number');
+}
+
+function checkChatCompletion(r) {
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(typeof r.id, 'string');
+  assert.equal(r.model, MODEL);
+  assert.ok(Number.isInteger(r.created));
+  assert.equal(r.choices.length, 1);
+  const c = r.choices[0];
+  assert.equal(c.index, 0);
+  assert.equal(c.message.role, 'assistant');
+  assert.ok(['stop', 'length', 'tool_calls'].includes(c.finish_reason), `finish_reason ${c.finish_reason}`);
+  if (c.message.tool_calls) {
+    assert.equal(c.finish_reason, 'tool_calls');
+    for (const tc of c.message.tool_calls) {
+      assert.equal(tc.type, 'function');
+      assert.equal(typeof tc.id, 'string');
+      assert.equal(typeof tc.function.name, 'string');
+      assert.equal(typeof tc.function.arguments, 'string');
+    }
+  } else {
+    assert.equal(typeof c.message.content, 'string');
+  }
+  checkUsage(r.usage);
+}
+
+const TOOLS = [
+  {
+    type: 'function',
+    function: {
+      name: 'read_file',
+      description: 'Read a file from the repository',
+      parameters: { type: 'object', properties: { path: { type: 'string' } }, required: ['path'] },
+    },
+  },
+  {
+    type: 'function',
+    function: {
+      name: 'run_tests',
+      description: 'Run the test suite and return its output',
+      parameters: { type: 'object', properties: { filter: { type: 'string' } } },
+    },
+  },
+];
+
+describe('ds41-serve with the official openai client', { skip }, () => {
+  test('models.list contains the served model', async () => {
+    const ids = [];
+    for await (const m of client.models.list()) ids.push(m.id);
+    assert.ok(ids.includes(MODEL), `models: ${ids.join(', ')}`);
+  });
+
+  test('chat completion, non-streamed', async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'Say hello.' }],
+      max_tokens: 16,
+      temperature: 0.7,
+    });
+    checkChatCompletion(r);
+    assert.ok(r.usage.completion_tokens > 0 && r.usage.completion_tokens <= 16);
+  });
+
+  test('chat completion, streamed', async () => {
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Count from one to five.' }],
+      max_tokens: 16,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const chunks = [];
+    let text = '';
+    for await (const ch of stream) {
+      chunks.push(ch);
+      assert.equal(ch.object, 'chat.completion.chunk');
+      assert.equal(ch.model, MODEL);
+      const d = ch.choices[0]?.delta;
+      if (d?.content) text += d.content;
+      if (d?.reasoning_content) text += d.reasoning_content;
+    }
+    assert.ok(chunks.length >= 2, `got ${chunks.length} chunks`);
+    assert.equal(chunks[0].choices[0].delta.role, 'assistant');
+    const last = chunks[chunks.length - 1];
+    assert.ok(['stop', 'length', 'tool_calls'].includes(last.choices[0].finish_reason),
+      `last finish_reason ${last.choices[0].finish_reason}`);
+    for (const ch of chunks.slice(0, -1)) assert.equal(ch.choices[0].finish_reason, null);
+    checkUsage(last.usage);
+    assert.ok(last.usage.completion_tokens > 0);
+    assert.ok(new Set(chunks.map((c) => c.id)).size === 1, 'one id across the stream');
+  });
+
+  test('tools: a conversation with a tool call and a tool result', async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL,
+      tools: TOOLS,
+      tool_choice: 'auto',
+      messages: [
+        { role: 'system', content: 'You are a coding agent. Use the tools.' },
+        { role: 'user', content: 'What does src/main.cc do?' },
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: 'call_0', type: 'function', function: { name: 'read_file', arguments: '{"path":"src/main.cc"}' } }],
+        },
+        { role: 'tool', tool_call_id: 'call_0', content: 'int main() { return run(); }\n' },
+      ],
+      max_tokens: 24,
+    });
+    checkChatCompletion(r);
+  });
+
+  test('completions with a string prompt', async () => {
+    const r = await client.completions.create({ model: MODEL, prompt: 'The quick brown fox', max_tokens: 12 });
+    assert.equal(r.object, 'text_completion');
+    assert.equal(r.model, MODEL);
+    assert.equal(r.choices.length, 1);
+    assert.equal(typeof r.choices[0].text, 'string');
+    assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
+    checkUsage(r.usage);
+    assert.ok(r.usage.completion_tokens > 0 && r.usage.completion_tokens <= 12);
+  });
+
+  test('4-turn agent session reuses the cached prefix', async () => {
+    const session = `client-test-${process.pid}-${Date.now()}`;
+    const messages = [
+      { role: 'system', content: 'You are a coding agent working in a C++ repository. Think, then act with tools.' },
+      { role: 'user', content: 'The build fails in util/strings.cc; find out why and fix it.' },
+    ];
+    const turns = [];
+    for (let k = 1; k <= 4; k++) {
+      const r = await client.chat.completions.create(
+        { model: MODEL, messages, tools: TOOLS, max_tokens: 16, temperature: 0 },
+        { headers: { 'x-session-id': session } },
+      );
+      checkChatCompletion(r);
+      turns.push(r.usage);
+      const msg = r.choices[0].message;
+      messages.push({ role: 'assistant', content: msg.content ?? '', ...(msg.tool_calls ? { tool_calls: msg.tool_calls } : {}) });
+      if (msg.tool_calls?.length) {
+        for (const tc of msg.tool_calls) messages.push({ role: 'tool', tool_call_id: tc.id, content: `output of ${tc.function.name} for turn ${k}: ok\n`.repeat(4) });
+      } else {
+        messages.push({ role: 'user', content: `Turn ${k}: the compiler says "error: expected ';' at line ${10 * k}". Continue.` });
+      }
+    }
+    const summary = turns.map((u, i) => `turn ${i + 1}: prompt=${u.prompt_tokens} hit=${u.prompt_cache_hit_tokens} miss=${u.prompt_cache_miss_tokens} computed=${u.ds41.computed_tokens} prefix=${u.ds41.prefix_source}`).join('\n');
+    for (let i = 1; i < turns.length; i++) {
+      const u = turns[i];
+      assert.ok(u.prompt_tokens > turns[i - 1].prompt_tokens, `the prompt grows\n${summary}`);
+      assert.ok(u.prompt_cache_hit_tokens > 0, `turn ${i + 1} hits the cache\n${summary}`);
+      assert.ok(u.prompt_cache_miss_tokens < u.prompt_tokens, `turn ${i + 1} misses less than its prompt\n${summary}`);
+    }
+  });
+
+  test('invalid params raise BadRequestError (400)', async () => {
+    await assert.rejects(
+      client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], temperature: 5, max_tokens: 4 }),
+      (e) => {
+        assert.ok(e instanceof OpenAI.BadRequestError, `got ${e?.constructor?.name}: ${e?.message}`);
+        assert.equal(e.status, 400);
+        return true;
+      },
+    );
+  });
+
+  test('an unknown model raises NotFoundError (404)', async () => {
+    await assert.rejects(
+      client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),
+      (e) => {
+        assert.ok(e instanceof OpenAI.NotFoundError, `got ${e?.constructor?.name}: ${e?.message}`);
+        assert.equal(e.status, 404);
+        return true;
+      },
+    );
+  });
+});

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# with_cluster.sh <build_dir> [CMD...]: runs CMD (default: the official-openai-client tests,
+# `node --test tests/client/`) against a fresh local cluster, with DS41_BASE_URL and
+# DS41_PORT_OFFSET exported. Installs the openai npm package into <build_dir>/npm (once; offline-safe after),
+# starts scripts/run.sh with DS41_SKIP_BUILD=1 on a port offset of its own and a temporary run
+# directory, waits for "is up", runs `node --test tests/client/`, stops the cluster and exits with the
+# tests' status. Works from any cwd.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+if [ $# -lt 1 ]; then
+  echo "usage: $0 <build_dir> [CMD...]" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+shift
+cmd=("$@")
+[ ${#cmd[@]} -gt 0 ] || cmd=(node --test tests/client/)
+export DS41_OPENAI_MODULES
+DS41_OPENAI_MODULES=$("$root/tools/replay/ensure_openai.sh" "$build/npm")
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ds41-client-tests.XXXXXX")
+offset=${DS41_PORT_OFFSET:-$((100 + $$ % 900))}
+cluster_pid=
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ -n "$cluster_pid" ] && kill -0 "$cluster_pid" 2>/dev/null; then
+    kill -TERM "$cluster_pid" 2>/dev/null || true
+    # run.sh stops its children on SIGTERM; give it 20 s, then kill whatever is left of its group.
+    for _ in $(seq 1 200); do kill -0 "$cluster_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$cluster_pid" 2>/dev/null || true
+  fi
+  if [ -n "$cluster_pid" ]; then
+    # Anything of the cluster's process group still alive (it is its own group: setsid below).
+    kill -KILL -- "-$cluster_pid" 2>/dev/null || true
+    wait "$cluster_pid" 2>/dev/null || true
+  fi
+  if [ "$rc" -ne 0 ] && [ -f "$tmp/cluster.log" ]; then
+    echo "--- cluster output ($tmp/cluster.log, logs in $tmp/run/logs) ---" >&2
+    tail -n 40 "$tmp/cluster.log" >&2
+  else
+    rm -rf "$tmp"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "starting the cluster (port offset $offset, run dir $tmp/run)..."
+# setsid: the cluster gets a process group of its own, so cleanup can reach every child.
+DS41_SKIP_BUILD=1 DS41_PORT_OFFSET=$offset DS41_RUN_DIR="$tmp/run" \
+  setsid "$root/scripts/run.sh" >"$tmp/cluster.log" 2>&1 </dev/null &
+cluster_pid=$!
+deadline=$((SECONDS + ${DS41_UP_TIMEOUT:-120}))
+until grep -q "is up" "$tmp/cluster.log" 2>/dev/null; do
+  if ! kill -0 "$cluster_pid" 2>/dev/null; then
+    echo "the cluster exited before it was up" >&2
+    exit 1
+  fi
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    echo "the cluster was not up within ${DS41_UP_TIMEOUT:-120} s" >&2
+    exit 1
+  fi
+  sleep 0.2
+done
+export DS41_BASE_URL="http://127.0.0.1:$((8000 + offset))/v1" DS41_PORT_OFFSET=$offset
+echo "cluster up at $DS41_BASE_URL; running ${cmd[*]}"
+status=0
+(cd "$root" && "${cmd[@]}") || status=$?
+echo "${cmd[*]}: $([ "$status" -eq 0 ] && echo passed || echo "FAILED (status $status)")"
+exit "$status"
