@@ -16,7 +16,7 @@ grpc::Status Fail(NodeMetrics* m, const ds41::Status& s) {
   return ToGrpc(s);
 }
 
-// The swa peer service: encoders and decoders both implement GetSwaState with the same messages.
+// Encoders and decoders both serve GetSwaState with the same messages (on their own services).
 std::unique_ptr<pb::Decoder::Stub> DecoderStub(ChannelSet* ch, const std::string& a) { return pb::Decoder::NewStub(ch->Get(a)); }
 }  // namespace
 
@@ -78,7 +78,13 @@ SwaFetcher MakeGrpcSwaFetcher(std::shared_ptr<ChannelSet> channels, std::string 
     pb::SwaStateResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    const grpc::Status s = DecoderStub(channels.get(), peer)->GetSwaState(&ctx, req, &resp);
+    grpc::Status s = DecoderStub(channels.get(), peer)->GetSwaState(&ctx, req, &resp);
+    if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      // The holder is an encoder (it keeps the state at its prompt's end): same call, its service.
+      grpc::ClientContext ectx;
+      ectx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      s = pb::Encoder::NewStub(channels->Get(peer))->GetSwaState(&ectx, req, &resp);
+    }
     if (!s.ok()) return FromGrpc(s);
     return std::move(*resp.mutable_swa_state());
   };

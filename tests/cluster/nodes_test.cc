@@ -114,7 +114,7 @@ class NodesTest : public ::testing::Test {
 
   // What the router does: the cached prefix of the prompt without its last token, then Generate.
   Reply Turn(DecoderServer* d, const std::string& session, const std::vector<int32_t>& prompt, const std::string& swa_peer,
-             int64_t expect_hit = -1, int max_tokens = 8) {
+             int64_t expect_hit = -1, int max_tokens = 8, const std::string& encoder = "") {
     std::vector<int32_t> head(prompt.begin(), prompt.end() - 1);
     int64_t H = client_->LookupPrefix(ns_, head, kUnit).tokens;
     // The previous turn's units land asynchronously.
@@ -131,7 +131,7 @@ class NodesTest : public ::testing::Test {
     req.mutable_ns()->set_id(KeyBytes(ns_.id));
     for (int32_t t : prompt) req.add_tokens(t);
     req.set_cached_tokens(H);
-    req.set_encoder(encoder_->addr);
+    req.set_encoder(encoder.empty() ? encoder_->addr : encoder);
     req.mutable_swa()->set_peer(swa_peer);
     req.mutable_sampling()->set_max_tokens(max_tokens);
     req.set_unit_tokens(kUnit);
@@ -252,6 +252,25 @@ TEST_F(NodesTest, EncoderLocalSwaPoolPath) {
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_EQ(r.usage.swa_source(), "local");
   SequenceState ref = SequenceState::Create(c);
+  Engine e(*model_);
+  ASSERT_TRUE(e.EncodePrefill(&ref, {p1, {}, {}}).ok());
+  EXPECT_EQ(r.tokens, Reference(&ref, q));
+}
+
+TEST_F(NodesTest, SwaStatePulledFromAnotherEncoder) {
+  auto p1 = Tokens(45, 41);
+  Reply r1 = Turn(dec_a_.get(), "s7", p1, "", 0);
+  ASSERT_TRUE(r1.status.ok());
+  // Another session continues the first prompt on a second encoder: the state at the prompt's end
+  // is pulled from the encoder that computed it, not replayed.
+  EncoderServer other(*model_, client_.get(), channels_, &pool_);
+  auto q = p1;
+  for (int32_t t : Tokens(30, 42)) q.push_back(t);
+  Reply r = Turn(dec_b_.get(), "s8", q, encoder_->addr, static_cast<int64_t>(p1.size()), 8, other.addr);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.usage.swa_source(), "peer");
+  EXPECT_EQ(r.usage.encoder_replay_tokens(), 0);
+  SequenceState ref = SequenceState::Create(model_->config());
   Engine e(*model_);
   ASSERT_TRUE(e.EncodePrefill(&ref, {p1, {}, {}}).ok());
   EXPECT_EQ(r.tokens, Reference(&ref, q));
