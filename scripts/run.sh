@@ -78,4 +78,11 @@ The weights are synthetic (seeded), so the text is noise; the serving path is th
 Ctrl-C stops everything.
 MSG
 wait -n "${pids[@]}" || true
-echo "a cluster process exited; see $run/logs" >&2
+# Ctrl-C reaches every process of the group at once; one process ending alone is a failure.
+sleep 0.5
+for p in "${pids[@]}"; do
+  if kill -0 "$p" 2>/dev/null; then
+    echo "a cluster process exited; see $run/logs" >&2
+    exit 1
+  fi
+done
