@@ -111,10 +111,10 @@ uint64_t DecoderCore::ResidentBytes() const {
   return n;
 }
 
-std::vector<std::string> DecoderCore::WarmSessions() const {
+std::vector<std::pair<std::string, int64_t>> DecoderCore::WarmSessions() const {
   std::lock_guard<std::mutex> l(mu_);
-  std::vector<std::string> out;
-  for (const auto& [id, s] : sessions_) out.push_back(id);
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& [id, s] : sessions_) out.emplace_back(id, s.state.length);
   return out;
 }
 

@@ -99,7 +99,7 @@ class DecoderCore {
   int64_t running() const;
   int64_t waiting() const { return waiting_.load(); }
   uint64_t ResidentBytes() const;  // sessions + running states + SWA pool + expert cache
-  std::vector<std::string> WarmSessions() const;
+  std::vector<std::pair<std::string, int64_t>> WarmSessions() const;  // (session, context length held)
 
  private:
   struct Sequence;

@@ -88,7 +88,10 @@ grpc::Status DecoderService::Status(grpc::ServerContext*, const pb::NodeStatusRe
   resp->set_running(core_->running());
   resp->set_waiting(core_->waiting());
   resp->set_resident_bytes(static_cast<int64_t>(core_->ResidentBytes()));
-  for (const std::string& s : core_->WarmSessions()) resp->add_warm_sessions(s);
+  for (const auto& [id, length] : core_->WarmSessions()) {
+    resp->add_warm_sessions(id);
+    resp->add_warm_session_lengths(length);
+  }
   return grpc::Status::OK;
 }
 

@@ -96,7 +96,10 @@ Status NodeTable::Poll(const std::string& address) {
   n.load.running = st.running();
   n.load.waiting = st.waiting();
   n.load.resident_bytes = static_cast<uint64_t>(st.resident_bytes());
-  n.warm_sessions.assign(st.warm_sessions().begin(), st.warm_sessions().end());
+  n.warm_sessions.clear();
+  for (int i = 0; i < st.warm_sessions_size(); ++i) {
+    n.warm_sessions[st.warm_sessions(i)] = i < st.warm_session_lengths_size() ? st.warm_session_lengths(i) : -1;
+  }
   return Status::Ok();
 }
 

@@ -31,7 +31,7 @@ struct NodeView {
   NodeState state = NodeState::kPending;
   std::string error;                    // why down or refused
   NodeLoad load;
-  std::vector<std::string> warm_sessions;
+  std::map<std::string, int64_t> warm_sessions;  // session -> context length the decoder holds
 };
 
 struct NodeTableOptions {

@@ -93,6 +93,7 @@ Json UsageJson(const RouteResult& r) {
                {"decoder", r.placement.decoder},
                {"encoder", r.placement.encoder},
                {"placement_reason", r.placement.reason},
+               {"swa_hint", r.swa_hint},
                {"attempts", r.attempts}};
   return j;
 }

@@ -121,7 +121,9 @@ RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) 
     std::string warm_holder;
     for (NodeView& v : nodes_->Healthy(NodeRole::kDecoder)) {
       if (excluded.count(v.address)) continue;
-      for (const std::string& s : v.warm_sessions) v.load.warm |= (!rq.session_id.empty() && s == rq.session_id);
+      // Warm only when it holds this session up to H: an older turn kept on another decoder is not.
+      auto w = rq.session_id.empty() ? v.warm_sessions.end() : v.warm_sessions.find(rq.session_id);
+      v.load.warm = w != v.warm_sessions.end() && w->second == H;
       if (v.load.warm) warm_holder = v.address;
       decoders.push_back(v.load);
     }
@@ -137,6 +139,7 @@ RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) 
     // session warm (it keeps the state at its turn's end) — so a restarted router loses nothing.
     std::string swa_peer = SwaHolder(rq.session_id, H);
     if (swa_peer.empty() && H > 0) swa_peer = warm_holder;
+    res.swa_hint = swa_peer;
     PlacementInput in{N, H, opt_.window, H == 0 || !swa_peer.empty()};  // a stale hint falls back to a replay
     {
       std::lock_guard<std::mutex> l(mu_);

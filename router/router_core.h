@@ -74,6 +74,7 @@ struct RouteResult {
   std::string finish_reason;        // stop | length | cancelled
   RouteUsage usage;
   Placement placement;
+  std::string swa_hint;             // the node named as holding the SWA state at H ("" none)
   int attempts = 0;
 };
 

@@ -255,6 +255,41 @@ TEST(RouterClusterTest, ADecoderThatDiesBeforeTheFirstTokenIsRoutedAround) {
   EXPECT_EQ(retried, 1);  // once it failed, the node is known to be down
 }
 
+TEST(RouterClusterTest, StopStringsCutTheReplyStreamedOrNot) {
+  Cluster c;
+  c.StartRouter();
+  const json base = {{"prompt", "The cache holds the prefix of the session"}, {"max_tokens", 24}, {"temperature", 0}};
+  auto full = c.Post("/v1/completions", base);
+  ASSERT_EQ(full.status, 200) << full.body;
+  const std::string text = json::parse(full.body)["choices"][0]["text"];
+  ASSERT_GE(text.size(), 12u) << text;
+  size_t at = text.size() / 2;  // three ASCII bytes from the middle on: a valid stop string
+  while (at + 3 <= text.size() && !(text[at] > 0x20 && text[at + 1] > 0 && text[at + 2] > 0)) ++at;
+  ASSERT_LE(at + 3, text.size()) << text;
+  const std::string stop = text.substr(at, 3);
+  const std::string expect = text.substr(0, text.find(stop));
+  json req = base;
+  req["stop"] = json::array({stop, "\x01never"});
+  auto cut = c.Post("/v1/completions", req);
+  ASSERT_EQ(cut.status, 200) << cut.body;
+  EXPECT_EQ(json::parse(cut.body)["choices"][0]["text"], expect);
+  EXPECT_EQ(json::parse(cut.body)["choices"][0]["finish_reason"], "stop");
+  // Streamed: the deltas concatenate to the same cut text.
+  req["stream"] = true;
+  auto sse = c.Post("/v1/completions", req);
+  ASSERT_EQ(sse.status, 200);
+  std::string streamed;
+  size_t pos = 0;
+  while ((pos = sse.body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = sse.body.find("\n\n", pos);
+    const std::string payload = sse.body.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (payload == "[DONE]") break;
+    streamed += json::parse(payload)["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(streamed, expect);
+}
+
 TEST(RouterClusterTest, GrpcApiStreamsTheSameOperations) {
   Cluster c;
   c.StartRouter();

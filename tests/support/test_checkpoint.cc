@@ -65,9 +65,15 @@ const std::string& SmallServingCheckpoint() {
                                    "\n", "12", "345", "错误", "数据", "テスト", "Hello", "world", ",", ".", "\"", "#"};
     std::mt19937 rng(1);
     std::vector<std::string> corpus(8);
+    // Common words, plus random letter strings so merges never run out before the model's
+    // vocabulary is filled (every id the model can emit then decodes to text).
     for (auto& text : corpus) {
       for (int i = 0; i < 6000; ++i) {
-        text += kWords[rng() % std::size(kWords)];
+        if (rng() % 2) {
+          text += kWords[rng() % std::size(kWords)];
+        } else {
+          for (int n = 1 + static_cast<int>(rng() % 7); n > 0; --n) text += static_cast<char>('a' + rng() % 26);
+        }
         text += rng() % 4 ? " " : "";
       }
     }
