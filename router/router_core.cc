@@ -119,11 +119,13 @@ RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) 
     res.attempts = attempt;
     std::vector<NodeLoad> decoders, encoders;
     std::string warm_holder;
+    // The decoder that ended this session's last turn at H (known before the next health poll).
+    const std::string bound = SwaHolder(rq.session_id, H);
     for (NodeView& v : nodes_->Healthy(NodeRole::kDecoder)) {
       if (excluded.count(v.address)) continue;
       // Warm only when it holds this session up to H: an older turn kept on another decoder is not.
       auto w = rq.session_id.empty() ? v.warm_sessions.end() : v.warm_sessions.find(rq.session_id);
-      v.load.warm = w != v.warm_sessions.end() && w->second == H;
+      v.load.warm = (w != v.warm_sessions.end() && w->second == H) || v.address == bound;
       if (v.load.warm) warm_holder = v.address;
       decoders.push_back(v.load);
     }
@@ -137,7 +139,7 @@ RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) 
     }
     // Who holds the SWA state at H: this router's own record, else a decoder that reports the
     // session warm (it keeps the state at its turn's end) — so a restarted router loses nothing.
-    std::string swa_peer = SwaHolder(rq.session_id, H);
+    std::string swa_peer = bound;
     if (swa_peer.empty() && H > 0) swa_peer = warm_holder;
     res.swa_hint = swa_peer;
     PlacementInput in{N, H, opt_.window, H == 0 || !swa_peer.empty()};  // a stale hint falls back to a replay
