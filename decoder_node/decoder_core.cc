@@ -7,9 +7,6 @@
 namespace ds41 {
 namespace {
 
-double Since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 }  // namespace
 
@@ -166,7 +163,7 @@ int64_t DecoderCore::LoadPrefixFromCache(const GenerateInput& in, int64_t bounda
   if (!units.empty() && !ApplyUnits(*layout, units, st).ok()) return 0;
   if (metrics_) {
     metrics_->kv_bytes_in.Increment(static_cast<double>(bytes));
-    metrics_->kv_transfer_seconds.Observe(Since(t0));
+    metrics_->kv_transfer_seconds.Observe(SecondsSince(t0));
   }
   return reach;
 }
@@ -273,12 +270,12 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   u.decoder_replay_tokens = N - s;
   u.swa_source = po.swa_source;
   const int32_t first = SampleToken(logits.data(), c.vocab_size, seq->sampling, &seq->rng);
-  u.ttft_seconds = Since(t0);
+  u.ttft_seconds = SecondsSince(t0);
   seq->generated = 1;
   seq->tokens.push_back(first);
   stream->Push(first);
   if (metrics_) {
-    metrics_->prefill_seconds.Observe(Since(tr));
+    metrics_->prefill_seconds.Observe(SecondsSince(tr));
     metrics_->ttft_seconds.Observe(u.ttft_seconds);
     metrics_->computed_replay.Increment(static_cast<double>(N - s));
     metrics_->cached_tokens.Increment(static_cast<double>(po.cached_tokens));
@@ -337,7 +334,7 @@ void DecoderCore::BatchLoop() {
     std::vector<float> logits;
     const Status st = engine_.DecodeBatch(states, next, &logits);
     if (metrics_) {
-      metrics_->decode_step_seconds.Observe(Since(t0));
+      metrics_->decode_step_seconds.Observe(SecondsSince(t0));
       metrics_->batch_tokens.Observe(static_cast<double>(live.size()));
     }
     std::vector<std::unique_ptr<Sequence>> keep;

@@ -2,12 +2,9 @@
 
 #include <chrono>
 
+#include "util/clock.h"
+
 namespace ds41 {
-namespace {
-double Since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-}  // namespace
 
 std::string SwaPoolKey(const UnitKey& ns, const UnitKey& prefix_key) {
   return std::string(reinterpret_cast<const char*>(ns.data()), 32) + std::string(reinterpret_cast<const char*>(prefix_key.data()), 32);
@@ -128,7 +125,7 @@ int64_t EncoderCore::LoadPrefix(const PrefillInput& in, SequenceState* st) {
   if (!units.empty() && !ApplyUnits(*layout, units, st).ok()) return 0;
   if (metrics_) {
     metrics_->kv_bytes_in.Increment(static_cast<double>(bytes));
-    metrics_->kv_transfer_seconds.Observe(Since(t0));
+    metrics_->kv_transfer_seconds.Observe(SecondsSince(t0));
   }
   return reach;
 }
@@ -210,7 +207,7 @@ StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in) {
   }
   if (metrics_) {
     metrics_->computed_new.Increment(static_cast<double>(out.computed_tokens));
-    metrics_->prefill_seconds.Observe(Since(t0));
+    metrics_->prefill_seconds.Observe(SecondsSince(t0));
     metrics_->resident_swa.Set(static_cast<double>(swa_pool_.bytes()));
     uint64_t bytes = out.swa.size() + out.handoff.size();
     for (const BuiltUnit& b : out.units) bytes += b.bytes.size();

@@ -48,14 +48,8 @@ grpc::Status EncoderService::Prefill(grpc::ServerContext*, const pb::PrefillRequ
 }
 
 grpc::Status EncoderService::GetSwaState(grpc::ServerContext*, const pb::SwaStateRequest* req, pb::SwaStateResponse* resp) {
-  if (ds41::Status s = CheckModel(req->model(), fingerprint_); !s.ok()) return ToGrpc(s);
-  UnitKey ns, key;
-  if (ds41::Status s = ParseNs(req->ns(), &ns); !s.ok()) return ToGrpc(s);
-  if (ds41::Status s = ParseKey(req->prefix_key(), &key); !s.ok()) return ToGrpc(s);
-  auto swa = core_->GetSwa(ns, key);
-  if (!swa) return ToGrpc(NotFoundError("no SWA state for that prefix here"));
-  resp->set_swa_state(std::move(*swa));
-  return grpc::Status::OK;
+  return ToGrpc(ServeSwaState(
+      *req, fingerprint_, [this](const UnitKey& ns, const UnitKey& key) { return core_->GetSwa(ns, key); }, resp));
 }
 
 grpc::Status EncoderService::Status(grpc::ServerContext*, const pb::NodeStatusRequest*, pb::NodeStatus* resp) {

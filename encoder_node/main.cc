@@ -36,12 +36,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string fp = (*model)->fingerprint();
-  std::unique_ptr<ds41::CacheClient> cache_client;
-  if (!cache.empty()) {
-    ds41::CacheClientOptions co;
-    co.shards = ds41::SplitList(cache);
-    cache_client = std::move(ds41::CacheClient::Create(co)).value();
+  auto connected = ds41::ConnectCache(cache);
+  if (!connected.ok()) {
+    std::cerr << "--cache: " << connected.status().ToString() << "\n";
+    return 2;
   }
+  std::unique_ptr<ds41::CacheClient> cache_client = std::move(*connected);
   ds41::ThreadPool compute(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
   ds41::NodeRuntime rt;
   ds41::NodeMetrics node_metrics(*rt.registry, "encoder");

@@ -64,12 +64,12 @@ int main(int argc, char** argv) {
   }
   const ds41::ModelConfig& cfg = (*model)->config();
   const std::string fp = (*model)->fingerprint();
-  std::unique_ptr<ds41::CacheClient> cache_client;
-  if (!cache.empty()) {
-    ds41::CacheClientOptions co;
-    co.shards = ds41::SplitList(cache);
-    cache_client = std::move(ds41::CacheClient::Create(co)).value();
+  auto connected = ds41::ConnectCache(cache);
+  if (!connected.ok()) {
+    std::cerr << "--cache: " << connected.status().ToString() << "\n";
+    return 2;
   }
+  std::unique_ptr<ds41::CacheClient> cache_client = std::move(*connected);
   auto registry = std::make_shared<prometheus::Registry>();
   ds41::RouterMetrics metrics(*registry);
   auto channels = std::make_shared<ds41::ChannelSet>();

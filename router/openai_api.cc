@@ -391,11 +391,8 @@ ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<i
 
   std::string finish = r.finish_reason == "length" ? "length" : "stop";
   if (!calls.empty()) finish = "tool_calls";
+  if (!r.status.ok()) return FromStatus(r.status);  // after some output: the stream ends with the error
   ApiOutcome out;
-  if (!r.status.ok()) {
-    out = FromStatus(r.status);
-    return out;
-  }
   const Json usage = UsageJson(r);
   if (s.stream) {
     Json last = chat_mode ? Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}

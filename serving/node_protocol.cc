@@ -29,4 +29,17 @@ Status ParseNs(const ds41::node::v1::CacheNs& ns, UnitKey* out) { return ParseKe
 
 std::string KeyBytes(const UnitKey& k) { return std::string(reinterpret_cast<const char*>(k.data()), 32); }
 
+Status ServeSwaState(const ds41::node::v1::SwaStateRequest& req, const std::string& fingerprint,
+                     const std::function<std::optional<std::string>(const UnitKey&, const UnitKey&)>& lookup,
+                     ds41::node::v1::SwaStateResponse* resp) {
+  DS41_RETURN_IF_ERROR(CheckModel(req.model(), fingerprint));
+  UnitKey ns, key;
+  DS41_RETURN_IF_ERROR(ParseNs(req.ns(), &ns));
+  DS41_RETURN_IF_ERROR(ParseKey(req.prefix_key(), &key));
+  std::optional<std::string> swa = lookup(ns, key);
+  if (!swa) return NotFoundError("no SWA state for that prefix here");
+  resp->set_swa_state(std::move(*swa));
+  return Status::Ok();
+}
+
 }  // namespace ds41

@@ -2,6 +2,8 @@
 // sizes. Mismatches are FAILED_PRECONDITION; malformed fields INVALID_ARGUMENT.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "node.pb.h"
@@ -18,5 +20,11 @@ void FillModel(const std::string& fingerprint, ds41::node::v1::ModelCheck* m);
 Status ParseNs(const ds41::node::v1::CacheNs& ns, UnitKey* out);
 Status ParseKey(const std::string& bytes, UnitKey* out);
 std::string KeyBytes(const UnitKey& k);
+
+// GetSwaState as both node roles serve it: checks, then `lookup(ns, prefix_key)` (NOT_FOUND when
+// this node does not hold the state).
+Status ServeSwaState(const ds41::node::v1::SwaStateRequest& req, const std::string& fingerprint,
+                     const std::function<std::optional<std::string>(const UnitKey&, const UnitKey&)>& lookup,
+                     ds41::node::v1::SwaStateResponse* resp);
 
 }  // namespace ds41

@@ -16,6 +16,13 @@ std::vector<std::string> SplitList(const std::string& s) {
   return out;
 }
 
+StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list) {
+  if (shard_list.empty()) return std::unique_ptr<CacheClient>();
+  CacheClientOptions co;
+  co.shards = SplitList(shard_list);
+  return CacheClient::Create(co);
+}
+
 int NodeRuntime::Run(const std::string& name, const std::string& listen, const std::string& metrics_listen,
                      const std::vector<grpc::Service*>& services, const std::string& extra) {
   RpcServerOptions ro;

@@ -36,4 +36,9 @@ class ManualClock final : public Clock {
   std::atomic<int64_t> now_;
 };
 
+// Seconds elapsed on the steady clock since `t` (latency metrics).
+inline double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 }  // namespace ds41
