@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "cache.grpc.pb.h"
+#include "rpc/channels.h"
 #include "rpc/status_map.h"
 #include "util/sha256.h"
 
@@ -53,12 +54,7 @@ StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(const CacheClientOpti
     h.Update(a);
     auto d = h.Digest();
     std::memcpy(&s->seed, d.data(), 8);
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(64 << 20);
-    args.SetMaxSendMessageSize(64 << 20);
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    s->stub = pb::Cache::NewStub(grpc::CreateCustomChannel(a, grpc::InsecureChannelCredentials(), args));
+    s->stub = pb::Cache::NewStub(MakeChannel(a, 64 << 20));
     c->shards_.push_back(std::move(s));
   }
   c->pool_ = std::make_unique<ThreadPool>(std::max(2, o.io_threads));

@@ -12,6 +12,7 @@
 
 #include "cache_service/service.h"
 #include "rpc/server.h"
+#include "rpc/transport_security.h"
 #include "unit/unit_format.h"
 #include "util/malloc_tuning.h"
 #include "util/process.h"
@@ -36,7 +37,13 @@ int main(int argc, char** argv) {
       ->envname("DS41_CACHE_SYNC_WRITES");
   app.add_option("--model-fingerprint", fingerprint, "accept only this model's units")->envname("DS41_MODEL_FINGERPRINT");
   app.add_flag("--print-config", print_config, "print the effective configuration and exit");
+  ds41::TlsOptions tls;
+  ds41::AddTlsFlags(app, &tls);
   CLI11_PARSE(app, argc, argv);
+  if (ds41::Status st = ds41::InstallTransportSecurity(tls); !st.ok()) {
+    std::cerr << st.ToString() << "\n";
+    return 2;
+  }
   if (print_config) {
     std::cout << app.config_to_str(true, false);
     return 0;

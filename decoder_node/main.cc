@@ -5,6 +5,7 @@
 
 #include "decoder_node/decoder_service.h"
 #include "encoder_node/encoder_service.h"
+#include "rpc/transport_security.h"
 #include "serving/node_runtime.h"
 #include "util/malloc_tuning.h"
 #include "util/process.h"
@@ -30,7 +31,13 @@ int main(int argc, char** argv) {
   app.add_option("--swa-ttl-seconds", swa_ttl, "how long SWA states are kept")->envname("DS41_SWA_TTL_SECONDS");
   app.add_option("--max-running", max_running, "sequences decoding at once")->check(CLI::Range(1, 4096))
       ->envname("DS41_MAX_RUNNING");
+  ds41::TlsOptions tls;
+  ds41::AddTlsFlags(app, &tls);
   CLI11_PARSE(app, argc, argv);
+  if (ds41::Status st = ds41::InstallTransportSecurity(tls); !st.ok()) {
+    std::cerr << st.ToString() << "\n";
+    return 2;
+  }
   auto expert_bytes = ds41::ParseByteSize(experts);
   auto session_bytes = ds41::ParseByteSize(sessions);
   auto pool_bytes = ds41::ParseByteSize(swa_pool);

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "encoder_node/encoder_service.h"
+#include "rpc/transport_security.h"
 #include "serving/node_runtime.h"
 #include "util/malloc_tuning.h"
 #include "util/process.h"
@@ -24,7 +25,13 @@ int main(int argc, char** argv) {
       ->envname("DS41_ENCODER_STEP_TOKENS");
   app.add_option("--swa-pool", swa_pool, "bytes of SWA states kept (K/M/G)")->envname("DS41_SWA_POOL_BYTES");
   app.add_option("--swa-ttl-seconds", swa_ttl, "how long SWA states are kept")->envname("DS41_SWA_TTL_SECONDS");
+  ds41::TlsOptions tls;
+  ds41::AddTlsFlags(app, &tls);
   CLI11_PARSE(app, argc, argv);
+  if (ds41::Status st = ds41::InstallTransportSecurity(tls); !st.ok()) {
+    std::cerr << st.ToString() << "\n";
+    return 2;
+  }
   auto pool_bytes = ds41::ParseByteSize(swa_pool);
   if (!pool_bytes.ok()) {
     std::cerr << "--swa-pool: " << pool_bytes.status().message() << "\n";

@@ -7,6 +7,7 @@
 #include "router/http_front.h"
 #include "router/router_service.h"
 #include "rpc/server.h"
+#include "rpc/transport_security.h"
 #include "serving/node_runtime.h"
 #include "util/process.h"
 
@@ -33,7 +34,13 @@ int main(int argc, char** argv) {
   app.add_option("--poll-ms", poll_ms, "node health-check interval")->check(CLI::Range(10, 3600000));
   app.add_option("--header-timeout-ms", header_timeout_ms, "slow clients: time allowed to send the headers")
       ->check(CLI::Range(10, 600000));
+  ds41::TlsOptions tls;
+  ds41::AddTlsFlags(app, &tls);
   CLI11_PARSE(app, argc, argv);
+  if (ds41::Status st = ds41::InstallTransportSecurity(tls); !st.ok()) {
+    std::cerr << st.ToString() << "\n";
+    return 2;
+  }
   if (unit_tokens % 2) {
     std::cerr << "--unit-tokens must be even\n";
     return 2;

@@ -10,6 +10,10 @@
 
 namespace ds41 {
 
+// A channel to `address` with this process's transport security, bounded messages and quick
+// reconnects (a peer restarting should be usable again within a second).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int max_message_bytes);
+
 class ChannelSet {
  public:
   explicit ChannelSet(int max_message_bytes = 512 << 20) : max_(max_message_bytes) {}

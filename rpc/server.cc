@@ -3,6 +3,8 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include "rpc/transport_security.h"
+
 namespace ds41 {
 
 StatusOr<RpcServer> StartRpcServer(const RpcServerOptions& o, const std::vector<grpc::Service*>& services) {
@@ -11,7 +13,7 @@ StatusOr<RpcServer> StartRpcServer(const RpcServerOptions& o, const std::vector<
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder b;
   RpcServer out;
-  b.AddListeningPort(o.address, grpc::InsecureServerCredentials(), &out.port);
+  b.AddListeningPort(o.address, ProcessTransportSecurity().ServerCredentials(), &out.port);
   b.SetMaxReceiveMessageSize(o.max_message_bytes);
   b.SetMaxSendMessageSize(o.max_message_bytes);
   if (o.threads > 0) b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, o.threads);

@@ -1,5 +1,6 @@
 // Builds and starts a gRPC server the way every ds41 node does: health checking and reflection on,
-// bounded message sizes, port 0 allowed (the chosen port is returned).
+// bounded message sizes, port 0 allowed (the chosen port is returned), the process's transport
+// security (rpc/transport_security.h).
 #pragma once
 
 #include <grpcpp/grpcpp.h>

@@ -11,7 +11,7 @@ PACKAGES=(
   librocksdb-dev libasio-dev prometheus-cpp-dev libhttp-parser-dev python3-regex
   prometheus python3-yaml python3-jsonschema
   python3 python3-numpy python3-torch
-  curl
+  curl openssl
 )
 
 # Node (for the official openai client in tests and the replay command): Debian's unless a Node

@@ -15,7 +15,9 @@
 #include "http/http_test_client.h"
 #include "router.grpc.pb.h"
 #include "tests/support/child_process.h"
+#include "rpc/transport_security.h"
 #include "tests/support/test_checkpoint.h"
+#include "tests/support/test_pki.h"
 
 namespace ds41 {
 namespace {
@@ -36,23 +38,27 @@ struct Cluster {
   std::string cache_addr, enc_list, dec_list;
   int http_port = 0;
   std::string grpc_addr;
+  std::vector<std::string> common;  // flags every process gets (e.g. TLS)
 
-  Cluster() {
-    cache = std::make_unique<ChildProcess>(
-        std::vector<std::string>{Bin("cache_service/cache_service"), "--listen", "127.0.0.1:0", "--metrics-listen",
-                                 "127.0.0.1:0", "--path", cache_dir},
-        " ready ");
+  static std::unique_ptr<ChildProcess> Start(std::vector<std::string> argv, const std::vector<std::string>& common,
+                                             const std::string& marker = " ready ") {
+    argv.insert(argv.end(), common.begin(), common.end());
+    return std::make_unique<ChildProcess>(argv, marker);
+  }
+
+  explicit Cluster(std::vector<std::string> common_flags = {}) : common(std::move(common_flags)) {
+    cache = Start({Bin("cache_service/cache_service"), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+                   "--path", cache_dir},
+                  common);
     cache_addr = cache->fields()["grpc"];
     for (int i = 0; i < 2; ++i) {
-      encoders.push_back(std::make_unique<ChildProcess>(
-          std::vector<std::string>{Bin("encoder_node/encoder_node"), "--model", model, "--listen", "127.0.0.1:0",
-                                   "--metrics-listen", "127.0.0.1:0", "--cache", cache_addr, "--threads", "1"},
-          " ready "));
+      encoders.push_back(Start({Bin("encoder_node/encoder_node"), "--model", model, "--listen", "127.0.0.1:0",
+                                "--metrics-listen", "127.0.0.1:0", "--cache", cache_addr, "--threads", "1"},
+                               common));
       enc_list += (i ? "," : "") + encoders.back()->fields()["grpc"];
-      decoders.push_back(std::make_unique<ChildProcess>(
-          std::vector<std::string>{Bin("decoder_node/decoder_node"), "--model", model, "--listen", "127.0.0.1:0",
-                                   "--metrics-listen", "127.0.0.1:0", "--cache", cache_addr, "--threads", "1"},
-          " ready "));
+      decoders.push_back(Start({Bin("decoder_node/decoder_node"), "--model", model, "--listen", "127.0.0.1:0",
+                                "--metrics-listen", "127.0.0.1:0", "--cache", cache_addr, "--threads", "1"},
+                               common));
       dec_list += (i ? "," : "") + decoders.back()->fields()["grpc"];
     }
   }
@@ -62,7 +68,7 @@ struct Cluster {
                                      "127.0.0.1:0", "--encoders", enc_list, "--decoders", dec_list, "--cache", cache_addr,
                                      "--header-timeout-ms", "500"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    router = std::make_unique<ChildProcess>(argv, "router ready");
+    router = Start(argv, common, "router ready");
     ASSERT_TRUE(router->ready());
     http_port = PortOf(router->fields()["http"]);
     grpc_addr = router->fields()["grpc"];
@@ -322,6 +328,43 @@ TEST(RouterClusterTest, GrpcApiStreamsTheSameOperations) {
   while (bad->Read(&chunk)) {
   }
   EXPECT_EQ(bad->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// Every hop over mutual TLS (router -> encoders/decoders -> cache, decoder -> encoder peers): the
+// flags every binary takes, a session that hits its previous turn, and the router's gRPC API
+// answering a client with the cluster's certificate but not a plaintext one.
+TEST(RouterClusterTest, WholeClusterOverMutualTls) {
+  const testing::TestPki pki = testing::MakeTestPki();
+  ASSERT_FALSE(pki.dir.empty()) << "openssl failed";
+  Cluster c({"--tls-cert", pki.cert, "--tls-key", pki.key, "--tls-ca", pki.ca, "--tls-server-name",
+             testing::TestPki::kServerName});
+  c.StartRouter();
+  std::vector<int32_t> ctx = RandomTokens(150, 3);
+  int64_t prev_context = 0;
+  for (int turn = 0; turn < 2; ++turn) {
+    auto r = c.Post("/v1/completions", {{"prompt", ctx}, {"max_tokens", 3}, {"temperature", 0}, {"return_token_ids", true}},
+                    "x-session-id: tls-1\r\n");
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json j = json::parse(r.body);
+    EXPECT_EQ(j["usage"]["prompt_cache_hit_tokens"].get<int64_t>(), prev_context) << j["usage"].dump();
+    const auto out = Ids(j["choices"][0]["token_ids"]);
+    ctx.insert(ctx.end(), out.begin(), out.end());
+    prev_context = static_cast<int64_t>(ctx.size()) - 1;  // the last sampled token is not yet fed
+    auto tool = RandomTokens(70, 4 + turn);
+    ctx.insert(ctx.end(), tool.begin(), tool.end());
+  }
+  TlsOptions o{pki.cert, pki.key, pki.ca, true, testing::TestPki::kServerName};
+  auto security = std::move(TransportSecurity::Load(o)).value();
+  grpc::ChannelArguments args;
+  security.ApplyTo(&args);
+  auto tls_stub = ds41::router::v1::Router::NewStub(grpc::CreateCustomChannel(c.grpc_addr, security.ChannelCredentials(), args));
+  grpc::ClientContext ok_ctx;
+  ds41::router::v1::ListModelsResponse models;
+  EXPECT_TRUE(tls_stub->ListModels(&ok_ctx, {}, &models).ok());
+  auto plain = ds41::router::v1::Router::NewStub(grpc::CreateChannel(c.grpc_addr, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext plain_ctx;
+  plain_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  EXPECT_EQ(plain->ListModels(&plain_ctx, {}, &models).error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
 }  // namespace

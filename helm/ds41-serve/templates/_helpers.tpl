@@ -105,6 +105,8 @@ checksum/secret: {{ include (print .Template.BasePath "/secret.yaml") . | sha256
   value: {{ printf "%s/ca.crt" .Values.tls.mountPath | quote }}
 - name: DS41_TLS_CLIENT_AUTH
   value: {{ .Values.tls.clientAuth | quote }}
+- name: DS41_TLS_SERVER_NAME
+  value: {{ .Values.tls.serverName | quote }}
 {{- end }}
 {{- end -}}
 

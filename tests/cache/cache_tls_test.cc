@@ -1,0 +1,109 @@
+// cache_service (the real binary) with TLS flags: a client with the cluster's certificate reads and
+// writes; plaintext, an untrusted certificate, no client certificate or a wrong server name are
+// refused; unreadable TLS files stop the binary with a clear error.
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include "cache.grpc.pb.h"
+#include "cache_client/cache_client.h"
+#include "rpc/transport_security.h"
+#include "tests/support/child_process.h"
+#include "tests/support/test_checkpoint.h"
+#include "tests/support/test_pki.h"
+#include "unit/unit_key.h"
+
+namespace ds41 {
+namespace {
+
+namespace pb = ds41::cache::v1;
+const std::string kFp(64, 'c');
+
+grpc::StatusCode StatsCode(const std::string& addr, const std::shared_ptr<grpc::ChannelCredentials>& creds,
+                           const std::string& server_name) {
+  grpc::ChannelArguments args;
+  if (!server_name.empty()) args.SetSslTargetNameOverride(server_name);
+  auto stub = pb::Cache::NewStub(grpc::CreateCustomChannel(addr, creds, args));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
+  pb::StatsResponse st;
+  return stub->Stats(&ctx, pb::StatsRequest(), &st).error_code();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+TransportSecurity Load(const TlsOptions& o) {
+  auto s = TransportSecurity::Load(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? *s : TransportSecurity();
+}
+
+TEST(TransportSecurityTest, LoadRefusesIncompleteOrUnreadableMaterial) {
+  const testing::TestPki pki = testing::MakeTestPki();
+  ASSERT_FALSE(pki.dir.empty()) << "openssl failed";
+  EXPECT_FALSE(TransportSecurity::Load({}).value().tls());
+  EXPECT_FALSE(TransportSecurity::Load({"", pki.key, "", true, ""}).ok());           // key without cert
+  EXPECT_FALSE(TransportSecurity::Load({pki.cert, "", pki.ca, true, ""}).ok());      // cert without key
+  EXPECT_FALSE(TransportSecurity::Load({pki.cert, pki.key, "", true, ""}).ok());     // no CA
+  EXPECT_FALSE(TransportSecurity::Load({pki.cert, pki.key, "/nonexistent", true, ""}).ok());
+  const std::string not_pem = testing::TempDir("notpem") + "/x.pem";
+  std::ofstream(not_pem) << "hello";
+  auto bad = TransportSecurity::Load({pki.cert, pki.key, not_pem, true, ""});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--tls-ca"), std::string::npos) << bad.status().message();
+  EXPECT_TRUE(TransportSecurity::Load({pki.cert, pki.key, pki.ca, true, ""}).value().tls());
+}
+
+TEST(CacheTlsTest, OnlyPeersWithTheClustersCertificateGetIn) {
+  const testing::TestPki pki = testing::MakeTestPki();
+  ASSERT_FALSE(pki.dir.empty()) << "openssl failed";
+  testing::ChildProcess server({testing::BinaryDir() + "/cache_service/cache_service", "--listen", "127.0.0.1:0",
+                               "--metrics-listen", "127.0.0.1:0", "--path", testing::TempDir("tlscache"),
+                               "--model-fingerprint", kFp, "--tls-cert", pki.cert, "--tls-key", pki.key, "--tls-ca",
+                               pki.ca},
+                              "cache_service ready");
+  ASSERT_TRUE(server.ready());
+  const std::string addr = server.fields()["grpc"];
+  const std::string name = testing::TestPki::kServerName;
+  const TransportSecurity good = Load({pki.cert, pki.key, pki.ca, true, name});
+  EXPECT_EQ(StatsCode(addr, good.ChannelCredentials(), name), grpc::StatusCode::OK);
+  EXPECT_NE(StatsCode(addr, grpc::InsecureChannelCredentials(), ""), grpc::StatusCode::OK);
+  // The dialled host (127.0.0.1) is not in the certificate: refused without the name override.
+  EXPECT_NE(StatsCode(addr, good.ChannelCredentials(), ""), grpc::StatusCode::OK);
+  // A certificate from another CA, and no client certificate at all (mutual TLS is on).
+  const TransportSecurity rogue = Load({pki.rogue_cert, pki.rogue_key, pki.ca, true, name});
+  EXPECT_NE(StatsCode(addr, rogue.ChannelCredentials(), name), grpc::StatusCode::OK);
+  grpc::SslCredentialsOptions anonymous;
+  anonymous.pem_root_certs = ReadFile(pki.ca);
+  EXPECT_NE(StatsCode(addr, grpc::SslCredentials(anonymous), name), grpc::StatusCode::OK);
+
+  // The shared client library, with the process's security installed as the mains do.
+  SetProcessTransportSecurity(good);
+  auto client = std::move(CacheClient::Create({{addr}})).value();
+  const CacheNamespace ns = CacheNamespace::Make(kFp, "t");
+  const std::vector<int32_t> tokens(64, 7);
+  PrefixHit h = client->LookupPrefix(ns, tokens, 64);
+  EXPECT_EQ(h.shards_down, 0);
+  EXPECT_EQ(h.tokens, 0);
+  SetProcessTransportSecurity(TransportSecurity());
+  auto plain = std::move(CacheClient::Create({{addr}})).value();
+  EXPECT_EQ(plain->LookupPrefix(ns, tokens, 64).shards_down, 1);  // a miss, never an error
+}
+
+TEST(CacheTlsTest, UnreadableTlsFilesStopTheBinaryWithExit2) {
+  const std::string cmd = testing::BinaryDir() + "/cache_service/cache_service --listen 127.0.0.1:0 --path " +
+                          testing::TempDir("tlsbad") + " --tls-cert /nonexistent.pem --tls-key /x --tls-ca /y 2>/dev/null";
+  const int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 2);
+}
+
+}  // namespace
+}  // namespace ds41
