@@ -373,17 +373,14 @@ void DecoderCore::Finish(std::unique_ptr<Sequence> seq, const std::string& reaso
   const int64_t C = seq->state.length;  // the last sampled token was not fed
   std::vector<int32_t> ctx(seq->tokens.begin(), seq->tokens.begin() + C);
   // The generated units go to the cache, so the next turn hits the whole context.
+  std::vector<UnitPut> puts;
   auto layout = UnitLayout::FromConfig(c, seq->unit_tokens);
   auto fp = ParseFingerprint(model_.fingerprint());
   if (cache_ && layout.ok() && fp.ok()) {
     const int64_t from = seq->prompt_len / seq->unit_tokens * seq->unit_tokens;
     auto built = BuildUnits(c, *layout, *fp, seq->state, ctx, seq->ns, from, C);
-    if (built.ok()) {
-      std::vector<UnitPut> puts;
+    if (built.ok())
       for (const BuiltUnit& b : *built) puts.push_back({b.key, b.parent, b.bytes});
-      const CacheNamespace ns{seq->ns, model_.fingerprint(), kUnitFormatVersion};
-      io_->Submit([this, ns, puts = std::move(puts)] { cache_->Put(ns, puts); });
-    }
   }
   swa_pool_.Put(SwaPoolKey(seq->ns, PrefixKey(seq->ns, ctx, C, seq->unit_tokens)), seq->state.SerializeSwa(c));
   if (!seq->session_id.empty()) {
@@ -407,7 +404,17 @@ void DecoderCore::Finish(std::unique_ptr<Sequence> seq, const std::string& reaso
     }
   }
   if (metrics_) metrics_->requests_ok.Increment();
-  seq->stream->Finish(Status::Ok(), reason, usage);
+  if (puts.empty()) {
+    seq->stream->Finish(Status::Ok(), reason, usage);
+    return;
+  }
+  // The stream ends only once the store has the units (read-your-writes: a client's next turn,
+  // sent the moment this one ends, hits all of it). Off the step loop: the batch goes on meanwhile.
+  const CacheNamespace ns{seq->ns, model_.fingerprint(), kUnitFormatVersion};
+  io_->Submit([this, ns, puts = std::move(puts), stream = seq->stream, reason, usage] {
+    cache_->Put(ns, puts);
+    stream->Finish(Status::Ok(), reason, usage);
+  });
 }
 
 }  // namespace ds41
