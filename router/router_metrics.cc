@@ -46,12 +46,16 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                              .Help("Generated tokens")
                              .Register(r)
                              .Add({})),
-      nodes_(prometheus::BuildGauge().Name("ds41_router_nodes").Help("Known nodes by role and state").Register(r)) {}
+      nodes_(prometheus::BuildGauge().Name("ds41_router_nodes").Help("Known nodes by role and state").Register(r)) {
+  // Every reason exists from the start at 0: rate() and increase() see the first rejection, and
+  // dashboards show 0 rather than "no data".
+  for (const char* reason : kRejectionReasons) rejections_.Add({{"reason", reason}});
+}
 
 void RouterMetrics::Request(const std::string& endpoint, int code) {
   requests_.Add({{"endpoint", endpoint}, {"code", std::to_string(code)}}).Increment();
 }
-void RouterMetrics::Rejection(const std::string& reason) { rejections_.Add({{"reason", reason}}).Increment(); }
+void RouterMetrics::Rejection(const char* reason) { rejections_.Add({{"reason", reason}}).Increment(); }
 void RouterMetrics::Placement(const std::string& reason) { placements_.Add({{"reason", reason}}).Increment(); }
 void RouterMetrics::Ttft(const char* hit_class, double s, double predicted) {
   ttft_.Add({{"hit_class", hit_class}}, LatencyBuckets()).Observe(s);

@@ -15,12 +15,16 @@ namespace ds41 {
 
 const char* HitClass(int64_t prompt_tokens, int64_t cached_tokens);
 
+// Why the router refused a request: too many in flight (429), no healthy node of a role, every
+// decoder at its sequence limit (503).
+inline constexpr const char* kRejectionReasons[] = {"overloaded", "no_nodes", "decoders_full"};
+
 class RouterMetrics {
  public:
   explicit RouterMetrics(prometheus::Registry& registry);
 
   void Request(const std::string& endpoint, int http_code);
-  void Rejection(const std::string& reason);
+  void Rejection(const char* reason);  // one of kRejectionReasons
   void Placement(const std::string& reason);
   void Ttft(const char* hit_class, double seconds, double predicted_seconds);
   void InterToken(const char* hit_class, double seconds);

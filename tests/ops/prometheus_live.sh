@@ -10,9 +10,11 @@
 # exported by those binaries.
 #
 # A generated prometheus.yml scrapes the targets every second and loads rules/alerts.yaml; after
-# the first scrape each expression is sent to /api/v1/query and must answer status "success"
-# (the result may be empty, e.g. for router metrics while no router runs), and every alert rule
-# must evaluate with health "ok". Exit 77 (skip) without /usr/bin/prometheus.
+# the first scrape each expression is sent to /api/v1/query and must answer status "success", and
+# every alert rule must evaluate with health "ok". Against a whole cluster (no --local) every panel
+# expression must also return data, and so must every series an alert watches (an alert expression
+# itself returns data only while it fires: its operands are checked with the threshold cut off).
+# Exit 77 (skip) without /usr/bin/prometheus.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -144,14 +146,59 @@ while True:
     time.sleep(0.5)
 time.sleep(3)  # a few more scrapes (rate() needs two samples) and rule evaluations
 
+def signals(expr):
+    """The series an alert watches: each operand of a top-level and/or/unless, cut before its
+    top-level comparison, absent(X) read as X. An alert expression itself has data only while it
+    fires; its signals must have data whenever the cluster runs."""
+    def split_top(text, words):
+        parts, depth, quote, start, i = [], 0, None, 0, 0
+        while i < len(text):
+            ch = text[i]
+            if quote:
+                quote = None if ch == quote else quote
+            elif ch in "\"'`":
+                quote = ch
+            elif ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+            elif depth == 0:
+                for w in words:
+                    if text.startswith(w, i) and (not w.isalpha() or (
+                            (i == 0 or not text[i - 1].isalnum()) and not text[i + len(w):i + len(w) + 1].isalnum())):
+                        parts.append(text[start:i])
+                        i += len(w)
+                        start = i
+                        break
+                else:
+                    i += 1
+                    continue
+                continue
+            i += 1
+        parts.append(text[start:])
+        return [p.strip() for p in parts]
+    out = []
+    for operand in split_top(expr, ["unless", "and", "or"]):
+        lhs = split_top(operand, ["==", "!=", ">=", "<=", ">", "<"])[0]
+        while lhs.startswith("absent(") and lhs.endswith(")"):
+            lhs = split_top(lhs[len("absent("):-1], ["==", "!=", ">=", "<=", ">", "<"])[0]
+        out.append(lhs)
+    return out
+
 failures = []
 exprs = json.load(open(exprs_file))
 nonempty = 0
+strict = mode == "remote"  # the whole cluster, router included: everything must have data
 for e in exprs:
     r = query(e["expr"])
     if r.get("status") != "success":
         failures.append(f"{e['where']}: {r.get('errorType')}: {r.get('error')} in {e['expr']!r}")
-    elif r["data"]["result"]:
+        continue
+    watched = signals(e["expr"]) if e["where"].startswith("alert ") else [e["expr"]]
+    empty = [w for w in watched if not query(w).get("data", {}).get("result")]
+    if empty:
+        (failures.append if strict else print)(f"no data: {e['where']}: {empty}")
+    else:
         nonempty += 1
 for g in get("/api/v1/rules")["data"]["groups"]:
     for rule in g["rules"]:
@@ -175,7 +222,7 @@ if mode == "local":
 
 for f in failures:
     print("FAIL:", f)
-print(f"{len(exprs)} expressions queried ({nonempty} with data) against {len(targets)} targets: "
+print(f"{len(exprs)} expressions queried ({nonempty} with data; alerts: their watched series) against {len(targets)} targets: "
       f"{'FAILED' if failures else 'ok'}")
 sys.exit(1 if failures else 0)
 PY

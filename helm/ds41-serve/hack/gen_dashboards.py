@@ -75,7 +75,8 @@ overview = dashboard("ds41-overview", "ds41-serve / Overview", [
     ]),
     ("Errors and rejections", [
         panel("Error ratio (5xx)",
-              [("sum(rate(ds41_router_requests_total{code=~\"5..\"}[5m])) / sum(rate(ds41_router_requests_total[5m]))",
+              [("(sum(rate(ds41_router_requests_total{code=~\"5..\"}[5m])) or vector(0))"
+                " / sum(rate(ds41_router_requests_total[5m]))",
                 "5xx")], "percentunit"),
         panel("Rejections/s by reason",
               [("sum by (reason) (rate(ds41_router_rejections_total[5m]))", "{{reason}}")], "reqps"),
