@@ -56,7 +56,10 @@ int main(int argc, char** argv) {
   app.add_option("--ced-prompt", ced, "prompt length for CED vs exact");
   app.add_option("--decode-steps", steps, "timed decode steps per figure");
   app.add_option("--triad-mib", triad_mib, "MiB across the three STREAM arrays");
+  std::string only = "decode,prefill,batched,ced";
+  app.add_option("--only", only, "figures to measure, comma separated (decode,prefill,batched,ced)");
   CLI11_PARSE(app, argc, argv);
+  auto want = [&](const char* part) { return ("," + only + ",").find("," + std::string(part) + ",") != std::string::npos; };
 
   ThreadPool pool(threads);
   auto model_or = Model::Open(model_dir);
@@ -75,7 +78,7 @@ int main(int argc, char** argv) {
               static_cast<long>(triad_mib), peak / 1e9, PeakKernelTarget(), threads);
 
   // Decode, batch 1.
-  {
+  if (want("decode")) {
     SequenceState st = SequenceState::Create(c);
     std::vector<float> lg;
     Check(engine.Prefill(&st, {Prompt(32, c.vocab_size, 1), {}, {}}, false, &lg));
@@ -90,7 +93,7 @@ int main(int argc, char** argv) {
                 t * 1e3, bytes / 1e6, bytes / t / 1e9, bytes / t / bw);
   }
   // Prefill.
-  {
+  if (want("prefill")) {
     SequenceState st = SequenceState::Create(c);
     std::vector<float> lg;
     ResetWorkCounters();
@@ -102,7 +105,7 @@ int main(int argc, char** argv) {
                 flops / t / 1e9, flops / t / peak);
   }
   // Batched decode.
-  {
+  if (want("batched")) {
     double tps1 = 0;
     for (int batch : {1, 8, 32}) {
       std::vector<SequenceState> states;
@@ -130,7 +133,7 @@ int main(int argc, char** argv) {
     }
   }
   // CED against exact prefill of the same prompt.
-  {
+  if (want("ced")) {
     const auto prompt = Prompt(ced, c.vocab_size, 3);
     SequenceState a = SequenceState::Create(c), b = SequenceState::Create(c);
     std::vector<float> la, lb;

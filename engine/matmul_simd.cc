@@ -29,6 +29,15 @@ constexpr int kTileRows = 16;
 constexpr int kTilesPerGroup = 4;  // output rows per task step: 64, sharing every activation broadcast
 constexpr int kRowChunk = 64;      // activation rows per pass over a weight tile
 
+// Word offsets (from row n0's) of rows n0 .. n0 + lanes - 1, clamped to the last row.
+template <class DI>
+HWY_INLINE hn::Vec<DI> RowWords(DI di, int64_t n0, int64_t n, int64_t words_per_row) {
+  alignas(64) int32_t idx[hn::MaxLanes(di)];
+  for (size_t r = 0; r < hn::Lanes(di); ++r)
+    idx[r] = static_cast<int32_t>((std::min(n0 + static_cast<int64_t>(r), n - 1) - n0) * words_per_row);
+  return hn::Load(di, idx);
+}
+
 HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T,
                         float* HWY_RESTRICT sw) {
   const hn::ScalableTag<float> df;
@@ -39,39 +48,42 @@ HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HW
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t K = w.k;
   for (int64_t v = 0; v < kTileRows; v += L) {
-    // Each lane is one weight row; its codes are copied k-major through U (rows past the end repeat
-    // the last row and are never stored).
+    // Each lane is one weight row; its codes are brought k-major (rows past the end repeat the last
+    // row and are never stored).
     switch (w.format) {
       case MatmulWeights::kFp8: {
-        // Transpose the tile's 4-byte words through L1: U[q][lane] = bytes 4q..4q+3 of row lane.
+        // Transpose the tile's 4-byte words through L1: U[q][lane] = codes 4q..4q+3 of row lane. (The
+        // hardware gather is slower here for 8 words a row; FP4's 4 words a row gather faster.)
         alignas(64) uint32_t U[8][kTileRows];
         for (int64_t r = 0; r < L; ++r) {
           const uint8_t* src = w.data + std::min(n0 + v + r, w.n - 1) * K + b * 32;
           for (int q = 0; q < 8; ++q) std::memcpy(&U[q][r], src + 4 * q, 4);
         }
         for (int q = 0; q < 8; ++q) {
-          const auto g = hn::Load(du, U[q]);
-          for (int j = 0; j < 4; ++j) {
-            const auto c = hn::And(hn::ShiftRightSame(g, 8 * j), hn::Set(du, 0xFF));
-            // E4M3 -> fp16 bit pattern (exact, subnormals included), x 256 restores the exponent bias.
-            const auto h = hn::Or(hn::ShiftLeft<7>(hn::And(c, hn::Set(du, 0x7F))), hn::ShiftLeft<8>(hn::And(c, hn::Set(du, 0x80))));
-            const auto f = hn::PromoteTo(df, hn::BitCast(df16, hn::DemoteTo(du16, hn::BitCast(di, h))));
-            hn::Store(hn::Mul(f, hn::Set(df, 256.0f)), df, T + (4 * q + j) * kTileRows + v);
-          }
+          const auto g = hn::BitCast(di, hn::Load(du, U[q]));
+          // Code j, sign-extended into bits 7..31 (an arithmetic shift of it from bits 24..31), masked
+          // to E4M3's fp16 bit pattern: exact, subnormals included; x 256 restores the exponent bias.
+          const auto mask = hn::Set(di, 0xBF80);
+          float* out = T + 4 * q * kTileRows + v;
+          auto f16 = [&](auto bits) {
+            const auto h = hn::DemoteTo(du16, hn::And(hn::ShiftRight<17>(bits), mask));
+            return hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, h)), hn::Set(df, 256.0f));
+          };
+          hn::Store(f16(hn::ShiftLeft<24>(g)), df, out);
+          hn::Store(f16(hn::ShiftLeft<16>(g)), df, out + kTileRows);
+          hn::Store(f16(hn::ShiftLeft<8>(g)), df, out + 2 * kTileRows);
+          hn::Store(f16(g), df, out + 3 * kTileRows);
         }
         break;
       }
       case MatmulWeights::kFp4: {
-        alignas(64) uint32_t U[4][kTileRows];
-        for (int64_t r = 0; r < L; ++r) {
-          const uint8_t* src = w.data + std::min(n0 + v + r, w.n - 1) * (K / 2) + b * 16;
-          for (int q = 0; q < 4; ++q) std::memcpy(&U[q][r], src + 4 * q, 4);
-        }
+        const auto words = RowWords(di, n0 + v, w.n, K / 8);
+        const uint32_t* base = reinterpret_cast<const uint32_t*>(w.data + (n0 + v) * (K / 2) + b * 16);
         // E2M1 magnitudes as a lane table (8 entries: one vector on 8- and 16-lane targets).
         alignas(64) static const float kMag[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, 0, 0, 0, 0, 0, 0, 0};
         alignas(64) static const float kE2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
         for (int q = 0; q < 4; ++q) {
-          const auto g = hn::Load(du, U[q]);
+          const auto g = hn::GatherIndex(du, base + q, words);
           for (int j = 0; j < 8; ++j) {
             const auto c = hn::And(hn::ShiftRightSame(g, 4 * j), hn::Set(du, 0xF));
             hn::Vec<decltype(df)> f;
@@ -111,15 +123,73 @@ HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HW
   }
 }
 
+// MB activation rows x NV column vectors of one 32-block: MB*NV independent canonical chains
+// (product of k = 0, then FMA for k = 1..31), interleaved so the FMA units are not waiting on one
+// chain's latency, and each weight vector loaded once for MB rows. `t[j]` is column vector j's
+// k = 0 entry in a tile (k stride kTileRows).
+template <int MB, int NV, class D>
+HWY_INLINE void BlockChains(D df, const float* HWY_RESTRICT const* x, const float* HWY_RESTRICT const* t,
+                            hn::Vec<D>* HWY_RESTRICT out) {
+  using V = hn::Vec<D>;
+  V acc[MB * NV];
+#pragma GCC unroll 8
+  for (int j = 0; j < NV; ++j) {
+    const V w = hn::Load(df, t[j]);
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) acc[i * NV + j] = hn::Mul(hn::Set(df, x[i][0]), w);
+  }
+  for (int k = 1; k < 32; ++k) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NV; ++j) {
+      const V w = hn::Load(df, t[j] + k * kTileRows);
+#pragma GCC unroll 8
+      for (int i = 0; i < MB; ++i) acc[i * NV + j] = hn::MulAdd(hn::Set(df, x[i][k]), w, acc[i * NV + j]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MB * NV; ++i) out[i] = acc[i];
+}
+
+// Scales the block's chains (activation scale, then weight scale) and adds them to the running sums
+// of rows [m, m + MB) and column vectors [c, c + NV).
+template <int MB, int NV, class D>
+HWY_INLINE void BlockRows(D df, const MatmulActs& a, bool scaled, int64_t nb, int64_t b, int64_t K, int64_t m, int64_t r0,
+                          int64_t c, int64_t W, const float* HWY_RESTRICT T, const float* HWY_RESTRICT sw,
+                          float* HWY_RESTRICT acc) {
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const float* x[MB];
+  for (int i = 0; i < MB; ++i) x[i] = a.values + (m + i) * K + b * 32;
+  const float* t[NV];
+  int64_t col[NV];
+  for (int j = 0; j < NV; ++j) {
+    col[j] = (c + j) * L;  // output column within the group
+    t[j] = T + (col[j] / kTileRows) * 32 * kTileRows + col[j] % kTileRows;
+  }
+  hn::Vec<D> part[MB * NV];
+  BlockChains<MB, NV>(df, x, t, part);
+  for (int i = 0; i < MB; ++i) {
+    const float as = a.scales ? a.scales[(m + i) * nb + b] : 1.0f;
+    for (int j = 0; j < NV; ++j) {
+      auto p = part[i * NV + j];
+      if (a.scales) p = hn::Mul(p, hn::Set(df, as));
+      if (scaled) p = hn::Mul(p, hn::Load(df, sw + col[j]));
+      float* HWY_RESTRICT dst = acc + (m + i - r0) * W + col[j];
+      hn::StoreU(b == 0 ? p : hn::Add(hn::LoadU(df, dst), p), df, dst);
+    }
+  }
+}
+
 // Rows [r0, r1) of Y for output tiles [t0, t1) (t1 - t0 <= kTilesPerGroup).
 HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0, int64_t t1, int64_t r0, int64_t r1,
                         float* HWY_RESTRICT T, float* HWY_RESTRICT sw, float* HWY_RESTRICT acc, float* Y) {
   const hn::ScalableTag<float> df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t K = w.k, nb = K / 32, G = t1 - t0, W = G * kTileRows;
+  const int64_t K = w.k, nb = K / 32, G = t1 - t0, W = G * kTileRows, C = W / L;
   const bool scaled = w.format != MatmulWeights::kBf16;
   const int64_t row_bytes = w.format == MatmulWeights::kFp8 ? K : w.format == MatmulWeights::kFp4 ? K / 2 : 2 * K;
   const int64_t block_bytes = row_bytes / nb;
+  // 8 chains in flight (4 rows x 2 column vectors) cover the FMA latency; fewer rows use more columns.
+  constexpr int kMb = 4, kNv = 2;
   for (int64_t b = 0; b < nb; ++b) {
     // Software prefetch, one per cache line, ~1 KB ahead in every row of the group: with 16-64 rows
     // streaming at once the hardware prefetchers alone leave the loads waiting on DRAM.
@@ -129,20 +199,16 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
       for (int64_t r = t0 * kTileRows; r < std::min(w.n, t1 * kTileRows); ++r) hwy::Prefetch(w.data + r * row_bytes + off);
     }
     for (int64_t g = 0; g < G; ++g) BuildTile(w, (t0 + g) * kTileRows, b, T + g * 32 * kTileRows, sw + g * kTileRows);
-    for (int64_t m = r0; m < r1; ++m) {
-      const float* HWY_RESTRICT x = a.values + m * K + b * 32;
-      const float as = a.scales ? a.scales[m * nb + b] : 1.0f;
-      for (int64_t g = 0; g < G; ++g) {
-        const float* HWY_RESTRICT Tg = T + g * 32 * kTileRows;
-        for (int64_t v = 0; v < kTileRows; v += L) {
-          auto part = hn::Mul(hn::Set(df, x[0]), hn::Load(df, Tg + v));
-          for (int k = 1; k < 32; ++k) part = hn::MulAdd(hn::Set(df, x[k]), hn::Load(df, Tg + k * kTileRows + v), part);
-          if (a.scales) part = hn::Mul(part, hn::Set(df, as));
-          if (scaled) part = hn::Mul(part, hn::Load(df, sw + g * kTileRows + v));
-          float* HWY_RESTRICT dst = acc + (m - r0) * W + g * kTileRows + v;
-          hn::StoreU(b == 0 ? part : hn::Add(hn::LoadU(df, dst), part), df, dst);
-        }
-      }
+    int64_t m = r0;
+    for (; m + kMb <= r1; m += kMb) {
+      int64_t c = 0;
+      for (; c + kNv <= C; c += kNv) BlockRows<kMb, kNv>(df, a, scaled, nb, b, K, m, r0, c, W, T, sw, acc);
+      for (; c < C; ++c) BlockRows<kMb, 1>(df, a, scaled, nb, b, K, m, r0, c, W, T, sw, acc);
+    }
+    for (; m < r1; ++m) {
+      int64_t c = 0;
+      for (; c + 4 <= C; c += 4) BlockRows<1, 4>(df, a, scaled, nb, b, K, m, r0, c, W, T, sw, acc);
+      for (; c < C; ++c) BlockRows<1, 1>(df, a, scaled, nb, b, K, m, r0, c, W, T, sw, acc);
     }
   }
   for (int64_t m = r0; m < r1; ++m)
