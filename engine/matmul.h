@@ -23,6 +23,8 @@ struct MatmulWeights {
   const uint8_t* data = nullptr;    // row-major codes: FP8 [n, k], FP4 packed [n, k/2], BF16 [n, k]
   const uint8_t* scales = nullptr;  // FP8: E8M0 [ceil(n/32), ceil(k/32)]; FP4: E8M0 [n, k/32]; BF16: none
   int64_t n = 0, k = 0;             // REQUIRES k % 32 == 0; FP8 row tiles start at multiples of 32
+  // Optional tile-major copy of the codes (engine/weight_packing.h); read instead of `data` when set.
+  const uint8_t* tiles = nullptr;
 };
 
 // y [rows, n]. `pool` may be null (single thread).

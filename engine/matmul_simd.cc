@@ -19,13 +19,13 @@
 
 #include "engine/matmul.h"
 #include "engine/numerics.h"
+#include "engine/weight_tiles.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ds41 {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-constexpr int kTileRows = 16;
 constexpr int kTilesPerGroup = 4;  // output rows per task step: 64, sharing every activation broadcast
 constexpr int kRowChunk = 64;      // activation rows per pass over a weight tile
 
@@ -38,8 +38,55 @@ HWY_INLINE hn::Vec<DI> RowWords(DI di, int64_t n0, int64_t n, int64_t words_per_
   return hn::Load(di, idx);
 }
 
-HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T,
-                        float* HWY_RESTRICT sw) {
+// E2M1 codes (one per 32-bit lane, 0..15) -> their values.
+template <class DF, class VU>
+HWY_INLINE hn::Vec<DF> E2m1Values(DF df, VU c) {
+  const hn::RebindToSigned<DF> di;
+  const hn::RebindToUnsigned<DF> du;
+  // As a lane table (8 entries: one vector on 8- and 16-lane targets), else a gather.
+  alignas(64) static const float kMag[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, 0, 0, 0, 0, 0, 0, 0};
+  alignas(64) static const float kE2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+  if constexpr (hn::MaxLanes(df) >= 8) {
+    const auto mag = hn::TableLookupLanes(hn::Load(df, kMag), hn::IndicesFromVec(df, hn::BitCast(di, hn::And(c, hn::Set(du, 7)))));
+    return hn::BitCast(df, hn::Or(hn::BitCast(du, mag), hn::ShiftLeft<28>(hn::And(c, hn::Set(du, 8)))));
+  } else {
+    return hn::GatherIndex(df, kE2m1, hn::BitCast(di, c));
+  }
+}
+
+// BuildTile from the tile-major copy: no transposition, one load per k and 16 rows.
+HWY_ATTR void BuildTileFromTiles(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Rebind<int8_t, decltype(df)> di8;
+  const hn::Rebind<uint8_t, decltype(df)> du8;
+  const hn::Rebind<int16_t, decltype(df)> di16;
+  const hn::Rebind<hwy::float16_t, decltype(df)> df16;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t tile = (n0 / kTileRows) * (w.k / 32) + b;
+  if (w.format == MatmulWeights::kFp8) {
+    const uint8_t* src = w.tiles + tile * kFp8TileBytes;
+    for (int64_t k = 0; k < 32; ++k)
+      for (int64_t v = 0; v < kTileRows; v += L) {
+        // Sign-extended to 16 bits and shifted by 7, the code is E4M3's fp16 bit pattern once bit 14
+        // (the sign's copy) is cleared: exact, subnormals included; x 256 restores the exponent bias.
+        const auto c = hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(src + k * kTileRows + v)));
+        const auto h = hn::And(hn::ShiftLeft<7>(c), hn::Set(di16, static_cast<int16_t>(0xBF80)));
+        hn::Store(hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, h)), hn::Set(df, 256.0f)), df, T + k * kTileRows + v);
+      }
+  } else {
+    const uint8_t* src = w.tiles + tile * kFp4TileBytes;
+    for (int64_t j = 0; j < 16; ++j)
+      for (int64_t v = 0; v < kTileRows; v += L) {
+        const auto c = hn::PromoteTo(du, hn::LoadU(du8, src + j * kTileRows + v));
+        hn::Store(E2m1Values(df, hn::And(c, hn::Set(du, 0xF))), df, T + (2 * j) * kTileRows + v);
+        hn::Store(E2m1Values(df, hn::ShiftRight<4>(c)), df, T + (2 * j + 1) * kTileRows + v);
+      }
+  }
+}
+
+// BuildTile from the row-major codes: a transposition through L1 (or a gather).
+HWY_ATTR void BuildTileFromRows(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::RebindToUnsigned<decltype(df)> du;
@@ -79,20 +126,10 @@ HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HW
       case MatmulWeights::kFp4: {
         const auto words = RowWords(di, n0 + v, w.n, K / 8);
         const uint32_t* base = reinterpret_cast<const uint32_t*>(w.data + (n0 + v) * (K / 2) + b * 16);
-        // E2M1 magnitudes as a lane table (8 entries: one vector on 8- and 16-lane targets).
-        alignas(64) static const float kMag[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, 0, 0, 0, 0, 0, 0, 0};
-        alignas(64) static const float kE2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
         for (int q = 0; q < 4; ++q) {
           const auto g = hn::GatherIndex(du, base + q, words);
           for (int j = 0; j < 8; ++j) {
-            const auto c = hn::And(hn::ShiftRightSame(g, 4 * j), hn::Set(du, 0xF));
-            hn::Vec<decltype(df)> f;
-            if constexpr (hn::MaxLanes(df) >= 8) {
-              const auto mag = hn::TableLookupLanes(hn::Load(df, kMag), hn::IndicesFromVec(df, hn::BitCast(di, hn::And(c, hn::Set(du, 7)))));
-              f = hn::BitCast(df, hn::Or(hn::BitCast(du, mag), hn::ShiftLeft<28>(hn::And(c, hn::Set(du, 8)))));
-            } else {
-              f = hn::GatherIndex(df, kE2m1, hn::BitCast(di, c));
-            }
+            const auto f = E2m1Values(df, hn::And(hn::ShiftRightSame(g, 4 * j), hn::Set(du, 0xF)));
             hn::Store(f, df, T + (8 * q + j) * kTileRows + v);
           }
         }
@@ -112,6 +149,17 @@ HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HW
         break;
       }
     }
+  }
+}
+
+// Tile (n0, b) of the weights as floats, k-major (T[k * kTileRows + row]), and its rows' scales.
+HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T,
+                        float* HWY_RESTRICT sw) {
+  const int64_t K = w.k;
+  if (w.tiles != nullptr && w.format != MatmulWeights::kBf16) {
+    BuildTileFromTiles(w, n0, b, T);
+  } else {
+    BuildTileFromRows(w, n0, b, T);
   }
   for (int r = 0; r < kTileRows; ++r) {
     const int64_t row = std::min(n0 + r, w.n - 1);
@@ -195,7 +243,13 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
     // streaming at once the hardware prefetchers alone leave the loads waiting on DRAM.
     constexpr int64_t kAhead = 1024;
     const int64_t off = b * block_bytes + kAhead;
-    if (off < row_bytes && (b * block_bytes) % 64 + block_bytes > 63) {
+    if (w.tiles != nullptr && scaled) {
+      // Tile-major: each tile's blocks are one contiguous stream; two blocks ahead.
+      const int64_t tb = w.format == MatmulWeights::kFp8 ? kFp8TileBytes : kFp4TileBytes;
+      if (b + 2 < nb)
+        for (int64_t t = t0; t < t1; ++t)
+          for (int64_t o = 0; o < tb; o += 64) hwy::Prefetch(w.tiles + (t * nb + b + 2) * tb + o);
+    } else if (off < row_bytes && (b * block_bytes) % 64 + block_bytes > 63) {
       for (int64_t r = t0 * kTileRows; r < std::min(w.n, t1 * kTileRows); ++r) hwy::Prefetch(w.data + r * row_bytes + off);
     }
     for (int64_t g = 0; g < G; ++g) BuildTile(w, (t0 + g) * kTileRows, b, T + g * 32 * kTileRows, sw + g * kTileRows);
@@ -218,9 +272,80 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
     }
 }
 
+// One activation row against a full group of tile-major FP8/FP4 tiles (decode): codes become floats
+// in registers and feed the canonical chains directly, one chain per column vector, all in flight.
+// FP8 codes are read as fp16 patterns (value / 256); with quantized activations (|x| <= 448) the 256
+// moves to x, exactly, so the product and every rounding are the canonical ones.
+HWY_ATTR void DecodeRowTiles(const MatmulActs& a, const MatmulWeights& w, int64_t t0, float* HWY_RESTRICT Y) {
+  const hn::ScalableTag<float> df;
+  using V = hn::Vec<decltype(df)>;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Rebind<int8_t, decltype(df)> di8;
+  const hn::Rebind<uint8_t, decltype(df)> du8;
+  const hn::Rebind<int16_t, decltype(df)> di16;
+  const hn::Rebind<hwy::float16_t, decltype(df)> df16;
+  constexpr int64_t kL = static_cast<int64_t>(hn::MaxLanes(df));
+  constexpr int kC = static_cast<int>(kTilesPerGroup * kTileRows / kL);  // column vectors
+  const int64_t K = w.k, nb = K / 32;
+  const bool fp8 = w.format == MatmulWeights::kFp8;
+  const bool fold = fp8 && a.scales != nullptr;
+  const int64_t tile_bytes = fp8 ? kFp8TileBytes : kFp4TileBytes;
+  const uint8_t* src[kC];
+  alignas(64) float sw[kTilesPerGroup * kTileRows];
+  V acc[kC];
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int c = 0; c < kC; ++c) {
+      const int64_t col = c * kL, t = t0 + col / kTileRows;
+      src[c] = w.tiles + (t * nb + b) * tile_bytes + col % kTileRows;
+    }
+    if (b + 2 < nb)
+      for (int64_t t = t0; t < t0 + kTilesPerGroup; ++t)
+        for (int64_t o = 0; o < tile_bytes; o += 64) hwy::Prefetch(w.tiles + (t * nb + b + 2) * tile_bytes + o);
+    for (int64_t r = 0; r < kTilesPerGroup * kTileRows; ++r) {
+      const int64_t row = std::min(t0 * kTileRows + r, w.n - 1);
+      sw[r] = E8m0ToF32(fp8 ? w.scales[(row / 32) * nb + b] : w.scales[row * nb + b]);
+    }
+    const float* HWY_RESTRICT x = a.values + b * 32;
+    alignas(64) float xs[32];
+    for (int k = 0; k < 32; ++k) xs[k] = fold ? x[k] * 256.0f : x[k];
+    auto weights = [&](int c, int k) HWY_ATTR -> V {
+      if (fp8) {
+        const auto code = hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(src[c] + k * kTileRows)));
+        const auto f = hn::PromoteTo(df, hn::BitCast(df16, hn::And(hn::ShiftLeft<7>(code), hn::Set(di16, static_cast<int16_t>(0xBF80)))));
+        return fold ? f : hn::Mul(f, hn::Set(df, 256.0f));
+      }
+      const auto pair = hn::PromoteTo(du, hn::LoadU(du8, src[c] + (k / 2) * kTileRows));
+      return E2m1Values(df, (k & 1) ? hn::ShiftRight<4>(pair) : hn::And(pair, hn::Set(du, 0xF)));
+    };
+    V part[kC];
+#pragma GCC unroll 16
+    for (int c = 0; c < kC; ++c) part[c] = hn::Mul(hn::Set(df, xs[0]), weights(c, 0));
+    for (int k = 1; k < 32; ++k) {
+#pragma GCC unroll 16
+      for (int c = 0; c < kC; ++c) part[c] = hn::MulAdd(hn::Set(df, xs[k]), weights(c, k), part[c]);
+    }
+    const float as = a.scales ? a.scales[b] : 1.0f;
+#pragma GCC unroll 16
+    for (int c = 0; c < kC; ++c) {
+      V p = part[c];
+      if (a.scales) p = hn::Mul(p, hn::Set(df, as));
+      p = hn::Mul(p, hn::Load(df, sw + c * kL));
+      acc[c] = b == 0 ? p : hn::Add(acc[c], p);
+    }
+  }
+  alignas(64) float out[kTilesPerGroup * kTileRows];
+  for (int c = 0; c < kC; ++c) hn::Store(acc[c], df, out + c * kL);
+  const int64_t n0 = t0 * kTileRows;
+  std::memcpy(Y + n0, out, static_cast<size_t>(std::min<int64_t>(kTilesPerGroup * kTileRows, w.n - n0)) * sizeof(float));
+}
+
 HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t group, float* Y) {
   const int64_t tiles = (w.n + kTileRows - 1) / kTileRows;
   const int64_t t0 = group * kTilesPerGroup, t1 = std::min(tiles, t0 + kTilesPerGroup);
+  if (a.rows == 1 && w.tiles != nullptr && w.format != MatmulWeights::kBf16 && t1 - t0 == kTilesPerGroup) {
+    DecodeRowTiles(a, w, t0, Y);
+    return;
+  }
   if (a.rows < 8) {
     // Few activation rows (decode): one tile of 16 weight rows at a time, so only 16 rows stream from
     // memory at once and the hardware prefetchers keep up with them.
@@ -250,7 +375,7 @@ HWY_EXPORT(MatmulGroup);
 HWY_EXPORT(TargetName);
 
 int64_t MatmulGroups(const MatmulWeights& w) {
-  const int64_t tiles = (w.n + HWY_NAMESPACE::kTileRows - 1) / HWY_NAMESPACE::kTileRows;
+  const int64_t tiles = (w.n + kTileRows - 1) / kTileRows;
   return (tiles + HWY_NAMESPACE::kTilesPerGroup - 1) / HWY_NAMESPACE::kTilesPerGroup;
 }
 

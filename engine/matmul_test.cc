@@ -9,6 +9,7 @@
 
 #include "engine/kernels.h"
 #include "engine/numerics.h"
+#include "engine/weight_tiles.h"
 #include "util/thread_pool.h"
 
 namespace ds41 {
@@ -54,8 +55,14 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
   const auto s4 = RandomScales(rng, static_cast<size_t>(c.n * c.k / 32));
   std::vector<uint16_t> wb(static_cast<size_t>(c.n * c.k));
   for (auto& v : wb) v = F32ToBf16(RandomBf16Values(rng, 1)[0]);
+  // Row-major and tile-major (weight_tiles.h) copies of the same weights.
+  std::vector<uint8_t> t8(static_cast<size_t>(Fp8TilesBytes(c.n, c.k))), t4(static_cast<size_t>(Fp4TilesBytes(c.n, c.k)));
+  PackFp8Tiles(w8.data(), c.n, c.k, t8.data());
+  PackFp4Tiles(w4.data(), c.n, c.k, t4.data());
   const Fp8Linear fp8{w8.data(), s8.data(), c.n, c.k};
   const Fp4Linear fp4{w4.data(), s4.data(), c.n, c.k};
+  const Fp8Linear fp8_tiles{w8.data(), s8.data(), c.n, c.k, t8.data()};
+  const Fp4Linear fp4_tiles{w4.data(), s4.data(), c.n, c.k, t4.data()};
   Bf16View bf;
   bf.p = reinterpret_cast<const uint8_t*>(wb.data());
   bf.rows = c.n;
@@ -72,14 +79,20 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
-      std::vector<float> y8(out), y4(out), yb(out), yu(out);
+      std::vector<float> y8(out), y4(out), yb(out), yu(out), y8t(out), y4t(out), yut(out);
       MatMulFp8(qa, fp8, y8.data(), pool);
       MatMulFp4(qa, fp4, y4.data(), pool);
+      MatMulFp8(qa, fp8_tiles, y8t.data(), pool);
+      MatMulFp4(qa, fp4_tiles, y4t.data(), pool);
+      MatMulFp8Unquantized(x.data(), c.m, fp8_tiles, yut.data(), pool);
       MatMulBf16(x.data(), c.m, bf, yb.data(), pool);
       MatMulFp8Unquantized(x.data(), c.m, fp8, yu.data(), pool);
       const std::string where = std::string(hwy::TargetName(target)) + (pool ? " threads=3" : " threads=1");
       EXPECT_EQ(0, std::memcmp(y8.data(), r8.data(), out * 4)) << "fp8 " << where;
       EXPECT_EQ(0, std::memcmp(y4.data(), r4.data(), out * 4)) << "fp4 " << where;
+      EXPECT_EQ(0, std::memcmp(y8t.data(), r8.data(), out * 4)) << "fp8 tile-major " << where;
+      EXPECT_EQ(0, std::memcmp(y4t.data(), r4.data(), out * 4)) << "fp4 tile-major " << where;
+      EXPECT_EQ(0, std::memcmp(yut.data(), ru.data(), out * 4)) << "fp8 unquantized tile-major " << where;
       EXPECT_EQ(0, std::memcmp(yb.data(), rb.data(), out * 4)) << "bf16 " << where;
       EXPECT_EQ(0, std::memcmp(yu.data(), ru.data(), out * 4)) << "fp8 unquantized " << where;
     }
@@ -89,7 +102,9 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTargetsTest,
                          ::testing::Values(Case{1, 1, 32}, Case{1, 16, 64}, Case{3, 37, 96}, Case{70, 70, 160},
-                                           Case{2, 129, 256}, Case{65, 33, 32}));
+                                           Case{2, 129, 256}, Case{65, 33, 32},
+                                           // one row against full groups of 64 rows and a partial one
+                                           Case{1, 144, 96}, Case{1, 64, 32}));
 
 TEST(MatmulTest, TargetsAreReported) {
   std::string names;

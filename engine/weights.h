@@ -8,6 +8,7 @@
 #include "engine/config.h"
 #include "engine/numerics.h"
 #include "engine/safetensors.h"
+#include "engine/weight_tiles.h"
 #include "util/status.h"
 
 namespace ds41 {
@@ -33,11 +34,13 @@ struct Fp8Linear {
   const uint8_t* codes = nullptr;
   const uint8_t* scales = nullptr;
   int64_t out = 0, in = 0;
+  const uint8_t* tiles = nullptr;  // the same codes tile-major (engine/weight_tiles.h), when packed
   int64_t scale_cols() const { return (in + 31) / 32; }
   uint8_t scale(int64_t row, int64_t kblock) const { return scales[(row / 32) * scale_cols() + kblock]; }
   // Rows [row0, row0 + n) as a linear of their own (tile-aligned: row0 % 32 == 0).
   Fp8Linear Rows(int64_t row0, int64_t n) const {
-    return {codes + row0 * in, scales + (row0 / 32) * scale_cols(), n, in};
+    return {codes + row0 * in, scales + (row0 / 32) * scale_cols(), n, in,
+            tiles ? tiles + (row0 / kTileRows) * (in / 32) * kFp8TileBytes : nullptr};
   }
 };
 
@@ -46,6 +49,7 @@ struct Fp4Linear {
   const uint8_t* packed = nullptr;
   const uint8_t* scales = nullptr;
   int64_t out = 0, in = 0;
+  const uint8_t* tiles = nullptr;  // the same codes tile-major (engine/weight_tiles.h), when packed
   uint8_t code(int64_t row, int64_t k) const {
     const uint8_t b = packed[row * (in / 2) + k / 2];
     return (k & 1) ? (b >> 4) : (b & 0xF);
