@@ -6,6 +6,7 @@
 #include "decoder_node/decoder_service.h"
 #include "encoder_node/encoder_service.h"
 #include "rpc/transport_security.h"
+#include "serving/model_flags.h"
 #include "serving/node_runtime.h"
 #include "util/malloc_tuning.h"
 #include "util/process.h"
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
       ->envname("DS41_MAX_RUNNING");
   ds41::TlsOptions tls;
   ds41::AddTlsFlags(app, &tls);
+  ds41::ModelOptions model_options;
+  ds41::AddModelFlags(app, &model_options);
   CLI11_PARSE(app, argc, argv);
   if (ds41::Status st = ds41::InstallTransportSecurity(tls); !st.ok()) {
     std::cerr << st.ToString() << "\n";
@@ -45,7 +48,7 @@ int main(int argc, char** argv) {
     std::cerr << "bad byte size option\n";
     return 2;
   }
-  auto model = ds41::Model::Open(model_dir);
+  auto model = ds41::OpenModelVerbose("decoder_node", model_dir, model_options);
   if (!model.ok()) {
     std::cerr << model.status().ToString() << "\n";
     return 1;

@@ -5,6 +5,7 @@
 
 #include "encoder_node/encoder_service.h"
 #include "rpc/transport_security.h"
+#include "serving/model_flags.h"
 #include "serving/node_runtime.h"
 #include "util/malloc_tuning.h"
 #include "util/process.h"
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
   app.add_option("--swa-ttl-seconds", swa_ttl, "how long SWA states are kept")->envname("DS41_SWA_TTL_SECONDS");
   ds41::TlsOptions tls;
   ds41::AddTlsFlags(app, &tls);
+  ds41::ModelOptions model_options;
+  ds41::AddModelFlags(app, &model_options);
   CLI11_PARSE(app, argc, argv);
   if (ds41::Status st = ds41::InstallTransportSecurity(tls); !st.ok()) {
     std::cerr << st.ToString() << "\n";
@@ -37,7 +40,7 @@ int main(int argc, char** argv) {
     std::cerr << "--swa-pool: " << pool_bytes.status().message() << "\n";
     return 2;
   }
-  auto model = ds41::Model::Open(model_dir);
+  auto model = ds41::OpenModelVerbose("encoder_node", model_dir, model_options);
   if (!model.ok()) {
     std::cerr << model.status().ToString() << "\n";
     return 1;

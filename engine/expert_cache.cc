@@ -10,6 +10,7 @@ namespace {
 
 size_t Fp4Bytes(const Fp4Linear& w) { return static_cast<size_t>(w.out * w.in / 2); }
 size_t Fp4ScaleBytes(const Fp4Linear& w) { return static_cast<size_t>(w.out * (w.in / 32)); }
+size_t CodeBytes(const Fp4Linear& w) { return w.tiles ? static_cast<size_t>(Fp4TilesBytes(w.out, w.in)) : Fp4Bytes(w); }
 
 // Drops our mapping's pages of [p, p + n) (page-aligned inside); the file stays intact.
 void ReleaseMapped(const uint8_t* p, size_t n) {
@@ -39,17 +40,20 @@ std::shared_ptr<const CachedExpert> ExpertCache::Acquire(int layer, int expert) 
   auto e = std::make_shared<CachedExpert>();
   const Fp4Linear* parts[3] = {&src.w1, &src.w3, &src.w2};
   size_t total = 0;
-  for (const Fp4Linear* w : parts) total += Fp4Bytes(*w) + Fp4ScaleBytes(*w);
+  for (const Fp4Linear* w : parts) total += CodeBytes(*w) + Fp4ScaleBytes(*w);
   e->bytes.resize(total);
   uint8_t* p = e->bytes.data();
   Fp4Linear* dst[3] = {&e->weights.w1, &e->weights.w3, &e->weights.w2};
   for (int i = 0; i < 3; ++i) {
+    // The codes in the layout the matmul reads: tile-major when the model has it, else row-major.
     const Fp4Linear& w = *parts[i];
-    std::memcpy(p, w.packed, Fp4Bytes(w));
-    std::memcpy(p + Fp4Bytes(w), w.scales, Fp4ScaleBytes(w));
-    *dst[i] = Fp4Linear{p, p + Fp4Bytes(w), w.out, w.in};
-    ReleaseMapped(w.packed, Fp4Bytes(w));
-    p += Fp4Bytes(w) + Fp4ScaleBytes(w);
+    const uint8_t* codes = w.tiles ? w.tiles : w.packed;
+    const size_t n = CodeBytes(w);
+    std::memcpy(p, codes, n);
+    std::memcpy(p + n, w.scales, Fp4ScaleBytes(w));
+    *dst[i] = w.tiles ? Fp4Linear{w.packed, p + n, w.out, w.in, p} : Fp4Linear{p, p + n, w.out, w.in};
+    ReleaseMapped(codes, n);
+    p += n + Fp4ScaleBytes(w);
   }
   std::lock_guard<std::mutex> l(mu_);
   auto it = map_.find(id);

@@ -1,7 +1,8 @@
 // ExpertCache: routed experts paged from the mapped checkpoint into owned memory under a byte
 // budget, least recently used first out (SERVING.md §1, decoder). Dense weights stay mapped and
 // resident; an expert's mapped pages are released once it is copied, so the expert working set is
-// what the budget says. Copies are byte-identical, so results do not change.
+// what the budget says. Copies hold the codes in the layout the matmul reads (tile-major when the model
+// has it) and are byte-identical to their source, so results do not change.
 //
 // Thread-safe. A returned handle keeps its expert alive while in use, even if evicted meanwhile.
 #pragma once

@@ -49,7 +49,7 @@ void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out) {
 namespace {
 MatmulWeights Fp8W(const Fp8Linear& w) { return {MatmulWeights::kFp8, w.codes, w.scales, w.out, w.in, w.tiles}; }
 MatmulWeights Fp4W(const Fp4Linear& w) { return {MatmulWeights::kFp4, w.packed, w.scales, w.out, w.in, w.tiles}; }
-MatmulWeights Bf16W(const Bf16View& w) { return {MatmulWeights::kBf16, w.p, nullptr, w.rows, w.cols, nullptr}; }
+MatmulWeights Bf16W(const Bf16View& w) { return {MatmulWeights::kBf16, w.p, nullptr, w.rows, w.cols, w.tiles}; }
 }  // namespace
 
 void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool) {

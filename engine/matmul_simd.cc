@@ -38,6 +38,10 @@ HWY_INLINE hn::Vec<DI> RowWords(DI di, int64_t n0, int64_t n, int64_t words_per_
   return hn::Load(di, idx);
 }
 
+inline int64_t TileBytes(MatmulWeights::Format f) {
+  return f == MatmulWeights::kFp8 ? kFp8TileBytes : f == MatmulWeights::kFp4 ? kFp4TileBytes : kBf16TileBytes;
+}
+
 // E2M1 codes (one per 32-bit lane, 0..15) -> their values.
 template <class DF, class VU>
 HWY_INLINE hn::Vec<DF> E2m1Values(DF df, VU c) {
@@ -64,7 +68,14 @@ HWY_ATTR void BuildTileFromTiles(const MatmulWeights& w, int64_t n0, int64_t b, 
   const hn::Rebind<hwy::float16_t, decltype(df)> df16;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t tile = (n0 / kTileRows) * (w.k / 32) + b;
-  if (w.format == MatmulWeights::kFp8) {
+  if (w.format == MatmulWeights::kBf16) {
+    const hn::Rebind<uint16_t, decltype(df)> du16;
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(w.tiles + tile * kBf16TileBytes);
+    for (int64_t k = 0; k < 32; ++k)
+      for (int64_t v = 0; v < kTileRows; v += L)
+        hn::Store(hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, src + k * kTileRows + v)))), df,
+                  T + k * kTileRows + v);
+  } else if (w.format == MatmulWeights::kFp8) {
     const uint8_t* src = w.tiles + tile * kFp8TileBytes;
     for (int64_t k = 0; k < 32; ++k)
       for (int64_t v = 0; v < kTileRows; v += L) {
@@ -156,7 +167,7 @@ HWY_ATTR void BuildTileFromRows(const MatmulWeights& w, int64_t n0, int64_t b, f
 HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T,
                         float* HWY_RESTRICT sw) {
   const int64_t K = w.k;
-  if (w.tiles != nullptr && w.format != MatmulWeights::kBf16) {
+  if (w.tiles != nullptr) {
     BuildTileFromTiles(w, n0, b, T);
   } else {
     BuildTileFromRows(w, n0, b, T);
@@ -243,9 +254,9 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
     // streaming at once the hardware prefetchers alone leave the loads waiting on DRAM.
     constexpr int64_t kAhead = 1024;
     const int64_t off = b * block_bytes + kAhead;
-    if (w.tiles != nullptr && scaled) {
+    if (w.tiles != nullptr) {
       // Tile-major: each tile's blocks are one contiguous stream; two blocks ahead.
-      const int64_t tb = w.format == MatmulWeights::kFp8 ? kFp8TileBytes : kFp4TileBytes;
+      const int64_t tb = TileBytes(w.format);
       if (b + 2 < nb)
         for (int64_t t = t0; t < t1; ++t)
           for (int64_t o = 0; o < tb; o += 64) hwy::Prefetch(w.tiles + (t * nb + b + 2) * tb + o);
@@ -272,7 +283,7 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
     }
 }
 
-// One activation row against a full group of tile-major FP8/FP4 tiles (decode): codes become floats
+// One activation row against a full group of tile-major tiles (decode): codes become floats
 // in registers and feed the canonical chains directly, one chain per column vector, all in flight.
 // FP8 codes are read as fp16 patterns (value / 256); with quantized activations (|x| <= 448) the 256
 // moves to x, exactly, so the product and every rounding are the canonical ones.
@@ -284,24 +295,25 @@ HWY_ATTR void DecodeRowTiles(const MatmulActs& a, const MatmulWeights& w, int64_
   const hn::Rebind<uint8_t, decltype(df)> du8;
   const hn::Rebind<int16_t, decltype(df)> di16;
   const hn::Rebind<hwy::float16_t, decltype(df)> df16;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
   constexpr int64_t kL = static_cast<int64_t>(hn::MaxLanes(df));
   constexpr int kC = static_cast<int>(kTilesPerGroup * kTileRows / kL);  // column vectors
   const int64_t K = w.k, nb = K / 32;
-  const bool fp8 = w.format == MatmulWeights::kFp8;
+  const bool fp8 = w.format == MatmulWeights::kFp8, bf16 = w.format == MatmulWeights::kBf16;
   const bool fold = fp8 && a.scales != nullptr;
-  const int64_t tile_bytes = fp8 ? kFp8TileBytes : kFp4TileBytes;
+  const int64_t tile_bytes = TileBytes(w.format);
   const uint8_t* src[kC];
   alignas(64) float sw[kTilesPerGroup * kTileRows];
   V acc[kC];
   for (int64_t b = 0; b < nb; ++b) {
     for (int c = 0; c < kC; ++c) {
       const int64_t col = c * kL, t = t0 + col / kTileRows;
-      src[c] = w.tiles + (t * nb + b) * tile_bytes + col % kTileRows;
+      src[c] = w.tiles + (t * nb + b) * tile_bytes + (col % kTileRows) * (bf16 ? 2 : 1);
     }
     if (b + 2 < nb)
       for (int64_t t = t0; t < t0 + kTilesPerGroup; ++t)
         for (int64_t o = 0; o < tile_bytes; o += 64) hwy::Prefetch(w.tiles + (t * nb + b + 2) * tile_bytes + o);
-    for (int64_t r = 0; r < kTilesPerGroup * kTileRows; ++r) {
+    for (int64_t r = 0; r < kTilesPerGroup * kTileRows && !bf16; ++r) {
       const int64_t row = std::min(t0 * kTileRows + r, w.n - 1);
       sw[r] = E8m0ToF32(fp8 ? w.scales[(row / 32) * nb + b] : w.scales[row * nb + b]);
     }
@@ -309,6 +321,10 @@ HWY_ATTR void DecodeRowTiles(const MatmulActs& a, const MatmulWeights& w, int64_
     alignas(64) float xs[32];
     for (int k = 0; k < 32; ++k) xs[k] = fold ? x[k] * 256.0f : x[k];
     auto weights = [&](int c, int k) HWY_ATTR -> V {
+      if (bf16) {
+        const auto u = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(src[c]) + k * kTileRows);
+        return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, u)));
+      }
       if (fp8) {
         const auto code = hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(src[c] + k * kTileRows)));
         const auto f = hn::PromoteTo(df, hn::BitCast(df16, hn::And(hn::ShiftLeft<7>(code), hn::Set(di16, static_cast<int16_t>(0xBF80)))));
@@ -329,7 +345,7 @@ HWY_ATTR void DecodeRowTiles(const MatmulActs& a, const MatmulWeights& w, int64_
     for (int c = 0; c < kC; ++c) {
       V p = part[c];
       if (a.scales) p = hn::Mul(p, hn::Set(df, as));
-      p = hn::Mul(p, hn::Load(df, sw + c * kL));
+      if (!bf16) p = hn::Mul(p, hn::Load(df, sw + c * kL));
       acc[c] = b == 0 ? p : hn::Add(acc[c], p);
     }
   }
@@ -342,7 +358,7 @@ HWY_ATTR void DecodeRowTiles(const MatmulActs& a, const MatmulWeights& w, int64_
 HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t group, float* Y) {
   const int64_t tiles = (w.n + kTileRows - 1) / kTileRows;
   const int64_t t0 = group * kTilesPerGroup, t1 = std::min(tiles, t0 + kTilesPerGroup);
-  if (a.rows == 1 && w.tiles != nullptr && w.format != MatmulWeights::kBf16 && t1 - t0 == kTilesPerGroup) {
+  if (a.rows == 1 && w.tiles != nullptr && t1 - t0 == kTilesPerGroup) {
     DecodeRowTiles(a, w, t0, Y);
     return;
   }

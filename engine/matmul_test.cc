@@ -67,6 +67,10 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
   bf.p = reinterpret_cast<const uint8_t*>(wb.data());
   bf.rows = c.n;
   bf.cols = c.k;
+  std::vector<uint8_t> tb(static_cast<size_t>(Bf16TilesBytes(c.n, c.k)));
+  PackBf16Tiles(bf.p, c.n, c.k, tb.data());
+  Bf16View bf_tiles = bf;
+  bf_tiles.tiles = tb.data();
 
   const size_t out = static_cast<size_t>(c.m * c.n);
   std::vector<float> r8(out), r4(out), rb(out), ru(out);
@@ -79,12 +83,13 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
-      std::vector<float> y8(out), y4(out), yb(out), yu(out), y8t(out), y4t(out), yut(out);
+      std::vector<float> y8(out), y4(out), yb(out), yu(out), y8t(out), y4t(out), yut(out), ybt(out);
       MatMulFp8(qa, fp8, y8.data(), pool);
       MatMulFp4(qa, fp4, y4.data(), pool);
       MatMulFp8(qa, fp8_tiles, y8t.data(), pool);
       MatMulFp4(qa, fp4_tiles, y4t.data(), pool);
       MatMulFp8Unquantized(x.data(), c.m, fp8_tiles, yut.data(), pool);
+      MatMulBf16(x.data(), c.m, bf_tiles, ybt.data(), pool);
       MatMulBf16(x.data(), c.m, bf, yb.data(), pool);
       MatMulFp8Unquantized(x.data(), c.m, fp8, yu.data(), pool);
       const std::string where = std::string(hwy::TargetName(target)) + (pool ? " threads=3" : " threads=1");
@@ -93,6 +98,7 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
       EXPECT_EQ(0, std::memcmp(y8t.data(), r8.data(), out * 4)) << "fp8 tile-major " << where;
       EXPECT_EQ(0, std::memcmp(y4t.data(), r4.data(), out * 4)) << "fp4 tile-major " << where;
       EXPECT_EQ(0, std::memcmp(yut.data(), ru.data(), out * 4)) << "fp8 unquantized tile-major " << where;
+      EXPECT_EQ(0, std::memcmp(ybt.data(), rb.data(), out * 4)) << "bf16 tile-major " << where;
       EXPECT_EQ(0, std::memcmp(yb.data(), rb.data(), out * 4)) << "bf16 " << where;
       EXPECT_EQ(0, std::memcmp(yu.data(), ru.data(), out * 4)) << "fp8 unquantized " << where;
     }

@@ -10,15 +10,23 @@
 #include "engine/engram_layout.h"
 #include "engine/rope.h"
 #include "engine/safetensors.h"
+#include "engine/weight_packing.h"
 #include "engine/weights.h"
 #include "util/status.h"
 
 namespace ds41 {
 
+struct ModelOptions {
+  // Tile-major weight copies for the SIMD matmuls (engine/weight_packing.h); kOff where the model
+  // only tokenizes (the router).
+  WeightTiles weight_tiles = WeightTiles::kFile;
+  std::string pack_dir;  // where kFile keeps ds41-tiles.bin; empty: the checkpoint folder
+};
+
 class Model {
  public:
   // Opens `dir` (config.json, safetensors, engram_token_map.json when Engram is configured).
-  static StatusOr<std::unique_ptr<Model>> Open(const std::string& dir);
+  static StatusOr<std::unique_ptr<Model>> Open(const std::string& dir, const ModelOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
@@ -27,6 +35,7 @@ class Model {
   const RopeTable& rope(bool yarn) const { return yarn ? rope_yarn_ : rope_plain_; }
   const std::string& dir() const { return dir_; }
   size_t mapped_bytes() const { return ckpt_.mapped_bytes(); }
+  const PackedWeights& packed() const { return packed_; }
 
   // Hex SHA-256 over the config, every tensor's name, dtype and shape, and the bytes of every
   // small tensor (norms, biases, mHC parameters): two checkpoints that differ in shape or seed
@@ -40,6 +49,7 @@ class Model {
   ModelConfig config_;
   SafetensorsCheckpoint ckpt_;
   ModelWeights weights_;
+  PackedWeights packed_;
   EngramLayout engram_;
   std::vector<int32_t> token_map_;
   RopeTable rope_plain_, rope_yarn_;

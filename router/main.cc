@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
     std::cerr << body_bytes.status().ToString() << "\n";
     return 2;
   }
-  auto model = ds41::Model::Open(model_dir);
+  // The router tokenizes and checks fingerprints: it never runs the matmuls.
+  auto model = ds41::Model::Open(model_dir, {ds41::WeightTiles::kOff, ""});
   if (!model.ok()) {
     std::cerr << model.status().ToString() << "\n";
     return 1;
