@@ -102,6 +102,8 @@ for comp, kind in [("router", "Deployment"), ("encoder", "Deployment"), ("decode
                 check('"grpc"' in probes, f"{comp}: expected gRPC health probes")
         if comp in ("encoder", "decoder"):
             check("model" in mounts, f"{comp}: model not mounted")
+            check(("weight-tiles" in mounts) == (V["model"]["weightTiles"] == "file"),
+                  f"{comp}: weight-tiles mount does not follow model.weightTiles")
             check(c.get("envFrom"), f"{comp}: ConfigMap not loaded")
         if comp == "router":
             check(c["readinessProbe"].get("httpGet", {}).get("path") == "/health", "router: readiness not on /health")

@@ -73,6 +73,10 @@ spec:
               readOnly: true
             - name: tmp
               mountPath: /tmp
+            {{- if eq $root.Values.model.weightTiles "file" }}
+            - name: weight-tiles
+              mountPath: /var/lib/ds41-tiles
+            {{- end }}
             {{- include "ds41.tlsVolumeMount" $root | nindent 12 }}
       volumes:
         - name: model
@@ -85,6 +89,12 @@ spec:
             path: {{ required "model.hostPath or model.existingClaim is required" $root.Values.model.hostPath }}
             type: Directory
           {{- end }}
+        {{- if eq $root.Values.model.weightTiles "file" }}
+        - name: weight-tiles
+          hostPath:
+            path: {{ $root.Values.model.weightTilesHostPath }}
+            type: DirectoryOrCreate
+        {{- end }}
         - name: tmp
           emptyDir: {}
         {{- include "ds41.tlsVolume" $root | nindent 8 }}
