@@ -27,6 +27,9 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr int kTilesPerGroup = 4;  // output rows per task step: 64, sharing every activation broadcast
+// Below this many activation rows, tiles are decoded in registers for each 4-row chunk; from it on
+// they are decoded once into L1 and shared by all rows (GroupRows): measured faster from 8.
+constexpr int64_t kDirectRows = 8;
 constexpr int kRowChunk = 64;      // activation rows per pass over a weight tile
 
 // Word offsets (from row n0's) of rows n0 .. n0 + lanes - 1, clamped to the last row.
@@ -283,11 +286,13 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
     }
 }
 
-// One activation row against a full group of tile-major tiles (decode): codes become floats
-// in registers and feed the canonical chains directly, one chain per column vector, all in flight.
-// FP8 codes are read as fp16 patterns (value / 256); with quantized activations (|x| <= 448) the 256
-// moves to x, exactly, so the product and every rounding are the canonical ones.
-HWY_ATTR void DecodeRowTiles(const MatmulActs& a, const MatmulWeights& w, int64_t t0, float* HWY_RESTRICT Y) {
+// R activation rows (R <= 4: decode, or a routed expert's few tokens) against a full group of
+// tile-major tiles: codes become floats in registers, once for all R rows, and feed the canonical
+// chains directly, R x (column vectors) of them in flight. FP8 codes are read as fp16 patterns
+// (value / 256); with quantized activations (|x| <= 448) the 256 moves to x, exactly, so every
+// product and rounding is the canonical one.
+template <int R>
+HWY_ATTR void DecodeRowsTiles(const MatmulActs& a, const MatmulWeights& w, int64_t r0, int64_t t0, float* HWY_RESTRICT Y) {
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;
   const hn::RebindToUnsigned<decltype(df)> du;
@@ -298,13 +303,15 @@ HWY_ATTR void DecodeRowTiles(const MatmulActs& a, const MatmulWeights& w, int64_
   const hn::Rebind<uint16_t, decltype(df)> du16;
   constexpr int64_t kL = static_cast<int64_t>(hn::MaxLanes(df));
   constexpr int kC = static_cast<int>(kTilesPerGroup * kTileRows / kL);  // column vectors
+  constexpr int64_t kW = kTilesPerGroup * kTileRows;
   const int64_t K = w.k, nb = K / 32;
   const bool fp8 = w.format == MatmulWeights::kFp8, bf16 = w.format == MatmulWeights::kBf16;
   const bool fold = fp8 && a.scales != nullptr;
   const int64_t tile_bytes = TileBytes(w.format);
   const uint8_t* src[kC];
-  alignas(64) float sw[kTilesPerGroup * kTileRows];
-  V acc[kC];
+  alignas(64) float sw[kW];
+  alignas(64) float acc[R * kW];  // running block sums (L1; in registers for one row)
+  V acc1[kC];
   for (int64_t b = 0; b < nb; ++b) {
     for (int c = 0; c < kC; ++c) {
       const int64_t col = c * kL, t = t0 + col / kTileRows;
@@ -313,13 +320,15 @@ HWY_ATTR void DecodeRowTiles(const MatmulActs& a, const MatmulWeights& w, int64_
     if (b + 2 < nb)
       for (int64_t t = t0; t < t0 + kTilesPerGroup; ++t)
         for (int64_t o = 0; o < tile_bytes; o += 64) hwy::Prefetch(w.tiles + (t * nb + b + 2) * tile_bytes + o);
-    for (int64_t r = 0; r < kTilesPerGroup * kTileRows && !bf16; ++r) {
+    for (int64_t r = 0; r < kW && !bf16; ++r) {
       const int64_t row = std::min(t0 * kTileRows + r, w.n - 1);
       sw[r] = E8m0ToF32(fp8 ? w.scales[(row / 32) * nb + b] : w.scales[row * nb + b]);
     }
-    const float* HWY_RESTRICT x = a.values + b * 32;
-    alignas(64) float xs[32];
-    for (int k = 0; k < 32; ++k) xs[k] = fold ? x[k] * 256.0f : x[k];
+    alignas(64) float xs[R][32];
+    for (int i = 0; i < R; ++i) {
+      const float* HWY_RESTRICT x = a.values + (r0 + i) * K + b * 32;
+      for (int k = 0; k < 32; ++k) xs[i][k] = fold ? x[k] * 256.0f : x[k];
+    }
     auto weights = [&](int c, int k) HWY_ATTR -> V {
       if (bf16) {
         const auto u = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(src[c]) + k * kTileRows);
@@ -333,33 +342,57 @@ HWY_ATTR void DecodeRowTiles(const MatmulActs& a, const MatmulWeights& w, int64_
       const auto pair = hn::PromoteTo(du, hn::LoadU(du8, src[c] + (k / 2) * kTileRows));
       return E2m1Values(df, (k & 1) ? hn::ShiftRight<4>(pair) : hn::And(pair, hn::Set(du, 0xF)));
     };
-    V part[kC];
-#pragma GCC unroll 16
-    for (int c = 0; c < kC; ++c) part[c] = hn::Mul(hn::Set(df, xs[0]), weights(c, 0));
-    for (int k = 1; k < 32; ++k) {
-#pragma GCC unroll 16
-      for (int c = 0; c < kC; ++c) part[c] = hn::MulAdd(hn::Set(df, xs[k]), weights(c, k), part[c]);
-    }
-    const float as = a.scales ? a.scales[b] : 1.0f;
+    V part[R * kC];
 #pragma GCC unroll 16
     for (int c = 0; c < kC; ++c) {
-      V p = part[c];
-      if (a.scales) p = hn::Mul(p, hn::Set(df, as));
-      if (!bf16) p = hn::Mul(p, hn::Load(df, sw + c * kL));
-      acc[c] = b == 0 ? p : hn::Add(acc[c], p);
+      const V wv = weights(c, 0);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) part[i * kC + c] = hn::Mul(hn::Set(df, xs[i][0]), wv);
+    }
+    for (int k = 1; k < 32; ++k) {
+#pragma GCC unroll 16
+      for (int c = 0; c < kC; ++c) {
+        const V wv = weights(c, k);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i) part[i * kC + c] = hn::MulAdd(hn::Set(df, xs[i][k]), wv, part[i * kC + c]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      const float as = a.scales ? a.scales[(r0 + i) * nb + b] : 1.0f;
+#pragma GCC unroll 16
+      for (int c = 0; c < kC; ++c) {
+        V p = part[i * kC + c];
+        if (a.scales) p = hn::Mul(p, hn::Set(df, as));
+        if (!bf16) p = hn::Mul(p, hn::Load(df, sw + c * kL));
+        if constexpr (R == 1) {
+          acc1[c] = b == 0 ? p : hn::Add(acc1[c], p);
+        } else {
+          float* dst = acc + i * kW + c * kL;
+          hn::Store(b == 0 ? p : hn::Add(hn::Load(df, dst), p), df, dst);
+        }
+      }
     }
   }
-  alignas(64) float out[kTilesPerGroup * kTileRows];
-  for (int c = 0; c < kC; ++c) hn::Store(acc[c], df, out + c * kL);
-  const int64_t n0 = t0 * kTileRows;
-  std::memcpy(Y + n0, out, static_cast<size_t>(std::min<int64_t>(kTilesPerGroup * kTileRows, w.n - n0)) * sizeof(float));
+  if constexpr (R == 1)
+    for (int c = 0; c < kC; ++c) hn::Store(acc1[c], df, acc + c * kL);
+  const int64_t n0 = t0 * kTileRows, cnt = std::min<int64_t>(kW, w.n - n0);
+  for (int i = 0; i < R; ++i)
+    std::memcpy(Y + (r0 + i) * w.n + n0, acc + i * kW, static_cast<size_t>(cnt) * sizeof(float));
 }
 
 HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t group, float* Y) {
   const int64_t tiles = (w.n + kTileRows - 1) / kTileRows;
   const int64_t t0 = group * kTilesPerGroup, t1 = std::min(tiles, t0 + kTilesPerGroup);
-  if (a.rows == 1 && w.tiles != nullptr && t1 - t0 == kTilesPerGroup) {
-    DecodeRowTiles(a, w, t0, Y);
+  if (a.rows < kDirectRows && w.tiles != nullptr && t1 - t0 == kTilesPerGroup) {
+    int64_t r = 0;
+    for (; r + 4 <= a.rows; r += 4) DecodeRowsTiles<4>(a, w, r, t0, Y);
+    switch (a.rows - r) {
+      case 3: DecodeRowsTiles<3>(a, w, r, t0, Y); break;
+      case 2: DecodeRowsTiles<2>(a, w, r, t0, Y); break;
+      case 1: DecodeRowsTiles<1>(a, w, r, t0, Y); break;
+      default: break;
+    }
     return;
   }
   if (a.rows < 8) {

@@ -110,7 +110,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTargetsTest,
                          ::testing::Values(Case{1, 1, 32}, Case{1, 16, 64}, Case{3, 37, 96}, Case{70, 70, 160},
                                            Case{2, 129, 256}, Case{65, 33, 32},
                                            // one row against full groups of 64 rows and a partial one
-                                           Case{1, 144, 96}, Case{1, 64, 32}));
+                                           Case{1, 144, 96}, Case{1, 64, 32},
+                                           // 2..7 rows (a routed expert's tokens): chunks of 4, then 3, 2, 1
+                                           Case{7, 64, 64}, Case{5, 130, 32}, Case{6, 64, 96}));
 
 TEST(MatmulTest, TargetsAreReported) {
   std::string names;
