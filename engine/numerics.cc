@@ -1,16 +1,30 @@
 #include "engine/numerics.h"
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 namespace ds41 {
 
-float E4m3ToF32(uint8_t code) {
+namespace {
+float E4m3Value(uint8_t code) {
   const int sign = code >> 7;
   const int e = (code >> 3) & 0xF;
   const int m = code & 7;
   if (e == 15 && m == 7) return std::nanf("");
   float mag = (e == 0) ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(static_cast<float>(8 + m), e - 10);
   return sign ? -mag : mag;
+}
+}  // namespace
+
+float E4m3ToF32(uint8_t code) {
+  // Decoded once: the attention and Engram paths decode codes one at a time.
+  static const auto* const kTable = [] {
+    auto* t = new std::array<float, 256>();
+    for (int i = 0; i < 256; ++i) (*t)[i] = E4m3Value(static_cast<uint8_t>(i));
+    return t;
+  }();
+  return (*kTable)[code];
 }
 
 uint8_t F32ToE4m3(float x) {
@@ -22,16 +36,13 @@ uint8_t F32ToE4m3(float x) {
     const float q = std::nearbyint(a * 512.0f);
     return sign | static_cast<uint8_t>(q);
   }
-  int e2;
-  std::frexp(a, &e2);  // a = f * 2^e2, f in [0.5, 1)
-  int exp = e2 - 1;    // a in [2^exp, 2^(exp+1))
-  float q = std::nearbyint(std::ldexp(a, 3 - exp));  // in [8, 16]
-  if (q == 16.0f) {
-    q = 8.0f;
-    ++exp;
-  }
-  if (exp > 8 || (exp == 8 && q > 14.0f)) return sign | 0x7E;
-  return sign | static_cast<uint8_t>(((exp + 7) << 3) | (static_cast<int>(q) - 8));
+  // Normal range [2^-6, 448): round the f32 mantissa to 3 bits, to nearest even, on the bits (a
+  // carry moves into the exponent); then rebias the exponent (127 -> 7). 0x7F would be NaN: saturate.
+  uint32_t bits;
+  std::memcpy(&bits, &a, 4);
+  bits += 0x7FFFFu + ((bits >> 20) & 1u);
+  const uint32_t code = ((bits >> 20) - ((127u - 7u) << 3));
+  return sign | static_cast<uint8_t>(std::min<uint32_t>(code, 0x7E));
 }
 
 float E2m1ToF32(uint8_t code) {
@@ -73,7 +84,9 @@ Qdq8Group QuantizeQdq8(const float* x, int n, uint8_t* codes) {
   static const float kInv = static_cast<float>(1.0 / 448.0);
   const float amax = std::max(GroupAmax(x, n), 1e-4f);
   const float s = FastRoundScale(amax, kInv);
-  for (int i = 0; i < n; ++i) codes[i] = F32ToE4m3(std::clamp(x[i] / s, -kFp8Max, kFp8Max));
+  // s is a power of two: x * (1/s) is the same correctly rounded value as x / s, and cheaper.
+  const float inv = 1.0f / s;
+  for (int i = 0; i < n; ++i) codes[i] = F32ToE4m3(std::clamp(x[i] * inv, -kFp8Max, kFp8Max));
   return {s, E8m0FromPow2(s)};
 }
 
@@ -82,7 +95,8 @@ Qdq8Group QuantizeQdq4e8(const float* x, int n, uint8_t* codes4) {
   static const float kFloor = 6.0f * std::ldexp(1.0f, -126);
   const float amax = std::max(GroupAmax(x, n), kFloor);
   const float s = FastRoundScale(amax, kInv);
-  for (int i = 0; i < n; ++i) codes4[i] = F32ToE2m1(std::clamp(x[i] / s, -kFp4Max, kFp4Max));
+  const float inv = 1.0f / s;  // a power of two, as above
+  for (int i = 0; i < n; ++i) codes4[i] = F32ToE2m1(std::clamp(x[i] * inv, -kFp4Max, kFp4Max));
   return {s, E8m0FromPow2(s)};
 }
 
