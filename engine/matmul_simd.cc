@@ -50,10 +50,13 @@ template <class DF, class VU>
 HWY_INLINE hn::Vec<DF> E2m1Values(DF df, VU c) {
   const hn::RebindToSigned<DF> di;
   const hn::RebindToUnsigned<DF> du;
-  // As a lane table (8 entries: one vector on 8- and 16-lane targets), else a gather.
+  // As a lane table (16 entries on 16-lane targets; 8 magnitudes and the sign bit on 8-lane ones),
+  // else a gather.
   alignas(64) static const float kMag[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, 0, 0, 0, 0, 0, 0, 0, 0};
   alignas(64) static const float kE2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
-  if constexpr (hn::MaxLanes(df) >= 8) {
+  if constexpr (hn::MaxLanes(df) >= 16) {  // the whole signed table in one vector: one permute
+    return hn::TableLookupLanes(hn::Load(df, kE2m1), hn::IndicesFromVec(df, hn::BitCast(di, c)));
+  } else if constexpr (hn::MaxLanes(df) >= 8) {
     const auto mag = hn::TableLookupLanes(hn::Load(df, kMag), hn::IndicesFromVec(df, hn::BitCast(di, hn::And(c, hn::Set(du, 7)))));
     return hn::BitCast(df, hn::Or(hn::BitCast(du, mag), hn::ShiftLeft<28>(hn::And(c, hn::Set(du, 8)))));
   } else {
@@ -286,6 +289,40 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
     }
 }
 
+// FP8 codes k and k + 1 of a tile's rows (`p`: code k of the first row; code k + 1 follows 16 bytes
+// later) as floats. Sign-extended to 16 bits and shifted by 7, a code is E4M3's fp16 bit pattern
+// once bit 14 (the sign's copy) is cleared: exact, subnormals included. The values are /256 unless
+// the caller moved the 256 into x (`fold`).
+template <class D>
+HWY_INLINE void Fp8Pair(D df, const uint8_t* HWY_RESTRICT p, bool fold, hn::Vec<D>* w0, hn::Vec<D>* w1) {
+  const auto mask16 = [](auto d16) { return hn::Set(d16, static_cast<int16_t>(0xBF80)); };
+#if HWY_TARGET != HWY_SCALAR  // (no UpperHalf there)
+  if constexpr (hn::MaxLanes(df) == kTileRows) {
+    // With 16 lanes both codes' rows are 32 adjacent bytes: widened and masked in one vector.
+    const hn::Repartition<int16_t, D> dh;
+    const hn::Repartition<hwy::float16_t, D> dhf;
+    const hn::Rebind<int8_t, decltype(dh)> db;
+    const auto code = hn::PromoteTo(dh, hn::LoadU(db, reinterpret_cast<const int8_t*>(p)));
+    const auto h = hn::BitCast(dhf, hn::And(hn::ShiftLeft<7>(code), mask16(dh)));
+    *w0 = hn::PromoteTo(df, hn::LowerHalf(h));
+    *w1 = hn::PromoteTo(df, hn::UpperHalf(hn::Half<decltype(dhf)>(), h));
+  } else
+#endif
+  {
+    const hn::Rebind<int8_t, D> di8;
+    const hn::Rebind<int16_t, D> di16;
+    const hn::Rebind<hwy::float16_t, D> df16;
+    for (int j = 0; j < 2; ++j) {
+      const auto code = hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p + j * kTileRows)));
+      (j == 0 ? *w0 : *w1) = hn::PromoteTo(df, hn::BitCast(df16, hn::And(hn::ShiftLeft<7>(code), mask16(di16))));
+    }
+  }
+  if (!fold) {
+    *w0 = hn::Mul(*w0, hn::Set(df, 256.0f));
+    *w1 = hn::Mul(*w1, hn::Set(df, 256.0f));
+  }
+}
+
 // R activation rows (R <= 4: decode, or a routed expert's few tokens) against a full group of
 // tile-major tiles: codes become floats in registers, once for all R rows, and feed the canonical
 // chains directly, R x (column vectors) of them in flight. FP8 codes are read as fp16 patterns
@@ -296,10 +333,7 @@ HWY_ATTR void DecodeRowsTiles(const MatmulActs& a, const MatmulWeights& w, int64
   const hn::ScalableTag<float> df;
   using V = hn::Vec<decltype(df)>;
   const hn::RebindToUnsigned<decltype(df)> du;
-  const hn::Rebind<int8_t, decltype(df)> di8;
   const hn::Rebind<uint8_t, decltype(df)> du8;
-  const hn::Rebind<int16_t, decltype(df)> di16;
-  const hn::Rebind<hwy::float16_t, decltype(df)> df16;
   const hn::Rebind<uint16_t, decltype(df)> du16;
   constexpr int64_t kL = static_cast<int64_t>(hn::MaxLanes(df));
   constexpr int kC = static_cast<int>(kTilesPerGroup * kTileRows / kL);  // column vectors
@@ -329,32 +363,39 @@ HWY_ATTR void DecodeRowsTiles(const MatmulActs& a, const MatmulWeights& w, int64
       const float* HWY_RESTRICT x = a.values + (r0 + i) * K + b * 32;
       for (int k = 0; k < 32; ++k) xs[i][k] = fold ? x[k] * 256.0f : x[k];
     }
-    auto weights = [&](int c, int k) HWY_ATTR -> V {
+    // Weights of codes k and k + 1 of column vector c (FP4 holds both in one byte).
+    auto weights2 = [&](int c, int k, V* w0, V* w1) HWY_ATTR {
       if (bf16) {
-        const auto u = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(src[c]) + k * kTileRows);
-        return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, u)));
+        const uint16_t* p = reinterpret_cast<const uint16_t*>(src[c]) + k * kTileRows;
+        *w0 = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, p))));
+        *w1 = hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, p + kTileRows))));
+      } else if (fp8) {
+        Fp8Pair(df, src[c] + k * kTileRows, fold, w0, w1);
+      } else {
+        const auto pair = hn::PromoteTo(du, hn::LoadU(du8, src[c] + (k / 2) * kTileRows));
+        *w0 = E2m1Values(df, hn::And(pair, hn::Set(du, 0xF)));
+        *w1 = E2m1Values(df, hn::ShiftRight<4>(pair));
       }
-      if (fp8) {
-        const auto code = hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(src[c] + k * kTileRows)));
-        const auto f = hn::PromoteTo(df, hn::BitCast(df16, hn::And(hn::ShiftLeft<7>(code), hn::Set(di16, static_cast<int16_t>(0xBF80)))));
-        return fold ? f : hn::Mul(f, hn::Set(df, 256.0f));
-      }
-      const auto pair = hn::PromoteTo(du, hn::LoadU(du8, src[c] + (k / 2) * kTileRows));
-      return E2m1Values(df, (k & 1) ? hn::ShiftRight<4>(pair) : hn::And(pair, hn::Set(du, 0xF)));
     };
     V part[R * kC];
 #pragma GCC unroll 16
     for (int c = 0; c < kC; ++c) {
-      const V wv = weights(c, 0);
+      V w0, w1;
+      weights2(c, 0, &w0, &w1);
 #pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) part[i * kC + c] = hn::Mul(hn::Set(df, xs[i][0]), wv);
+      for (int i = 0; i < R; ++i) {
+        part[i * kC + c] = hn::MulAdd(hn::Set(df, xs[i][1]), w1, hn::Mul(hn::Set(df, xs[i][0]), w0));
+      }
     }
-    for (int k = 1; k < 32; ++k) {
+    for (int k = 2; k < 32; k += 2) {
 #pragma GCC unroll 16
       for (int c = 0; c < kC; ++c) {
-        const V wv = weights(c, k);
+        V w0, w1;
+        weights2(c, k, &w0, &w1);
 #pragma GCC unroll 4
-        for (int i = 0; i < R; ++i) part[i * kC + c] = hn::MulAdd(hn::Set(df, xs[i][k]), wv, part[i * kC + c]);
+        for (int i = 0; i < R; ++i) {
+          part[i * kC + c] = hn::MulAdd(hn::Set(df, xs[i][k + 1]), w1, hn::MulAdd(hn::Set(df, xs[i][k]), w0, part[i * kC + c]));
+        }
       }
     }
 #pragma GCC unroll 4
