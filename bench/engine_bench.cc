@@ -5,9 +5,12 @@
 //   decode, batch 1      weight bytes read per token / time, against the triad bandwidth
 //   prefill              useful FLOPs (2 per multiply-add of every matmul and attention product) / time,
 //                        against the peak
-//   batched decode       tokens/s with 1, 8 and 32 concurrent sequences
+//   batched decode       tokens/s with 1, 8 and 32 concurrent sequences, and the weight bytes a step
+//                        reads (more sequences route to more experts) against the triad bandwidth
 //   CED vs exact prefill time ratio for the same prompt (arithmetic: about 0.5 + window / N)
-// and the run's peak resident memory against the mapped checkpoint.
+// and the run's peak resident memory against the mapped checkpoint. The matmuls read the tile-major
+// weight copy (ds41-tiles.bin, built beside the checkpoint on first use); --weight-tiles off measures
+// the row-major kernels.
 #include <CLI/CLI.hpp>
 #include <sys/resource.h>
 
@@ -56,21 +59,25 @@ int main(int argc, char** argv) {
   app.add_option("--ced-prompt", ced, "prompt length for CED vs exact");
   app.add_option("--decode-steps", steps, "timed decode steps per figure");
   app.add_option("--triad-mib", triad_mib, "MiB across the three STREAM arrays");
-  std::string only = "decode,prefill,batched,ced";
+  std::string only = "decode,prefill,batched,ced", tiles = "file";
+  app.add_option("--weight-tiles", tiles, "tile-major weight copy: file, memory or off (row-major kernels)");
   app.add_option("--only", only, "figures to measure, comma separated (decode,prefill,batched,ced)");
   CLI11_PARSE(app, argc, argv);
   auto want = [&](const char* part) { return ("," + only + ",").find("," + std::string(part) + ",") != std::string::npos; };
 
   ThreadPool pool(threads);
-  auto model_or = Model::Open(model_dir);
+  auto tiles_mode = ParseWeightTiles(tiles);
+  Check(tiles_mode.status());
+  auto model_or = Model::Open(model_dir, {*tiles_mode, ""});
   Check(model_or.status());
   const Model& model = **model_or;
   const ModelConfig& c = model.config();
   Engine engine(model, &pool);
   std::printf("inputs: %d threads, SIMD target %s, model %s (%d layers, hidden %d, %d heads x %d, %d experts top-%d, "
-              "vocab %d), mapped %.2f GiB\n",
+              "vocab %d), mapped %.2f GiB, tile-major weights %s\n",
               threads, MatmulTargetName(), model_dir.c_str(), c.n_layers, c.dim, c.n_heads, c.head_dim,
-              c.n_routed_experts, c.n_activated_experts, c.vocab_size, model.mapped_bytes() / 1073741824.0);
+              c.n_routed_experts, c.n_activated_experts, c.vocab_size, model.mapped_bytes() / 1073741824.0,
+              model.packed().summary().c_str());
 
   const double bw = MeasureTriadBandwidth(&pool, triad_mib * (1 << 20) / 12, 5);
   const double peak = MeasurePeakFmaFlops(&pool, 3);
@@ -122,14 +129,19 @@ int main(int argc, char** argv) {
       }
       std::vector<float> lg;
       Check(engine.DecodeBatch(ptrs, next, &lg));  // warm-up
+      ResetWorkCounters();
       const auto t0 = Steady::now();
       for (int s = 0; s < steps; ++s) {
         for (int b = 0; b < batch; ++b) next[b] = Argmax(&lg[static_cast<size_t>(b) * c.vocab_size], c.vocab_size);
         Check(engine.DecodeBatch(ptrs, next, &lg));
       }
-      const double tps = batch * steps / Seconds(t0);
+      const double secs = Seconds(t0), tps = batch * steps / secs;
+      const double bytes = static_cast<double>(ReadWorkCounters().weight_bytes) / steps;
       if (batch == 1) tps1 = tps;
-      std::printf("batched decode, %2d sequences: %.2f tokens/s (%.2fx one sequence)\n", batch, tps, tps / tps1);
+      // More sequences route to more experts: the weight bytes a step reads grow with the batch.
+      std::printf("batched decode, %2d sequences: %.2f tokens/s (%.2fx one sequence); %.0f MB of weights per step, "
+                  "%.2f GB/s = %.3f of triad\n",
+                  batch, tps, tps / tps1, bytes / 1e6, bytes * steps / secs / 1e9, bytes * steps / secs / bw);
     }
   }
   // CED against exact prefill of the same prompt.
