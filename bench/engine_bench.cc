@@ -136,12 +136,14 @@ int main(int argc, char** argv) {
         Check(engine.DecodeBatch(ptrs, next, &lg));
       }
       const double secs = Seconds(t0), tps = batch * steps / secs;
-      const double bytes = static_cast<double>(ReadWorkCounters().weight_bytes) / steps;
+      const WorkCounters wc = ReadWorkCounters();
+      const double bytes = static_cast<double>(wc.weight_bytes) / steps, flops = 2.0 * static_cast<double>(wc.macs);
       if (batch == 1) tps1 = tps;
-      // More sequences route to more experts: the weight bytes a step reads grow with the batch.
-      std::printf("batched decode, %2d sequences: %.2f tokens/s (%.2fx one sequence); %.0f MB of weights per step, "
-                  "%.2f GB/s = %.3f of triad\n",
-                  batch, tps, tps / tps1, bytes / 1e6, bytes * steps / secs / 1e9, bytes * steps / secs / bw);
+      // More sequences route to more experts (the weight bytes a step reads grow with the batch) and
+      // multiply the arithmetic: each line says how close it is to either limit.
+      std::printf("batched decode, %2d sequences: %.2f tokens/s (%.2fx one sequence); %.0f MB of weights per step = "
+                  "%.3f of triad, %.1f GFLOP/s = %.3f of peak FMA\n",
+                  batch, tps, tps / tps1, bytes / 1e6, bytes * steps / secs / bw, flops / secs / 1e9, flops / secs / peak);
     }
   }
   // CED against exact prefill of the same prompt.
