@@ -1,6 +1,9 @@
 #include "cache_service/service.h"
 
+#include <algorithm>
 #include <cstring>
+#include <deque>
+#include <future>
 
 #include "rpc/status_map.h"
 #include "unit/unit_format.h"
@@ -21,7 +24,10 @@ std::string FromKey(const Key32& k) { return std::string(reinterpret_cast<const 
 }  // namespace
 
 CacheService::CacheService(UnitStore* store, StoreMetrics* metrics, CacheServiceOptions options)
-    : store_(store), metrics_(metrics), opt_(std::move(options)) {}
+    : store_(store),
+      metrics_(metrics),
+      opt_(std::move(options)),
+      reads_(std::make_unique<ThreadPool>(std::max(2, opt_.read_threads))) {}
 
 Status CacheService::CheckNamespace(const pb::Namespace& ns, Key32* id) const {
   if (!ToKey(ns.id(), id)) return InvalidArgumentError("namespace id must be 32 bytes");
@@ -74,9 +80,21 @@ grpc::Status CacheService::Get(grpc::ServerContext* ctx, const pb::GetRequest* r
   std::vector<Key32> keys(req->refs_size());
   for (int i = 0; i < req->refs_size(); ++i)
     if (!ToKey(req->refs(i).key(), &keys[i])) return ToGrpc(InvalidArgumentError("unit key must be 32 bytes"));
+  // A window of reads in flight, answered in request order. Abandoned reads (error, cancel) finish
+  // on the pool on their own: they hold copies of what they need.
+  std::deque<std::future<StatusOr<std::optional<std::string>>>> inflight;
+  size_t next = 0;
+  const size_t depth = static_cast<size_t>(std::max(1, opt_.read_ahead));
+  auto issue = [&] {
+    for (; next < keys.size() && inflight.size() < depth; ++next)
+      inflight.push_back(reads_->Submit([store = store_, ns, k = keys[next]] { return store->Get(ns, k); }));
+  };
+  issue();
   for (const Key32& k : keys) {
     if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
-    auto v = store_->Get(ns, k);
+    auto v = inflight.front().get();
+    inflight.pop_front();
+    issue();
     if (!v.ok()) return ToGrpc(v.status());
     pb::GetResponse r;
     r.set_key(FromKey(k));

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cache_service/store/unit_store.h"
+#include "util/thread_pool.h"
 #include "cache.grpc.pb.h"
 
 namespace ds41 {
@@ -17,6 +18,10 @@ namespace ds41 {
 struct CacheServiceOptions {
   std::string model_fingerprint;  // accept only this model ("" = any)
   size_t max_keys_per_request = 65536;
+  // Units of one Get stream read ahead while earlier ones are sent: a lone client keeps this many
+  // reads in flight instead of one. Served from one pool of read_threads for all streams.
+  int read_ahead = 8;
+  int read_threads = 16;
 };
 
 class CacheService final : public ds41::cache::v1::Cache::Service {
@@ -40,6 +45,7 @@ class CacheService final : public ds41::cache::v1::Cache::Service {
   UnitStore* store_;
   StoreMetrics* metrics_;
   CacheServiceOptions opt_;
+  std::unique_ptr<ThreadPool> reads_;
 };
 
 }  // namespace ds41

@@ -3,10 +3,11 @@
 // products in k order with FMA, blocks are scaled and added in order. Every target therefore
 // produces the scalar reference's bits (tested per target).
 //
-// Weights stay in their mapped storage format and are decoded in registers, tile by tile: a tile is
-// 16 output rows x one 32-wide K block, transposed from the row-major codes into k-major float form
-// (2 KB, L1-resident) and reused by every activation row of the call. For decode (one activation
-// row) that transposition is the cost: see the engine-speed notes for the measured ratios.
+// Weights stay in their storage format and are decoded in registers, tile by tile (16 output rows x
+// one 32-wide K block). From the tile-major copy (engine/weight_tiles.h) a tile's codes are one
+// contiguous k-major stream: for 1-7 activation rows they go from bytes to floats straight into the
+// chains (DecodeRowsTiles); for more rows a tile is decoded once into L1 float form and shared by
+// every row (GroupRows). Without the copy, tiles are transposed out of the row-major codes.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "engine/matmul_simd.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
