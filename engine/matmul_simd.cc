@@ -355,9 +355,12 @@ HWY_ATTR void DecodeRowsTiles(const MatmulActs& a, const MatmulWeights& w, int64
     if (b + 2 < nb)
       for (int64_t t = t0; t < t0 + kTilesPerGroup; ++t)
         for (int64_t o = 0; o < tile_bytes; o += 64) hwy::Prefetch(w.tiles + (t * nb + b + 2) * tile_bytes + o);
-    for (int64_t r = 0; r < kW && !bf16; ++r) {
-      const int64_t row = std::min(t0 * kTileRows + r, w.n - 1);
-      sw[r] = E8m0ToF32(fp8 ? w.scales[(row / 32) * nb + b] : w.scales[row * nb + b]);
+    if (fp8) {
+      // One scale per 32 x 32 weight tile: each column vector (<= 16 rows, 16-aligned) lies in one.
+      for (int c = 0; c < kC; ++c)
+        hn::Store(hn::Set(df, E8m0ToF32(w.scales[((t0 * kTileRows + c * kL) / 32) * nb + b])), df, sw + c * kL);
+    } else if (!bf16) {
+      for (int64_t r = 0; r < kW; ++r) sw[r] = E8m0ToF32(w.scales[std::min(t0 * kTileRows + r, w.n - 1) * nb + b]);
     }
     alignas(64) float xs[R][32];
     for (int i = 0; i < R; ++i) {
