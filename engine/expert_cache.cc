@@ -10,6 +10,7 @@ namespace {
 
 size_t Fp4Bytes(const Fp4Linear& w) { return static_cast<size_t>(w.out * w.in / 2); }
 size_t Fp4ScaleBytes(const Fp4Linear& w) { return static_cast<size_t>(w.out * (w.in / 32)); }
+size_t TileScaleBytes(const Fp4Linear& w) { return w.tiles ? static_cast<size_t>(Fp4ScaleTilesBytes(w.out, w.in)) : 0; }
 size_t CodeBytes(const Fp4Linear& w) { return w.tiles ? static_cast<size_t>(Fp4TilesBytes(w.out, w.in)) : Fp4Bytes(w); }
 
 // Drops our mapping's pages of [p, p + n) (page-aligned inside); the file stays intact.
@@ -40,7 +41,7 @@ std::shared_ptr<const CachedExpert> ExpertCache::Acquire(int layer, int expert) 
   auto e = std::make_shared<CachedExpert>();
   const Fp4Linear* parts[3] = {&src.w1, &src.w3, &src.w2};
   size_t total = 0;
-  for (const Fp4Linear* w : parts) total += CodeBytes(*w) + Fp4ScaleBytes(*w);
+  for (const Fp4Linear* w : parts) total += CodeBytes(*w) + Fp4ScaleBytes(*w) + TileScaleBytes(*w);
   e->bytes.resize(total);
   uint8_t* p = e->bytes.data();
   Fp4Linear* dst[3] = {&e->weights.w1, &e->weights.w3, &e->weights.w2};
@@ -48,12 +49,13 @@ std::shared_ptr<const CachedExpert> ExpertCache::Acquire(int layer, int expert) 
     // The codes in the layout the matmul reads: tile-major when the model has it, else row-major.
     const Fp4Linear& w = *parts[i];
     const uint8_t* codes = w.tiles ? w.tiles : w.packed;
-    const size_t n = CodeBytes(w);
+    const size_t n = CodeBytes(w), ns = Fp4ScaleBytes(w), nt = TileScaleBytes(w);
     std::memcpy(p, codes, n);
-    std::memcpy(p + n, w.scales, Fp4ScaleBytes(w));
-    *dst[i] = w.tiles ? Fp4Linear{w.packed, p + n, w.out, w.in, p} : Fp4Linear{p, p + n, w.out, w.in};
+    std::memcpy(p + n, w.scales, ns);
+    if (nt > 0) std::memcpy(p + n + ns, w.tile_scales, nt);
+    *dst[i] = w.tiles ? Fp4Linear{w.packed, p + n, w.out, w.in, p, p + n + ns} : Fp4Linear{p, p + n, w.out, w.in};
     ReleaseMapped(codes, n);
-    p += n + Fp4ScaleBytes(w);
+    p += n + ns + nt;
   }
   std::lock_guard<std::mutex> l(mu_);
   auto it = map_.find(id);

@@ -47,9 +47,11 @@ void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out) {
 }
 
 namespace {
-MatmulWeights Fp8W(const Fp8Linear& w) { return {MatmulWeights::kFp8, w.codes, w.scales, w.out, w.in, w.tiles}; }
-MatmulWeights Fp4W(const Fp4Linear& w) { return {MatmulWeights::kFp4, w.packed, w.scales, w.out, w.in, w.tiles}; }
-MatmulWeights Bf16W(const Bf16View& w) { return {MatmulWeights::kBf16, w.p, nullptr, w.rows, w.cols, w.tiles}; }
+MatmulWeights Fp8W(const Fp8Linear& w) { return {MatmulWeights::kFp8, w.codes, w.scales, w.out, w.in, w.tiles, nullptr}; }
+MatmulWeights Fp4W(const Fp4Linear& w) {
+  return {MatmulWeights::kFp4, w.packed, w.scales, w.out, w.in, w.tiles, w.tile_scales};
+}
+MatmulWeights Bf16W(const Bf16View& w) { return {MatmulWeights::kBf16, w.p, nullptr, w.rows, w.cols, w.tiles, nullptr}; }
 }  // namespace
 
 void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool) {

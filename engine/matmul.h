@@ -25,6 +25,7 @@ struct MatmulWeights {
   int64_t n = 0, k = 0;             // REQUIRES k % 32 == 0; FP8 row tiles start at multiples of 32
   // Optional tile-major copy of the codes (engine/weight_packing.h); read instead of `data` when set.
   const uint8_t* tiles = nullptr;
+  const uint8_t* tile_scales = nullptr;  // FP4 with tiles: the scales tile-major too (optional)
 };
 
 // y [rows, n]. `pool` may be null (single thread).

@@ -46,6 +46,26 @@ inline int64_t TileBytes(MatmulWeights::Format f) {
   return f == MatmulWeights::kFp8 ? kFp8TileBytes : f == MatmulWeights::kFp4 ? kFp4TileBytes : kBf16TileBytes;
 }
 
+// E8M0 scales (one per 32-bit lane) -> 2^(e - 127): the exponent field, 0x00400000 (2^-127) for 0,
+// NaN for 255 (as E8m0ToF32).
+template <class DF, class VU>
+HWY_INLINE hn::Vec<DF> E8m0Values(DF df, VU e) {
+  const hn::RebindToUnsigned<DF> du;
+  auto bits = hn::ShiftLeft<23>(e);
+  bits = hn::IfThenElse(hn::Eq(e, hn::Zero(du)), hn::Set(du, 0x00400000u), bits);
+  bits = hn::IfThenElse(hn::Eq(e, hn::Set(du, 255u)), hn::Set(du, 0x7FC00000u), bits);
+  return hn::BitCast(df, bits);
+}
+
+// The scales of 16-aligned rows [n0, n0 + lanes) for block b, from FP4's tile-major scales.
+template <class DF>
+HWY_INLINE hn::Vec<DF> Fp4TileScales(DF df, const MatmulWeights& w, int64_t n0, int64_t b) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::Rebind<uint8_t, DF> du8;
+  const uint8_t* p = w.tile_scales + ((n0 / kTileRows) * (w.k / 32) + b) * kTileRows + n0 % kTileRows;
+  return E8m0Values(df, hn::PromoteTo(du, hn::LoadU(du8, p)));
+}
+
 // E2M1 codes (one per 32-bit lane, 0..15) -> their values.
 template <class DF, class VU>
 HWY_INLINE hn::Vec<DF> E2m1Values(DF df, VU c) {
@@ -178,6 +198,17 @@ HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HW
     BuildTileFromTiles(w, n0, b, T);
   } else {
     BuildTileFromRows(w, n0, b, T);
+  }
+  const hn::ScalableTag<float> df;
+  if (w.tile_scales != nullptr) {
+    for (int64_t v = 0; v < kTileRows; v += static_cast<int64_t>(hn::Lanes(df)))
+      hn::Store(Fp4TileScales(df, w, n0 + v, b), df, sw + v);
+    return;
+  }
+  if (w.format == MatmulWeights::kFp8) {  // the 16 rows lie in one 32 x 32 scale tile
+    const float s = E8m0ToF32(w.scales[(n0 / 32) * ((K + 31) / 32) + b]);
+    for (int64_t v = 0; v < kTileRows; v += static_cast<int64_t>(hn::Lanes(df))) hn::Store(hn::Set(df, s), df, sw + v);
+    return;
   }
   for (int r = 0; r < kTileRows; ++r) {
     const int64_t row = std::min(n0 + r, w.n - 1);
@@ -359,6 +390,8 @@ HWY_ATTR void DecodeRowsTiles(const MatmulActs& a, const MatmulWeights& w, int64
       // One scale per 32 x 32 weight tile: each column vector (<= 16 rows, 16-aligned) lies in one.
       for (int c = 0; c < kC; ++c)
         hn::Store(hn::Set(df, E8m0ToF32(w.scales[((t0 * kTileRows + c * kL) / 32) * nb + b])), df, sw + c * kL);
+    } else if (!bf16 && w.tile_scales != nullptr) {
+      for (int c = 0; c < kC; ++c) hn::Store(Fp4TileScales(df, w, t0 * kTileRows + c * kL, b), df, sw + c * kL);
     } else if (!bf16) {
       for (int64_t r = 0; r < kW; ++r) sw[r] = E8m0ToF32(w.scales[std::min(t0 * kTileRows + r, w.n - 1) * nb + b]);
     }

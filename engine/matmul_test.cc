@@ -62,7 +62,10 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
   const Fp8Linear fp8{w8.data(), s8.data(), c.n, c.k};
   const Fp4Linear fp4{w4.data(), s4.data(), c.n, c.k};
   const Fp8Linear fp8_tiles{w8.data(), s8.data(), c.n, c.k, t8.data()};
-  const Fp4Linear fp4_tiles{w4.data(), s4.data(), c.n, c.k, t4.data()};
+  std::vector<uint8_t> ts4(static_cast<size_t>(Fp4ScaleTilesBytes(c.n, c.k)));
+  PackFp4ScaleTiles(s4.data(), c.n, c.k, ts4.data());
+  const Fp4Linear fp4_tiles{w4.data(), s4.data(), c.n, c.k, t4.data(), ts4.data()};
+  const Fp4Linear fp4_tiles_row_scales{w4.data(), s4.data(), c.n, c.k, t4.data()};
   Bf16View bf;
   bf.p = reinterpret_cast<const uint8_t*>(wb.data());
   bf.rows = c.n;
@@ -83,11 +86,12 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
-      std::vector<float> y8(out), y4(out), yb(out), yu(out), y8t(out), y4t(out), yut(out), ybt(out);
+      std::vector<float> y8(out), y4(out), yb(out), yu(out), y8t(out), y4t(out), yut(out), ybt(out), y4r(out);
       MatMulFp8(qa, fp8, y8.data(), pool);
       MatMulFp4(qa, fp4, y4.data(), pool);
       MatMulFp8(qa, fp8_tiles, y8t.data(), pool);
       MatMulFp4(qa, fp4_tiles, y4t.data(), pool);
+      MatMulFp4(qa, fp4_tiles_row_scales, y4r.data(), pool);
       MatMulFp8Unquantized(x.data(), c.m, fp8_tiles, yut.data(), pool);
       MatMulBf16(x.data(), c.m, bf_tiles, ybt.data(), pool);
       MatMulBf16(x.data(), c.m, bf, yb.data(), pool);
@@ -97,6 +101,7 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
       EXPECT_EQ(0, std::memcmp(y4.data(), r4.data(), out * 4)) << "fp4 " << where;
       EXPECT_EQ(0, std::memcmp(y8t.data(), r8.data(), out * 4)) << "fp8 tile-major " << where;
       EXPECT_EQ(0, std::memcmp(y4t.data(), r4.data(), out * 4)) << "fp4 tile-major " << where;
+      EXPECT_EQ(0, std::memcmp(y4r.data(), r4.data(), out * 4)) << "fp4 tile-major, row-major scales " << where;
       EXPECT_EQ(0, std::memcmp(yut.data(), ru.data(), out * 4)) << "fp8 unquantized tile-major " << where;
       EXPECT_EQ(0, std::memcmp(ybt.data(), rb.data(), out * 4)) << "bf16 tile-major " << where;
       EXPECT_EQ(0, std::memcmp(yb.data(), rb.data(), out * 4)) << "bf16 " << where;

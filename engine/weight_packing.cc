@@ -22,15 +22,29 @@ constexpr size_t kDataAlign = 4096;
 // field that receives the copy's address.
 struct Target {
   std::string name;
-  enum Format { kFp8, kFp4, kBf16 } format = kFp8;
+  enum Format { kFp8, kFp4, kBf16, kFp4Scales } format = kFp8;
   int64_t n = 0, k = 0;
   const uint8_t* codes = nullptr;
   const uint8_t** tiles = nullptr;
   size_t offset = 0;  // from the data start
   size_t bytes() const {
-    return static_cast<size_t>(format == kFp8 ? Fp8TilesBytes(n, k) : format == kFp4 ? Fp4TilesBytes(n, k) : Bf16TilesBytes(n, k));
+    switch (format) {
+      case kFp8: return static_cast<size_t>(Fp8TilesBytes(n, k));
+      case kFp4: return static_cast<size_t>(Fp4TilesBytes(n, k));
+      case kBf16: return static_cast<size_t>(Bf16TilesBytes(n, k));
+      case kFp4Scales: return static_cast<size_t>(Fp4ScaleTilesBytes(n, k));
+    }
+    return 0;
   }
-  size_t source_bytes() const { return static_cast<size_t>(format == kFp8 ? n * k : format == kFp4 ? n * k / 2 : 2 * n * k); }
+  size_t source_bytes() const {
+    switch (format) {
+      case kFp8: return static_cast<size_t>(n * k);
+      case kFp4: return static_cast<size_t>(n * k / 2);
+      case kBf16: return static_cast<size_t>(2 * n * k);
+      case kFp4Scales: return static_cast<size_t>(n * (k / 32));
+    }
+    return 0;
+  }
 };
 
 std::vector<Target> Targets(ModelWeights* w) {
@@ -39,7 +53,9 @@ std::vector<Target> Targets(ModelWeights* w) {
     if (l.codes != nullptr) out.push_back({name, Target::kFp8, l.out, l.in, l.codes, &l.tiles});
   };
   auto fp4 = [&](const std::string& name, Fp4Linear& l) {
-    if (l.packed != nullptr) out.push_back({name, Target::kFp4, l.out, l.in, l.packed, &l.tiles});
+    if (l.packed == nullptr) return;
+    out.push_back({name, Target::kFp4, l.out, l.in, l.packed, &l.tiles});
+    out.push_back({name + ".scales", Target::kFp4Scales, l.out, l.in, l.scales, &l.tile_scales});
   };
   auto bf16 = [&](const std::string& name, Bf16View& v) {
     if (v.p != nullptr && v.cols % 32 == 0) out.push_back({name, Target::kBf16, v.rows, v.cols, v.p, &v.tiles});
@@ -75,7 +91,7 @@ std::vector<Target> Targets(ModelWeights* w) {
 
 // What the copy is derived from: the checkpoint files (name, size, mtime) and the packed layout.
 std::string Identity(const SafetensorsCheckpoint& ckpt, const std::vector<Target>& targets) {
-  std::string id = "ds41 tile-major weights v2 (16 rows x 32 k)\n";
+  std::string id = "ds41 tile-major weights v3 (16 rows x 32 k; formats 0 fp8, 1 fp4, 2 bf16, 3 fp4 scales)\n";
   for (const MappedFile& f : ckpt.files()) {
     struct stat st {};
     ::stat(f.path().c_str(), &st);
@@ -84,7 +100,7 @@ std::string Identity(const SafetensorsCheckpoint& ckpt, const std::vector<Target
           std::to_string(st.st_mtim.tv_nsec) + "\n";
   }
   for (const Target& t : targets)
-    id += t.name + (t.format == Target::kFp8 ? " fp8 " : t.format == Target::kFp4 ? " fp4 " : " bf16 ") + std::to_string(t.n) + "x" + std::to_string(t.k) + " @" +
+    id += t.name + " " + std::to_string(static_cast<int>(t.format)) + " " + std::to_string(t.n) + "x" + std::to_string(t.k) + " @" +
           std::to_string(t.offset) + "\n";
   return id;
 }
@@ -98,6 +114,7 @@ void Pack(const Target& t, uint8_t* out) {
     case Target::kFp8: PackFp8Tiles(t.codes, t.n, t.k, out); break;
     case Target::kFp4: PackFp4Tiles(t.codes, t.n, t.k, out); break;
     case Target::kBf16: PackBf16Tiles(t.codes, t.n, t.k, out); break;
+    case Target::kFp4Scales: PackFp4ScaleTiles(t.codes, t.n, t.k, out); break;
   }
   // The row-major source is not read by the matmuls any more: drop its pages from this process
   // (they stay in the page cache for whoever else maps the checkpoint).

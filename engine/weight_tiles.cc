@@ -28,4 +28,6 @@ void PackFp4Tiles(const uint8_t* packed, int64_t n, int64_t k, uint8_t* out) { P
 
 void PackBf16Tiles(const uint8_t* values, int64_t n, int64_t k, uint8_t* out) { PackTiles<2>(values, n, k, 32, out); }
 
+void PackFp4ScaleTiles(const uint8_t* scales, int64_t n, int64_t k, uint8_t* out) { PackTiles<1>(scales, n, k, 1, out); }
+
 }  // namespace ds41

@@ -20,10 +20,13 @@ inline int64_t TileCount(int64_t n, int64_t k) { return (n + kTileRows - 1) / kT
 inline int64_t Fp8TilesBytes(int64_t n, int64_t k) { return TileCount(n, k) * kFp8TileBytes; }
 inline int64_t Fp4TilesBytes(int64_t n, int64_t k) { return TileCount(n, k) * kFp4TileBytes; }
 inline int64_t Bf16TilesBytes(int64_t n, int64_t k) { return TileCount(n, k) * kBf16TileBytes; }
+// FP4's per-row block scales, tile-major too: tile (t, b) holds its 16 rows' E8M0 scales.
+inline int64_t Fp4ScaleTilesBytes(int64_t n, int64_t k) { return TileCount(n, k) * kTileRows; }
 
 // Row-major codes (FP8 [n, k]; FP4 [n, k/2], element 2j in the low nibble) -> tile-major `out`.
 void PackFp8Tiles(const uint8_t* codes, int64_t n, int64_t k, uint8_t* out);
 void PackFp4Tiles(const uint8_t* packed, int64_t n, int64_t k, uint8_t* out);
 void PackBf16Tiles(const uint8_t* values, int64_t n, int64_t k, uint8_t* out);  // [n, k] bf16
+void PackFp4ScaleTiles(const uint8_t* scales, int64_t n, int64_t k, uint8_t* out);  // [n, k/32] E8M0
 
 }  // namespace ds41

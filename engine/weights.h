@@ -50,7 +50,8 @@ struct Fp4Linear {
   const uint8_t* packed = nullptr;
   const uint8_t* scales = nullptr;
   int64_t out = 0, in = 0;
-  const uint8_t* tiles = nullptr;  // the same codes tile-major (engine/weight_tiles.h), when packed
+  const uint8_t* tiles = nullptr;        // the same codes tile-major (engine/weight_tiles.h), when packed
+  const uint8_t* tile_scales = nullptr;  // and the scales, with them
   uint8_t code(int64_t row, int64_t k) const {
     const uint8_t b = packed[row * (in / 2) + k / 2];
     return (k & 1) ? (b >> 4) : (b & 0xF);
