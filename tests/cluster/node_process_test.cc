@@ -29,7 +29,7 @@ std::vector<int32_t> Tokens(int n, int seed) {
 
 TEST(NodeProcessTest, EncoderKilledMidPrefillGivesUnavailableAndNoStrandedState) {
   auto model = std::move(Model::Open(testing::TinyCheckpoint())).value();
-  // One token per encoder step makes a 600-token prefill take long enough to be killed inside it.
+  // One token per encoder step makes a 2,000-token prefill take long enough to be killed inside it.
   testing::ChildProcess enc({testing::BinaryDir() + "/encoder_node/encoder_node", "--model", testing::TinyCheckpoint(),
                              "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--step-tokens", "1", "--threads",
                              "1"},
@@ -51,13 +51,16 @@ TEST(NodeProcessTest, EncoderKilledMidPrefillGivesUnavailableAndNoStrandedState)
 
   GenerateInput in;
   in.ns = NamespaceRoot(*ParseFingerprint(fp), kUnitFormatVersion, "t");
-  in.tokens = Tokens(600, 1);
+  in.tokens = Tokens(2000, 1);
   in.encoder = enc_addr;
   in.session_id = "s";
   in.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   auto start = std::chrono::steady_clock::now();
   auto fut = std::async(std::launch::async, [&] { return core.Generate(in); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  // Kill as soon as the request waits on the encoder (2,000 one-token steps take far longer).
+  while (core.waiting() == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(core.waiting(), 1);  // still inside the prefill
   enc.Kill(SIGKILL);
   std::shared_ptr<TokenStream> stream = fut.get();
