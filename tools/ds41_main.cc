@@ -194,7 +194,8 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
 
-  auto model_or = ds41::Model::Open(model_dir);
+  // `info` only reads the configuration: no tile-major weight copy for it.
+  auto model_or = ds41::Model::Open(model_dir, {info->parsed() ? ds41::WeightTiles::kOff : ds41::WeightTiles::kFile, ""});
   if (!model_or.ok()) return Fail(model_or.status());
   const ds41::Model& model = **model_or;
   const ds41::ModelConfig& c = model.config();
