@@ -20,20 +20,29 @@ void DecodeWindowEntry(const uint8_t* e, int hd, float* out) {
   }
 }
 
-void DecodeMainKv(const uint8_t* e, int hd, float* out) {
-  const uint8_t* scales = e + hd / 2;
-  for (int k = 0; k < hd; ++k) {
-    const uint8_t code = (k & 1) ? (e[k / 2] >> 4) : (e[k / 2] & 0xF);
-    out[k] = E2m1ToF32(code) * E4m3ToF32(scales[k / 16]);
+namespace {
+// FP4 codes (two per byte, low nibble first) times one scale per `group` values; the products are
+// exact (2 x 4 significant bits), so the order does not matter.
+template <int group, class Scale>
+void DecodeFp4Groups(const uint8_t* codes, Scale scale, int n, float* out) {
+  for (int g = 0; g < n / group; ++g) {
+    const float s = scale(g);
+    const uint8_t* c = codes + g * (group / 2);
+    float* o = out + g * group;
+    for (int j = 0; j < group / 2; ++j) {
+      o[2 * j] = E2m1ToF32(c[j] & 0xF) * s;
+      o[2 * j + 1] = E2m1ToF32(c[j] >> 4) * s;
+    }
   }
+}
+}  // namespace
+
+void DecodeMainKv(const uint8_t* e, int hd, float* out) {
+  DecodeFp4Groups<16>(e, [&](int g) { return E4m3ToF32(e[hd / 2 + g]); }, hd, out);
 }
 
 void DecodeIndexKey(const uint8_t* e, int ihd, float* out) {
-  const uint8_t* scales = e + ihd / 2;
-  for (int k = 0; k < ihd; ++k) {
-    const uint8_t code = (k & 1) ? (e[k / 2] >> 4) : (e[k / 2] & 0xF);
-    out[k] = E2m1ToF32(code) * E8m0ToF32(scales[k / 32]);
-  }
+  DecodeFp4Groups<32>(e, [&](int g) { return E8m0ToF32(e[ihd / 2 + g]); }, ihd, out);
 }
 
 void ForwardPass::ProduceWindowEntries(int L, const std::vector<float>& x, std::vector<uint8_t>* entries) const {

@@ -46,9 +46,9 @@ uint8_t F32ToE4m3(float x) {
 }
 
 float E2m1ToF32(uint8_t code) {
-  static constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  float v = kMag[code & 7];
-  return (code & 8) ? -v : v;
+  static constexpr float kValue[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                       -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+  return kValue[code & 0xF];
 }
 
 uint8_t F32ToE2m1(float v) {
