@@ -27,7 +27,7 @@ CacheService::CacheService(UnitStore* store, StoreMetrics* metrics, CacheService
     : store_(store),
       metrics_(metrics),
       opt_(std::move(options)),
-      reads_(std::make_unique<ThreadPool>(std::max(2, opt_.read_threads))) {}
+      io_(std::make_unique<ThreadPool>(std::max(2, opt_.io_threads))) {}
 
 Status CacheService::CheckNamespace(const pb::Namespace& ns, Key32* id) const {
   if (!ToKey(ns.id(), id)) return InvalidArgumentError("namespace id must be 32 bytes");
@@ -44,6 +44,20 @@ Status CacheService::CheckNamespace(const pb::Namespace& ns, Key32* id) const {
 grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWriter<pb::PutAck, pb::PutRequest>* stream) {
   pb::PutRequest req;
   uint64_t seq = 0;
+  // Writes in flight, acknowledged in order once each has returned; one that fails ends the stream
+  // with its error (the ones behind it may land, unacknowledged).
+  std::deque<std::future<Status>> inflight;
+  const size_t depth = static_cast<size_t>(std::max(1, opt_.write_behind));
+  bool gone = false;  // the client stopped reading acks
+  auto ack_front = [&]() -> Status {
+    Status s = inflight.front().get();
+    inflight.pop_front();
+    if (!s.ok()) return s;
+    pb::PutAck ack;
+    ack.set_seq(seq++);
+    gone = gone || !stream->Write(ack);
+    return Status::Ok();
+  };
   while (stream->Read(&req)) {
     Key32 ns, key, parent;
     Status s = CheckNamespace(req.ns(), &ns);
@@ -63,13 +77,17 @@ grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWrite
         if (s.ok() && (!fp.ok() || *fp != h.model)) s = InvalidArgumentError("unit was made by another model than its namespace");
       }
     }
-    if (s.ok()) s = store_->Put(ns, key, tail ? &parent : nullptr, static_cast<uint32_t>(h.tokens), req.unit());
     if (!s.ok()) return ToGrpc(s);
-    pb::PutAck ack;
-    ack.set_seq(seq++);
-    if (!stream->Write(ack)) break;
-    if (ctx->IsCancelled()) break;
+    inflight.push_back(io_->Submit([store = store_, ns, key, parent, tail, tokens = static_cast<uint32_t>(h.tokens),
+                                    unit = std::move(*req.mutable_unit())] {
+      return store->Put(ns, key, tail ? &parent : nullptr, tokens, unit);
+    }));
+    while (inflight.size() >= depth && !gone)
+      if (Status a = ack_front(); !a.ok()) return ToGrpc(a);
+    if (gone || ctx->IsCancelled()) break;
   }
+  while (!inflight.empty() && !gone)
+    if (Status a = ack_front(); !a.ok()) return ToGrpc(a);
   return grpc::Status::OK;
 }
 
@@ -87,7 +105,7 @@ grpc::Status CacheService::Get(grpc::ServerContext* ctx, const pb::GetRequest* r
   const size_t depth = static_cast<size_t>(std::max(1, opt_.read_ahead));
   auto issue = [&] {
     for (; next < keys.size() && inflight.size() < depth; ++next)
-      inflight.push_back(reads_->Submit([store = store_, ns, k = keys[next]] { return store->Get(ns, k); }));
+      inflight.push_back(io_->Submit([store = store_, ns, k = keys[next]] { return store->Get(ns, k); }));
   };
   issue();
   for (const Key32& k : keys) {

@@ -18,10 +18,12 @@ namespace ds41 {
 struct CacheServiceOptions {
   std::string model_fingerprint;  // accept only this model ("" = any)
   size_t max_keys_per_request = 65536;
-  // Units of one Get stream read ahead while earlier ones are sent: a lone client keeps this many
-  // reads in flight instead of one. Served from one pool of read_threads for all streams.
+  // Units of one Get stream read ahead while earlier ones are sent, and of one Put stream written
+  // while the next are received (each acknowledged only once written, in order): a lone client
+  // keeps this many store operations in flight instead of one. One pool of io_threads serves all.
   int read_ahead = 8;
-  int read_threads = 16;
+  int write_behind = 4;
+  int io_threads = 16;
 };
 
 class CacheService final : public ds41::cache::v1::Cache::Service {
@@ -45,7 +47,7 @@ class CacheService final : public ds41::cache::v1::Cache::Service {
   UnitStore* store_;
   StoreMetrics* metrics_;
   CacheServiceOptions opt_;
-  std::unique_ptr<ThreadPool> reads_;
+  std::unique_ptr<ThreadPool> io_;
 };
 
 }  // namespace ds41
