@@ -59,7 +59,7 @@ grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWrite
     return Status::Ok();
   };
   while (stream->Read(&req)) {
-    Key32 ns, key, parent;
+    Key32 ns{}, key{}, parent{};
     Status s = CheckNamespace(req.ns(), &ns);
     if (s.ok() && !ToKey(req.ref().key(), &key)) s = InvalidArgumentError("unit key must be 32 bytes");
     const bool tail = !req.ref().parent().empty();
