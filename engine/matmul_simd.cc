@@ -85,14 +85,45 @@ HWY_INLINE hn::Vec<DF> E2m1Values(DF df, VU c) {
   }
 }
 
+// FP8 codes k and k + 1 of a tile's rows (`p`: code k of the first row; code k + 1 follows 16 bytes
+// later) as floats. Sign-extended to 16 bits and shifted by 7, a code is E4M3's fp16 bit pattern
+// once bit 14 (the sign's copy) is cleared: exact, subnormals included. The values are /256 unless
+// the caller moved the 256 into x (`fold`).
+template <class D>
+HWY_INLINE void Fp8Pair(D df, const uint8_t* HWY_RESTRICT p, bool fold, hn::Vec<D>* w0, hn::Vec<D>* w1) {
+  const auto mask16 = [](auto d16) { return hn::Set(d16, static_cast<int16_t>(0xBF80)); };
+#if HWY_TARGET != HWY_SCALAR  // (no UpperHalf there)
+  if constexpr (hn::MaxLanes(df) == kTileRows) {
+    // With 16 lanes both codes' rows are 32 adjacent bytes: widened and masked in one vector.
+    const hn::Repartition<int16_t, D> dh;
+    const hn::Repartition<hwy::float16_t, D> dhf;
+    const hn::Rebind<int8_t, decltype(dh)> db;
+    const auto code = hn::PromoteTo(dh, hn::LoadU(db, reinterpret_cast<const int8_t*>(p)));
+    const auto h = hn::BitCast(dhf, hn::And(hn::ShiftLeft<7>(code), mask16(dh)));
+    *w0 = hn::PromoteTo(df, hn::LowerHalf(h));
+    *w1 = hn::PromoteTo(df, hn::UpperHalf(hn::Half<decltype(dhf)>(), h));
+  } else
+#endif
+  {
+    const hn::Rebind<int8_t, D> di8;
+    const hn::Rebind<int16_t, D> di16;
+    const hn::Rebind<hwy::float16_t, D> df16;
+    for (int j = 0; j < 2; ++j) {
+      const auto code = hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p + j * kTileRows)));
+      (j == 0 ? *w0 : *w1) = hn::PromoteTo(df, hn::BitCast(df16, hn::And(hn::ShiftLeft<7>(code), mask16(di16))));
+    }
+  }
+  if (!fold) {
+    *w0 = hn::Mul(*w0, hn::Set(df, 256.0f));
+    *w1 = hn::Mul(*w1, hn::Set(df, 256.0f));
+  }
+}
+
 // BuildTile from the tile-major copy: no transposition, one load per k and 16 rows.
 HWY_ATTR void BuildTileFromTiles(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
-  const hn::Rebind<int8_t, decltype(df)> di8;
   const hn::Rebind<uint8_t, decltype(df)> du8;
-  const hn::Rebind<int16_t, decltype(df)> di16;
-  const hn::Rebind<hwy::float16_t, decltype(df)> df16;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t tile = (n0 / kTileRows) * (w.k / 32) + b;
   if (w.format == MatmulWeights::kBf16) {
@@ -104,13 +135,12 @@ HWY_ATTR void BuildTileFromTiles(const MatmulWeights& w, int64_t n0, int64_t b, 
                   T + k * kTileRows + v);
   } else if (w.format == MatmulWeights::kFp8) {
     const uint8_t* src = w.tiles + tile * kFp8TileBytes;
-    for (int64_t k = 0; k < 32; ++k)
+    for (int64_t k = 0; k < 32; k += 2)
       for (int64_t v = 0; v < kTileRows; v += L) {
-        // Sign-extended to 16 bits and shifted by 7, the code is E4M3's fp16 bit pattern once bit 14
-        // (the sign's copy) is cleared: exact, subnormals included; x 256 restores the exponent bias.
-        const auto c = hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(src + k * kTileRows + v)));
-        const auto h = hn::And(hn::ShiftLeft<7>(c), hn::Set(di16, static_cast<int16_t>(0xBF80)));
-        hn::Store(hn::Mul(hn::PromoteTo(df, hn::BitCast(df16, h)), hn::Set(df, 256.0f)), df, T + k * kTileRows + v);
+        hn::Vec<decltype(df)> w0, w1;
+        Fp8Pair(df, src + k * kTileRows + v, /*fold=*/false, &w0, &w1);
+        hn::Store(w0, df, T + k * kTileRows + v);
+        hn::Store(w1, df, T + (k + 1) * kTileRows + v);
       }
   } else {
     const uint8_t* src = w.tiles + tile * kFp4TileBytes;
@@ -319,40 +349,6 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
       const int64_t n0 = (t0 + g) * kTileRows, cnt = std::min<int64_t>(kTileRows, w.n - n0);
       std::memcpy(Y + m * w.n + n0, acc + (m - r0) * W + g * kTileRows, static_cast<size_t>(cnt) * sizeof(float));
     }
-}
-
-// FP8 codes k and k + 1 of a tile's rows (`p`: code k of the first row; code k + 1 follows 16 bytes
-// later) as floats. Sign-extended to 16 bits and shifted by 7, a code is E4M3's fp16 bit pattern
-// once bit 14 (the sign's copy) is cleared: exact, subnormals included. The values are /256 unless
-// the caller moved the 256 into x (`fold`).
-template <class D>
-HWY_INLINE void Fp8Pair(D df, const uint8_t* HWY_RESTRICT p, bool fold, hn::Vec<D>* w0, hn::Vec<D>* w1) {
-  const auto mask16 = [](auto d16) { return hn::Set(d16, static_cast<int16_t>(0xBF80)); };
-#if HWY_TARGET != HWY_SCALAR  // (no UpperHalf there)
-  if constexpr (hn::MaxLanes(df) == kTileRows) {
-    // With 16 lanes both codes' rows are 32 adjacent bytes: widened and masked in one vector.
-    const hn::Repartition<int16_t, D> dh;
-    const hn::Repartition<hwy::float16_t, D> dhf;
-    const hn::Rebind<int8_t, decltype(dh)> db;
-    const auto code = hn::PromoteTo(dh, hn::LoadU(db, reinterpret_cast<const int8_t*>(p)));
-    const auto h = hn::BitCast(dhf, hn::And(hn::ShiftLeft<7>(code), mask16(dh)));
-    *w0 = hn::PromoteTo(df, hn::LowerHalf(h));
-    *w1 = hn::PromoteTo(df, hn::UpperHalf(hn::Half<decltype(dhf)>(), h));
-  } else
-#endif
-  {
-    const hn::Rebind<int8_t, D> di8;
-    const hn::Rebind<int16_t, D> di16;
-    const hn::Rebind<hwy::float16_t, D> df16;
-    for (int j = 0; j < 2; ++j) {
-      const auto code = hn::PromoteTo(di16, hn::LoadU(di8, reinterpret_cast<const int8_t*>(p + j * kTileRows)));
-      (j == 0 ? *w0 : *w1) = hn::PromoteTo(df, hn::BitCast(df16, hn::And(hn::ShiftLeft<7>(code), mask16(di16))));
-    }
-  }
-  if (!fold) {
-    *w0 = hn::Mul(*w0, hn::Set(df, 256.0f));
-    *w1 = hn::Mul(*w1, hn::Set(df, 256.0f));
-  }
 }
 
 // R activation rows (R <= 4: decode, or a routed expert's few tokens) against a full group of
