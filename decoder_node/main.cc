@@ -5,8 +5,7 @@
 
 #include "decoder_node/decoder_service.h"
 #include "encoder_node/encoder_service.h"
-#include "rpc/transport_security.h"
-#include "serving/model_flags.h"
+#include "serving/node_setup.h"
 #include "serving/node_runtime.h"
 #include "util/malloc_tuning.h"
 #include "util/process.h"
@@ -15,15 +14,13 @@ int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
   ds41::TuneMallocForLargeBuffers();
   CLI::App app{"ds41 decoder_node"};
-  std::string model_dir, listen = "127.0.0.1:7600", metrics = "127.0.0.1:9600", cache, experts = "0", sessions = "8G",
-              swa_pool = "2G";
-  int threads = 0, max_running = 64;
+  ds41::NodeFlags node;
+  std::string listen = "127.0.0.1:7600", metrics = "127.0.0.1:9600", experts = "0", sessions = "8G", swa_pool = "2G";
+  int max_running = 64;
   int64_t session_ttl = 900, swa_ttl = 900;
-  app.add_option("--model", model_dir, "checkpoint folder")->required()->envname("DS41_MODEL");
+  ds41::AddNodeFlags(app, &node);
   app.add_option("--listen", listen, "gRPC address")->envname("DS41_DECODER_LISTEN");
   app.add_option("--metrics-listen", metrics, "Prometheus /metrics address")->envname("DS41_DECODER_METRICS_LISTEN");
-  app.add_option("--cache", cache, "cache_service shard addresses, comma separated (empty: no cache)")->envname("DS41_CACHE_SHARDS");
-  app.add_option("--threads", threads, "compute threads (0: all cores)")->envname("DS41_THREADS");
   app.add_option("--expert-cache", experts, "byte budget of the routed-expert cache (0: read experts from the mapping)")
       ->envname("DS41_EXPERT_CACHE_BYTES");
   app.add_option("--session-bytes", sessions, "bytes of warm sessions kept")->envname("DS41_SESSION_BYTES");
@@ -32,15 +29,7 @@ int main(int argc, char** argv) {
   app.add_option("--swa-ttl-seconds", swa_ttl, "how long SWA states are kept")->envname("DS41_SWA_TTL_SECONDS");
   app.add_option("--max-running", max_running, "sequences decoding at once")->check(CLI::Range(1, 4096))
       ->envname("DS41_MAX_RUNNING");
-  ds41::TlsOptions tls;
-  ds41::AddTlsFlags(app, &tls);
-  ds41::ModelOptions model_options;
-  ds41::AddModelFlags(app, &model_options);
   CLI11_PARSE(app, argc, argv);
-  if (ds41::Status st = ds41::InstallTransportSecurity(tls); !st.ok()) {
-    std::cerr << st.ToString() << "\n";
-    return 2;
-  }
   auto expert_bytes = ds41::ParseByteSize(experts);
   auto session_bytes = ds41::ParseByteSize(sessions);
   auto pool_bytes = ds41::ParseByteSize(swa_pool);
@@ -48,19 +37,9 @@ int main(int argc, char** argv) {
     std::cerr << "bad byte size option\n";
     return 2;
   }
-  auto model = ds41::OpenModelVerbose("decoder_node", model_dir, model_options);
-  if (!model.ok()) {
-    std::cerr << model.status().ToString() << "\n";
-    return 1;
-  }
-  const std::string fp = (*model)->fingerprint();
-  auto connected = ds41::ConnectCache(cache);
-  if (!connected.ok()) {
-    std::cerr << "--cache: " << connected.status().ToString() << "\n";
-    return 2;
-  }
-  std::unique_ptr<ds41::CacheClient> cache_client = std::move(*connected);
-  ds41::ThreadPool compute(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
+  ds41::NodeSetup set;
+  if (int rc = ds41::SetUpNode("decoder_node", node, &set); rc != 0) return rc;
+  const std::string fp = set.model->fingerprint();
   ds41::NodeRuntime rt;
   ds41::NodeMetrics node_metrics(*rt.registry, "decoder");
   auto channels = std::make_shared<ds41::ChannelSet>();
@@ -72,11 +51,11 @@ int main(int argc, char** argv) {
   o.swa_ttl_ms = swa_ttl * 1000;
   o.max_running = max_running;
   ds41::DecoderCore core(
-      **model, cache_client.get(),
+      *set.model, set.cache.get(),
       [channels, fp](const std::string& enc, const ds41::PrefillInput& in, std::chrono::steady_clock::time_point deadline) {
         return ds41::CallEncoderPrefill(channels.get(), fp, enc, in, deadline);
       },
-      o, &node_metrics, &compute);
+      o, &node_metrics, set.compute.get());
   ds41::DecoderService service(&core, fp, &node_metrics);
   return rt.Run("decoder_node", listen, metrics, {&service}, "fingerprint=" + fp);
 }

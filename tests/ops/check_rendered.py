@@ -53,6 +53,8 @@ def one(kind, component):
 def binary_options(main_cc):
     """Flags and DS41_ environment names a binary accepts (from its CLI11 definitions)."""
     text = open(os.path.join(repo, main_cc)).read()
+    if "AddNodeFlags" in text:  # the flags both node binaries share (TLS included)
+        text += open(os.path.join(repo, "serving/node_setup.cc")).read()
     if "AddTlsFlags" in text:  # the TLS flags every binary shares
         text += open(os.path.join(repo, "rpc/transport_security.cc")).read()
     flags = set(re.findall(r'add_(?:option|flag)\("(--[a-z0-9-]+)', text))

@@ -1,0 +1,53 @@
+#include "serving/node_setup.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <thread>
+
+#include "serving/node_runtime.h"
+
+namespace ds41 {
+
+void AddNodeFlags(CLI::App& app, NodeFlags* f) {
+  app.add_option("--model", f->model_dir, "checkpoint folder")->required()->envname("DS41_MODEL");
+  app.add_option("--cache", f->cache, "cache_service shard addresses, comma separated (empty: no cache)")
+      ->envname("DS41_CACHE_SHARDS");
+  app.add_option("--threads", f->threads, "compute threads (0: all cores)")->envname("DS41_THREADS");
+  AddTlsFlags(app, &f->tls);
+  app.add_option_function<std::string>(
+         "--weight-tiles",
+         [f](const std::string& s) {
+           auto t = ParseWeightTiles(s);
+           if (!t.ok()) throw CLI::ValidationError("--weight-tiles", t.status().message());
+           f->model.weight_tiles = *t;
+         },
+         "tile-major weight copy for the matmuls: file (beside the checkpoint or in --weight-tiles-dir, built "
+         "once), memory, off")
+      ->envname("DS41_WEIGHT_TILES");
+  app.add_option("--weight-tiles-dir", f->model.pack_dir, "folder of the tile-major weight file (default: the checkpoint's)")
+      ->envname("DS41_WEIGHT_TILES_DIR");
+}
+
+int SetUpNode(const std::string& name, const NodeFlags& f, NodeSetup* out) {
+  if (Status st = InstallTransportSecurity(f.tls); !st.ok()) {
+    std::cerr << st.ToString() << "\n";
+    return 2;
+  }
+  auto model = Model::Open(f.model_dir, f.model);
+  if (!model.ok()) {
+    std::cerr << model.status().ToString() << "\n";
+    return 1;
+  }
+  std::cerr << name << ": tile-major weights " << (*model)->packed().summary() << "\n";
+  auto cache = ConnectCache(f.cache);
+  if (!cache.ok()) {
+    std::cerr << "--cache: " << cache.status().ToString() << "\n";
+    return 2;
+  }
+  out->model = std::move(*model);
+  out->cache = std::move(*cache);
+  out->compute = std::make_unique<ThreadPool>(f.threads > 0 ? f.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  return 0;
+}
+
+}  // namespace ds41
