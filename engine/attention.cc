@@ -52,15 +52,17 @@ void ForwardPass::ProduceWindowEntries(int L, const std::vector<float>& x, std::
   Lin8(x.data(), rows_, w.wkv, kv.data(), &qa_, pool_);
   NormRows(kv, w.kv_norm, &kvn);
   const RopeTable& rope = model_.rope(c_.roles[L].yarn);
-  std::vector<float> cs(rd / 2), sn(rd / 2);
   entries->assign(static_cast<size_t>(rows_) * eb, 0);
-  for (int r = 0; r < rows_; ++r) {
-    float* v = &kvn[static_cast<size_t>(r) * hd];
-    rope.Angles(pos_[r], cs.data(), sn.data());
-    ApplyRope(v + (hd - rd), rd / 2, cs.data(), sn.data(), /*inverse=*/false);
-    uint8_t* e = &(*entries)[static_cast<size_t>(r) * eb];
-    for (int g = 0; g < hd / 32; ++g) e[hd + g] = QuantizeQdq8(v + g * 32, 32, e + g * 32).scale_e8m0;
-  }
+  ForRows(rows_, hd, [&](int64_t r0, int64_t r1) {
+    std::vector<float> cs(rd / 2), sn(rd / 2);
+    for (int64_t r = r0; r < r1; ++r) {
+      float* v = &kvn[static_cast<size_t>(r) * hd];
+      rope.Angles(pos_[r], cs.data(), sn.data());
+      ApplyRope(v + (hd - rd), rd / 2, cs.data(), sn.data(), /*inverse=*/false);
+      uint8_t* e = &(*entries)[static_cast<size_t>(r) * eb];
+      for (int g = 0; g < hd / 32; ++g) e[hd + g] = QuantizeQdq8(v + g * 32, 32, e + g * 32).scale_e8m0;
+    }
+  });
 }
 
 const uint8_t* ForwardPass::WindowEntry(int L, const Segment& seg, int64_t p, const std::vector<uint8_t>& nw) const {
@@ -188,15 +190,20 @@ void ForwardPass::Attention(int L, const std::vector<float>& x, std::vector<floa
   std::vector<float> cq_raw(static_cast<size_t>(rows_) * c_.q_lora_rank), cq;
   Lin8(x.data(), rows_, w.wq_a, cq_raw.data(), &qa_, pool_);
   NormRows(cq_raw, w.q_norm, &cq);
-  std::vector<float> q(static_cast<size_t>(rows_) * H * hd);
+  // q_ and o_ are the pass's largest buffers (a prefill's are hundreds of MB): kept across layers
+  // rather than allocated, zeroed and faulted in again by each one.
+  std::vector<float>& q = q_;
+  q.resize(static_cast<size_t>(rows_) * H * hd);
   Lin8(cq.data(), rows_, w.wq_b, q.data(), &qa_, pool_);
   std::vector<float> cs(static_cast<size_t>(rows_) * (rd / 2)), sn(cs.size());
-  for (int r = 0; r < rows_; ++r) {
-    rope.Angles(pos_[r], &cs[static_cast<size_t>(r) * (rd / 2)], &sn[static_cast<size_t>(r) * (rd / 2)]);
-    for (int h = 0; h < H; ++h)
-      ApplyRope(&q[(static_cast<size_t>(r) * H + h) * hd + nope], rd / 2, &cs[static_cast<size_t>(r) * (rd / 2)],
-                &sn[static_cast<size_t>(r) * (rd / 2)], false);
-  }
+  ForRows(rows_, static_cast<int64_t>(H) * rd, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      rope.Angles(pos_[r], &cs[static_cast<size_t>(r) * (rd / 2)], &sn[static_cast<size_t>(r) * (rd / 2)]);
+      for (int h = 0; h < H; ++h)
+        ApplyRope(&q[(static_cast<size_t>(r) * H + h) * hd + nope], rd / 2, &cs[static_cast<size_t>(r) * (rd / 2)],
+                  &sn[static_cast<size_t>(r) * (rd / 2)], false);
+    }
+  });
 
   // KV: window entries for every row (§6.3), then the compressor and indexer (§6.4-§6.8).
   std::vector<uint8_t> nw;
@@ -207,7 +214,8 @@ void ForwardPass::Attention(int L, const std::vector<float>& x, std::vector<floa
   }
 
   // Sparse attention with sink, then the output's rope dims de-rotated at the query position.
-  std::vector<float> o(static_cast<size_t>(rows_) * H * hd);
+  std::vector<float>& o = o_;
+  o.resize(static_cast<size_t>(rows_) * H * hd);
   auto attend = [&](int64_t r) {
     const Segment& seg = segs_[seg_of_row_[r]];
     AttendRow(L, seg, static_cast<int>(r), &q[static_cast<size_t>(r) * H * hd], nw, &o[static_cast<size_t>(r) * H * hd]);
@@ -228,12 +236,16 @@ void ForwardPass::Attention(int L, const std::vector<float>& x, std::vector<floa
   std::vector<float> og(static_cast<size_t>(rows_) * in_g), rg(static_cast<size_t>(rows_) * olr);
   std::vector<float> ra(static_cast<size_t>(rows_) * G * olr);
   for (int g = 0; g < G; ++g) {
-    for (int r = 0; r < rows_; ++r)
-      std::copy_n(&o[static_cast<size_t>(r) * H * hd + static_cast<size_t>(g) * in_g], in_g, &og[static_cast<size_t>(r) * in_g]);
+    ForRows(rows_, in_g, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        std::copy_n(&o[static_cast<size_t>(r) * H * hd + static_cast<size_t>(g) * in_g], in_g, &og[static_cast<size_t>(r) * in_g]);
+    });
     MatMulFp8Unquantized(og.data(), rows_, w.wo_a.Rows(static_cast<int64_t>(g) * olr, olr), rg.data(), pool_);
-    for (int r = 0; r < rows_; ++r)
-      for (int n = 0; n < olr; ++n)
-        ra[static_cast<size_t>(r) * G * olr + static_cast<size_t>(g) * olr + n] = RoundBf16(rg[static_cast<size_t>(r) * olr + n]);
+    ForRows(rows_, olr, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int n = 0; n < olr; ++n)
+          ra[static_cast<size_t>(r) * G * olr + static_cast<size_t>(g) * olr + n] = RoundBf16(rg[static_cast<size_t>(r) * olr + n]);
+    });
   }
   out->resize(static_cast<size_t>(rows_) * c_.dim);
   Lin8(ra.data(), rows_, w.wo_b, out->data(), &qa_, pool_);

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "engine/numerics.h"
+#include "util/thread_pool.h"
 
 namespace ds41 {
 
@@ -127,55 +128,69 @@ ForwardPass::Mixes ForwardPass::HcMixes(const F32View& fn, const F32View& base, 
   for (int k = 0; k < 3; ++k) sc[k] = scale.at(k);
   std::vector<float> bvec(mix);
   for (int k = 0; k < mix; ++k) bvec[k] = base.at(k);
-  for (int r = 0; r < rows_; ++r) {
-    const float rs = RsqrtF(MeanSquare(&X_[static_cast<size_t>(r) * HD], HD) + eps);
-    float* mr = &m[static_cast<size_t>(r) * mix];
-    for (int k = 0; k < mix; ++k) mr[k] = mr[k] * rs;
-    SplitSinkhorn(mr, sc, bvec.data(), hc, c_.hc_sinkhorn_iters, hc_eps, &out.pre[static_cast<size_t>(r) * hc],
-                  &out.post[static_cast<size_t>(r) * hc], &out.comb[static_cast<size_t>(r) * hc * hc]);
-  }
+  ForRows(rows_, HD, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float rs = RsqrtF(MeanSquare(&X_[static_cast<size_t>(r) * HD], HD) + eps);
+      float* mr = &m[static_cast<size_t>(r) * mix];
+      for (int k = 0; k < mix; ++k) mr[k] = mr[k] * rs;
+      SplitSinkhorn(mr, sc, bvec.data(), hc, c_.hc_sinkhorn_iters, hc_eps, &out.pre[static_cast<size_t>(r) * hc],
+                    &out.post[static_cast<size_t>(r) * hc], &out.comb[static_cast<size_t>(r) * hc * hc]);
+    }
+  });
   return out;
+}
+
+void ForwardPass::ForRows(int64_t rows, int64_t row_cost, const std::function<void(int64_t, int64_t)>& fn) const {
+  if (pool_ == nullptr) return fn(0, rows);
+  pool_->ParallelRanges(rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row_cost, 1)), fn);
 }
 
 void ForwardPass::Collapse(const std::vector<float>& pre, std::vector<float>* y) const {
   const int hc = c_.hc_mult, D = c_.dim;
   y->resize(static_cast<size_t>(rows_) * D);
-  for (int r = 0; r < rows_; ++r) {
-    const float* X = &X_[static_cast<size_t>(r) * hc * D];
-    const float* p = &pre[static_cast<size_t>(r) * hc];
-    float* out = &(*y)[static_cast<size_t>(r) * D];
-    for (int d = 0; d < D; ++d) {
-      float s = p[0] * X[d];
-      for (int i = 1; i < hc; ++i) s = s + p[i] * X[static_cast<size_t>(i) * D + d];
-      out[d] = RoundBf16(s);
+  ForRows(rows_, static_cast<int64_t>(hc) * D, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* X = &X_[static_cast<size_t>(r) * hc * D];
+      const float* p = &pre[static_cast<size_t>(r) * hc];
+      float* out = &(*y)[static_cast<size_t>(r) * D];
+      for (int d = 0; d < D; ++d) {
+        float s = p[0] * X[d];
+        for (int i = 1; i < hc; ++i) s = s + p[i] * X[static_cast<size_t>(i) * D + d];
+        out[d] = RoundBf16(s);
+      }
     }
-  }
+  });
 }
 
 void ForwardPass::Expand(const std::vector<float>& h, const Mixes& m) {
   const int hc = c_.hc_mult, D = c_.dim;
-  std::vector<float> Xr(static_cast<size_t>(hc) * D);
-  for (int r = 0; r < rows_; ++r) {
-    float* X = &X_[static_cast<size_t>(r) * hc * D];
-    std::copy(X, X + static_cast<size_t>(hc) * D, Xr.begin());
-    const float* post = &m.post[static_cast<size_t>(r) * hc];
-    const float* C = &m.comb[static_cast<size_t>(r) * hc * hc];
-    const float* hr = &h[static_cast<size_t>(r) * D];
-    for (int j = 0; j < hc; ++j) {
-      for (int d = 0; d < D; ++d) {
-        float s = C[j] * Xr[d];  // C[0][j] moves copy 0 into copy j
-        for (int i = 1; i < hc; ++i) s = s + C[i * hc + j] * Xr[static_cast<size_t>(i) * D + d];
-        X[static_cast<size_t>(j) * D + d] = RoundBf16(post[j] * hr[d] + s);
+  ForRows(rows_, static_cast<int64_t>(hc) * hc * D, [&](int64_t r0, int64_t r1) {
+    std::vector<float> Xr(static_cast<size_t>(hc) * D);
+    for (int64_t r = r0; r < r1; ++r) {
+      float* X = &X_[static_cast<size_t>(r) * hc * D];
+      std::copy(X, X + static_cast<size_t>(hc) * D, Xr.begin());
+      const float* post = &m.post[static_cast<size_t>(r) * hc];
+      const float* C = &m.comb[static_cast<size_t>(r) * hc * hc];
+      const float* hr = &h[static_cast<size_t>(r) * D];
+      for (int j = 0; j < hc; ++j) {
+        for (int d = 0; d < D; ++d) {
+          float s = C[j] * Xr[d];  // C[0][j] moves copy 0 into copy j
+          for (int i = 1; i < hc; ++i) s = s + C[i * hc + j] * Xr[static_cast<size_t>(i) * D + d];
+          X[static_cast<size_t>(j) * D + d] = RoundBf16(post[j] * hr[d] + s);
+        }
       }
     }
-  }
+  });
 }
 
 void ForwardPass::NormRows(const std::vector<float>& x, const Bf16View& w, std::vector<float>* y) const {
   const int64_t n = w.rows;
   y->resize(x.size());
   const float eps = static_cast<float>(c_.norm_eps);
-  for (size_t r = 0; r < x.size() / n; ++r) RmsNormRow(&x[r * n], w, n, eps, &(*y)[r * n]);
+  auto norm = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) RmsNormRow(&x[r * n], w, n, eps, &(*y)[r * n]);
+  };
+  ForRows(static_cast<int64_t>(x.size()) / n, n, norm);
 }
 
 // ---- layer loop ----------------------------------------------------------------------------------

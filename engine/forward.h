@@ -81,6 +81,9 @@ class ForwardPass {
     std::vector<float> pre, post, comb;  // [rows, hc], [rows, hc], [rows, hc, hc]
   };
   Mixes HcMixes(const F32View& fn, const F32View& base, const F32View& scale) const;
+  // fn(r0, r1) over ranges of [0, rows), spread over the pool; `row_cost` (elements a row touches)
+  // sizes the ranges. For row-independent work only, so the result does not depend on the split.
+  void ForRows(int64_t rows, int64_t row_cost, const std::function<void(int64_t, int64_t)>& fn) const;
   void Collapse(const std::vector<float>& pre, std::vector<float>* y) const;      // -> [rows, dim]
   void Expand(const std::vector<float>& h, const Mixes& m);                        // X update
   void NormRows(const std::vector<float>& x, const Bf16View& w, std::vector<float>* y) const;
@@ -119,6 +122,7 @@ class ForwardPass {
   ThreadPool* pool_;
   ExpertCache* experts_;
   mutable QuantActs qa_;
+  std::vector<float> q_, o_;  // attention's queries and outputs [rows, heads, head_dim], kept across layers
 };
 
 // Sinkhorn split of one row's 24 (for hc = 4) mixes into pre, post and the doubly stochastic comb

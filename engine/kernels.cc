@@ -1,5 +1,6 @@
 #include "engine/kernels.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
@@ -32,18 +33,22 @@ const std::array<float, 16>& E2m1Table() {
 
 }  // namespace
 
-void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out) {
-  const auto& lut = E4m3Table();
+void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, ThreadPool* pool) {
   out->rows = rows;
   out->cols = cols;
   out->codes.resize(static_cast<size_t>(rows * cols));
   out->scales.resize(static_cast<size_t>(rows * (cols / 32)));
-  uint8_t codes[32];
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t b = 0; b < cols / 32; ++b) {
-      out->scales[r * (cols / 32) + b] = QuantizeQdq8(x + r * cols + b * 32, 32, codes).scale;
-      for (int k = 0; k < 32; ++k) out->codes[r * cols + b * 32 + k] = lut[codes[k]];
-    }
+  auto quantize = [x, cols, out](int64_t r0, int64_t r1) {
+    const auto& lut = E4m3Table();
+    uint8_t codes[32];
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        out->scales[r * (cols / 32) + b] = QuantizeQdq8(x + r * cols + b * 32, 32, codes).scale;
+        for (int k = 0; k < 32; ++k) out->codes[r * cols + b * 32 + k] = lut[codes[k]];
+      }
+  };
+  if (pool == nullptr) return quantize(0, rows);
+  pool->ParallelRanges(rows, std::max<int64_t>(1, kParallelGrain / cols), quantize);
 }
 
 namespace {
@@ -220,20 +225,24 @@ void RmsNormRow(const float* x, const Bf16View& w, int64_t n, float eps, float* 
   for (int64_t i = 0; i < n; ++i) y[i] = RoundBf16(w.at(i) * (x[i] * r));
 }
 
-void RoundToBf16(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = RoundBf16(x[i]);
+void RoundToBf16(float* x, int64_t n, ThreadPool* pool) {
+  auto round = [x](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) x[i] = RoundBf16(x[i]);
+  };
+  if (pool == nullptr) return round(0, n);
+  pool->ParallelRanges(n, kParallelGrain, round);
 }
 
 void Lin8(const float* x, int64_t rows, const Fp8Linear& w, float* y, QuantActs* scratch, ThreadPool* pool) {
-  QuantizeActs(x, rows, w.in, scratch);
+  QuantizeActs(x, rows, w.in, scratch, pool);
   MatMulFp8(*scratch, w, y, pool);
-  RoundToBf16(y, rows * w.out);
+  RoundToBf16(y, rows * w.out, pool);
 }
 
 void Lin8(const float* x, int64_t rows, const Fp4Linear& w, float* y, QuantActs* scratch, ThreadPool* pool) {
-  QuantizeActs(x, rows, w.in, scratch);
+  QuantizeActs(x, rows, w.in, scratch, pool);
   MatMulFp4(*scratch, w, y, pool);
-  RoundToBf16(y, rows * w.out);
+  RoundToBf16(y, rows * w.out, pool);
 }
 
 }  // namespace ds41

@@ -24,8 +24,11 @@ struct QuantActs {
   std::vector<float> scales;   // [rows, cols / 32]
 };
 
-// REQUIRES: cols % 32 == 0.
-void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out);
+// Elements below which an element-wise pass is not worth spreading over a pool.
+inline constexpr int64_t kParallelGrain = 1 << 16;
+
+// REQUIRES: cols % 32 == 0. Spread over `pool` by rows when given; the result does not depend on it.
+void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, ThreadPool* pool = nullptr);
 
 // The matmuls below are SIMD-dispatched (engine/matmul.h) and spread over `pool` (null: the calling
 // thread only); results are identical for any target and any thread count.
@@ -59,7 +62,7 @@ float MeanSquare(const float* x, int64_t n);
 void RmsNormRow(const float* x, const Bf16View& w, int64_t n, float eps, float* y);
 
 // Rounds every element to the nearest bf16 value in place.
-void RoundToBf16(float* x, int64_t n);
+void RoundToBf16(float* x, int64_t n, ThreadPool* pool = nullptr);
 
 // Lin8 convenience: quantize `x` [rows, w.in], multiply, round to bf16 -> y [rows, w.out].
 void Lin8(const float* x, int64_t rows, const Fp8Linear& w, float* y, QuantActs* scratch, ThreadPool* pool);

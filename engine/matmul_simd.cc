@@ -19,8 +19,17 @@
 #include <vector>
 
 #include "engine/matmul.h"
+#include "engine/matmul_bf16_dot.h"
 #include "engine/numerics.h"
 #include "engine/weight_tiles.h"
+
+// The AVX-512 targets may hand 32-blocks to the VDPBF16PS kernel (engine/matmul_bf16_dot.h).
+#undef DS41_BF16_DOT_TARGET
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define DS41_BF16_DOT_TARGET 1
+#else
+#define DS41_BF16_DOT_TARGET 0
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace ds41 {
@@ -317,6 +326,10 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
   const int64_t block_bytes = row_bytes / nb;
   // 8 chains in flight (4 rows x 2 column vectors) cover the FMA latency; fewer rows use more columns.
   constexpr int kMb = 4, kNv = 2;
+#if DS41_BF16_DOT_TARGET
+  // Quantized activations against FP8/FP4 codes: the VDPBF16PS kernel where the CPU has it.
+  const bool dot = a.scales != nullptr && scaled && r1 - r0 <= kRowChunk && bf16dot::Available();
+#endif
   for (int64_t b = 0; b < nb; ++b) {
     // Software prefetch, one per cache line, ~1 KB ahead in every row of the group: with 16-64 rows
     // streaming at once the hardware prefetchers alone leave the loads waiting on DRAM.
@@ -332,6 +345,18 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
       for (int64_t r = t0 * kTileRows; r < std::min(w.n, t1 * kTileRows); ++r) hwy::Prefetch(w.data + r * row_bytes + off);
     }
     for (int64_t g = 0; g < G; ++g) BuildTile(w, (t0 + g) * kTileRows, b, T + g * 32 * kTileRows, sw + g * kTileRows);
+#if DS41_BF16_DOT_TARGET
+    if (dot) {
+      alignas(64) uint32_t P[kTilesPerGroup * 16 * kTileRows];
+      alignas(64) uint32_t X[kRowChunk * 16];
+      float as[kRowChunk];
+      for (int64_t m = r0; m < r1; ++m) as[m - r0] = a.scales[m * nb + b];
+      bf16dot::PackTiles(T, static_cast<int>(G), P);
+      bf16dot::PackActs(a.values + r0 * K + b * 32, K, r1 - r0, X);
+      bf16dot::BlockRows(X, as, r1 - r0, P, sw, static_cast<int>(G), b == 0, acc, W);
+      continue;
+    }
+#endif
     int64_t m = r0;
     for (; m + kMb <= r1; m += kMb) {
       int64_t c = 0;

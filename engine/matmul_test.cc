@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
 #include "engine/kernels.h"
+#include "engine/matmul_bf16_dot.h"
 #include "engine/numerics.h"
 #include "engine/weight_tiles.h"
 #include "util/thread_pool.h"
@@ -83,32 +85,40 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
   reference::MatMulFp8Unquantized(x.data(), c.m, fp8, ru.data());
 
   ThreadPool pool3(3);
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
-      std::vector<float> y8(out), y4(out), yb(out), yu(out), y8t(out), y4t(out), yut(out), ybt(out), y4r(out);
-      MatMulFp8(qa, fp8, y8.data(), pool);
-      MatMulFp4(qa, fp4, y4.data(), pool);
-      MatMulFp8(qa, fp8_tiles, y8t.data(), pool);
-      MatMulFp4(qa, fp4_tiles, y4t.data(), pool);
-      MatMulFp4(qa, fp4_tiles_row_scales, y4r.data(), pool);
-      MatMulFp8Unquantized(x.data(), c.m, fp8_tiles, yut.data(), pool);
-      MatMulBf16(x.data(), c.m, bf_tiles, ybt.data(), pool);
-      MatMulBf16(x.data(), c.m, bf, yb.data(), pool);
-      MatMulFp8Unquantized(x.data(), c.m, fp8, yu.data(), pool);
-      const std::string where = std::string(hwy::TargetName(target)) + (pool ? " threads=3" : " threads=1");
-      EXPECT_EQ(0, std::memcmp(y8.data(), r8.data(), out * 4)) << "fp8 " << where;
-      EXPECT_EQ(0, std::memcmp(y4.data(), r4.data(), out * 4)) << "fp4 " << where;
-      EXPECT_EQ(0, std::memcmp(y8t.data(), r8.data(), out * 4)) << "fp8 tile-major " << where;
-      EXPECT_EQ(0, std::memcmp(y4t.data(), r4.data(), out * 4)) << "fp4 tile-major " << where;
-      EXPECT_EQ(0, std::memcmp(y4r.data(), r4.data(), out * 4)) << "fp4 tile-major, row-major scales " << where;
-      EXPECT_EQ(0, std::memcmp(yut.data(), ru.data(), out * 4)) << "fp8 unquantized tile-major " << where;
-      EXPECT_EQ(0, std::memcmp(ybt.data(), rb.data(), out * 4)) << "bf16 tile-major " << where;
-      EXPECT_EQ(0, std::memcmp(yb.data(), rb.data(), out * 4)) << "bf16 " << where;
-      EXPECT_EQ(0, std::memcmp(yu.data(), ru.data(), out * 4)) << "fp8 unquantized " << where;
+  // On CPUs with AVX512-BF16 the AVX-512 targets run Lin8 blocks of 8+ rows on VDPBF16PS: both kernels.
+  const bool has_dot = bf16dot::Available();
+  for (bool dot : {true, false}) {
+    if (!dot && !has_dot) continue;
+    bf16dot::SetEnabled(dot);
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
+        std::vector<float> y8(out), y4(out), yb(out), yu(out), y8t(out), y4t(out), yut(out), ybt(out), y4r(out);
+        MatMulFp8(qa, fp8, y8.data(), pool);
+        MatMulFp4(qa, fp4, y4.data(), pool);
+        MatMulFp8(qa, fp8_tiles, y8t.data(), pool);
+        MatMulFp4(qa, fp4_tiles, y4t.data(), pool);
+        MatMulFp4(qa, fp4_tiles_row_scales, y4r.data(), pool);
+        MatMulFp8Unquantized(x.data(), c.m, fp8_tiles, yut.data(), pool);
+        MatMulBf16(x.data(), c.m, bf_tiles, ybt.data(), pool);
+        MatMulBf16(x.data(), c.m, bf, yb.data(), pool);
+        MatMulFp8Unquantized(x.data(), c.m, fp8, yu.data(), pool);
+        const std::string where = std::string(hwy::TargetName(target)) + (pool ? " threads=3" : " threads=1") +
+                                  (dot ? "" : " bf16-dot off");
+        EXPECT_EQ(0, std::memcmp(y8.data(), r8.data(), out * 4)) << "fp8 " << where;
+        EXPECT_EQ(0, std::memcmp(y4.data(), r4.data(), out * 4)) << "fp4 " << where;
+        EXPECT_EQ(0, std::memcmp(y8t.data(), r8.data(), out * 4)) << "fp8 tile-major " << where;
+        EXPECT_EQ(0, std::memcmp(y4t.data(), r4.data(), out * 4)) << "fp4 tile-major " << where;
+        EXPECT_EQ(0, std::memcmp(y4r.data(), r4.data(), out * 4)) << "fp4 tile-major, row-major scales " << where;
+        EXPECT_EQ(0, std::memcmp(yut.data(), ru.data(), out * 4)) << "fp8 unquantized tile-major " << where;
+        EXPECT_EQ(0, std::memcmp(ybt.data(), rb.data(), out * 4)) << "bf16 tile-major " << where;
+        EXPECT_EQ(0, std::memcmp(yb.data(), rb.data(), out * 4)) << "bf16 " << where;
+        EXPECT_EQ(0, std::memcmp(yu.data(), ru.data(), out * 4)) << "fp8 unquantized " << where;
+      }
     }
   }
   hwy::SetSupportedTargetsForTest(0);
+  bf16dot::SetEnabled(true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTargetsTest,
@@ -117,12 +127,35 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTargetsTest,
                                            // one row against full groups of 64 rows and a partial one
                                            Case{1, 144, 96}, Case{1, 64, 32},
                                            // 2..7 rows (a routed expert's tokens): chunks of 4, then 3, 2, 1
-                                           Case{7, 64, 64}, Case{5, 130, 32}, Case{6, 64, 96}));
+                                           Case{7, 64, 64}, Case{5, 130, 32}, Case{6, 64, 96},
+                                           // 8+ rows against groups of 1, 2 and 3 tiles (all row chunkings)
+                                           Case{9, 16, 32}, Case{12, 32, 96}, Case{19, 40, 64}));
+
+// A chain of -0 products is -0 in the canonical order (it starts from the first product); a kernel
+// that starts its chains from +0 would return +0 here.
+TEST(MatmulTest, AllNegativeZeroProductsStayNegativeZero) {
+  constexpr int64_t m = 8, n = 16, k = 64;
+  const std::vector<float> x(static_cast<size_t>(m * k), 0.0f);
+  QuantActs qa;
+  QuantizeActs(x.data(), m, k, &qa);
+  const std::vector<uint8_t> w(static_cast<size_t>(n * k), 0xB8), s(static_cast<size_t>(k / 32), 127);  // -1.0
+  std::vector<uint8_t> t(static_cast<size_t>(Fp8TilesBytes(n, k)));
+  PackFp8Tiles(w.data(), n, k, t.data());
+  const Fp8Linear fp8{w.data(), s.data(), n, k}, fp8_tiles{w.data(), s.data(), n, k, t.data()};
+  std::vector<float> ref(static_cast<size_t>(m * n)), y(ref.size()), yt(ref.size());
+  reference::MatMulFp8(qa, fp8, ref.data());
+  ASSERT_TRUE(std::signbit(ref[0]));
+  MatMulFp8(qa, fp8, y.data(), nullptr);
+  MatMulFp8(qa, fp8_tiles, yt.data(), nullptr);
+  EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4));
+  EXPECT_EQ(0, std::memcmp(yt.data(), ref.data(), ref.size() * 4));
+}
 
 TEST(MatmulTest, TargetsAreReported) {
   std::string names;
   for (int64_t t : hwy::SupportedAndGeneratedTargets()) names += std::string(hwy::TargetName(t)) + " ";
-  std::printf("[ simd ] targets on this CPU: %s; chosen: %s\n", names.c_str(), MatmulTargetName());
+  std::printf("[ simd ] targets on this CPU: %s; chosen: %s; VDPBF16PS kernel: %s\n", names.c_str(),
+              MatmulTargetName(), bf16dot::Available() ? "yes" : "no (CPU lacks AVX512-BF16)");
   EXPECT_GE(hwy::SupportedAndGeneratedTargets().size(), 1u);
 }
 

@@ -6,6 +6,7 @@
 
 #include "engine/forward.h"
 #include "engine/numerics.h"
+#include "util/thread_pool.h"
 
 namespace ds41 {
 namespace {
@@ -17,18 +18,26 @@ void RunExpert(const Linear& w1, const Linear& w2, const Linear& w3, const std::
   std::vector<float> a(static_cast<size_t>(n) * inter), u(a.size()), h(a.size());
   Lin8(x.data(), n, w1, a.data(), qa, pool);
   Lin8(x.data(), n, w3, u.data(), qa, pool);
-  for (int r = 0; r < n; ++r) {
-    for (int64_t k = 0; k < inter; ++k) {
-      const size_t i = static_cast<size_t>(r) * inter + k;
-      float gate = a[i], up = u[i];
-      if (limit > 0.0f) {
-        up = std::clamp(up, -limit, limit);
-        gate = std::min(gate, limit);
+  auto activate = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t k = 0; k < inter; ++k) {
+        const size_t i = static_cast<size_t>(r) * inter + k;
+        float gate = a[i], up = u[i];
+        if (limit > 0.0f) {
+          up = std::clamp(up, -limit, limit);
+          gate = std::min(gate, limit);
+        }
+        float v = SiluF(gate) * up;
+        if (weights != nullptr) v = weights[r] * v;
+        h[i] = RoundBf16(v);
       }
-      float v = SiluF(gate) * up;
-      if (weights != nullptr) v = weights[r] * v;
-      h[i] = RoundBf16(v);
     }
+  };
+  // SiLU is a float64 exp per element (docs/numerics.md): worth spreading from a few rows on.
+  if (pool == nullptr) {
+    activate(0, n);
+  } else {
+    pool->ParallelRanges(n, std::max<int64_t>(1, kParallelGrain / 16 / inter), activate);
   }
   y->resize(static_cast<size_t>(n) * w2.out);
   Lin8(h.data(), n, w2, y->data(), qa, pool);
@@ -83,12 +92,17 @@ void ForwardPass::Moe(int L, const std::vector<float>& x, std::vector<float>* ou
     if (experts_) held = experts_->Acquire(L, e);
     const ExpertWeights& ew = held ? held->weights : w.experts[e];
     RunExpert(ew.w1, ew.w2, ew.w3, xe, n, wts.data(), limit, &ye, &qa_, pool_);
-    for (int i = 0; i < n; ++i)
-      for (int d = 0; d < D; ++d) acc[static_cast<size_t>(rows[i].first) * D + d] += ye[static_cast<size_t>(i) * D + d];
+    // An expert sees a row at most once, so its rows' sums are independent.
+    ForRows(n, D, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        for (int d = 0; d < D; ++d) acc[static_cast<size_t>(rows[i].first) * D + d] += ye[static_cast<size_t>(i) * D + d];
+    });
   }
   RunExpert(w.sh_w1, w.sh_w2, w.sh_w3, x, rows_, nullptr, limit, &ye, &qa_, pool_);
   out->resize(acc.size());
-  for (size_t i = 0; i < acc.size(); ++i) (*out)[i] = RoundBf16(acc[i] + ye[i]);
+  ForRows(rows_, D, [&](int64_t r0, int64_t r1) {
+    for (size_t i = static_cast<size_t>(r0) * D; i < static_cast<size_t>(r1) * D; ++i) (*out)[i] = RoundBf16(acc[i] + ye[i]);
+  });
 }
 
 }  // namespace ds41

@@ -1,5 +1,6 @@
 #include "util/thread_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace ds41 {
@@ -69,6 +70,17 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
   run();
   std::unique_lock<std::mutex> l(job->mu);
   job->cv.wait(l, [&] { return job->done.load() == n; });
+}
+
+void ThreadPool::ParallelRanges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  // A few ranges per thread, so a thread that is descheduled for a while does not hold up the rest.
+  const int64_t parts = std::min<int64_t>(4 * threads(), n / std::max<int64_t>(grain, 1));
+  if (parts <= 1 || workers_.empty()) {
+    fn(0, n);
+    return;
+  }
+  ParallelFor(parts, [&](int64_t i) { fn(n * i / parts, n * (i + 1) / parts); });
 }
 
 ThreadPool& ThreadPool::Default() {

@@ -45,6 +45,10 @@ class ThreadPool {
   // fn(i) for every i in [0, n); returns when all calls have returned.
   void ParallelFor(int64_t n, const std::function<void(int64_t)>& fn);
 
+  // fn(begin, end) over consecutive ranges that cover [0, n), each at least `grain` long (one range,
+  // inline, when n < 2 * grain or there are no workers); returns when all calls have returned.
+  void ParallelRanges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
   // A process-wide default pool sized by DS41_THREADS or the hardware.
   static ThreadPool& Default();
 

@@ -1,0 +1,122 @@
+#include "engine/matmul_bf16_dot.h"
+
+#include <atomic>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace ds41::bf16dot {
+namespace {
+
+std::atomic<bool> g_enabled{true};
+
+bool CpuHasIt() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool Available() {
+  static const bool has = CpuHasIt();
+  return has && g_enabled.load(std::memory_order_relaxed);
+}
+
+void SetEnabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
+
+#if defined(__x86_64__)
+// (The maskz_ forms below, with every lane selected, avoid GCC 12's false maybe-uninitialized
+// warning on the plain intrinsics' undefined source operand.)
+#define DS41_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+DS41_BF16_TARGET void PackTiles(const float* T, int G, uint32_t* P) {
+  const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int g = 0; g < G; ++g)
+    for (int p = 0; p < 16; ++p) {
+      // The values are exactly bf16, so their float bits' high halves are the bf16 codes.
+      const __m512i a = _mm512_loadu_si512(T + (g * 32 + 2 * p) * 16);
+      const __m512i b = _mm512_loadu_si512(T + (g * 32 + 2 * p + 1) * 16);
+      _mm512_storeu_si512(P + (g * 16 + p) * 16, _mm512_or_si512(_mm512_and_si512(a, hi), _mm512_maskz_srli_epi32(0xFFFF, b, 16)));
+    }
+}
+
+DS41_BF16_TARGET void PackActs(const float* x, int64_t stride, int64_t rows, uint32_t* X) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * stride;
+    // Word k = bf16(x[k]) (exact), then each (k, k + 1) dword rotated so that k is the high half.
+    const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + 16), _mm512_loadu_ps(xr));
+    _mm512_storeu_si512(X + r * 16, _mm512_maskz_rol_epi32(0xFFFF, reinterpret_cast<__m512i>(h), 16));
+  }
+}
+
+namespace {
+
+// MB rows x NV tiles: MB * NV chains in registers, each weight vector loaded once for MB rows.
+template <int MB, int NV>
+DS41_BF16_TARGET inline void Chunk(const uint32_t* X, const float* as, const uint32_t* P, const float* sw, bool first,
+                                   float* acc, int64_t ld) {
+  __m512 c[MB][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) c[i][j] = _mm512_set1_ps(-0.0f);
+#pragma GCC unroll 16
+  for (int p = 0; p < 16; ++p) {
+    __m512bh w[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) w[j] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(P + (j * 16 + p) * 16));
+#pragma GCC unroll 8
+    for (int i = 0; i < MB; ++i) {
+      const __m512bh xb = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(X[i * 16 + p])));
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) c[i][j] = _mm512_dpbf16_ps(c[i][j], xb, w[j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < MB; ++i) {
+    const __m512 s = _mm512_set1_ps(as[i]);
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(c[i][j], s), _mm512_loadu_ps(sw + j * 16));
+      float* d = acc + i * ld + j * 16;
+      _mm512_storeu_ps(d, first ? v : _mm512_add_ps(_mm512_loadu_ps(d), v));
+    }
+  }
+}
+
+template <int NV>
+DS41_BF16_TARGET void Rows(const uint32_t* X, const float* as, int64_t rows, const uint32_t* P, const float* sw,
+                           bool first, float* acc, int64_t ld) {
+  constexpr int kMb = NV >= 4 ? 4 : 8 / NV;  // 8-16 chains in flight cover the instruction's latency
+  int64_t i = 0;
+  for (; i + kMb <= rows; i += kMb) Chunk<kMb, NV>(X + i * 16, as + i, P, sw, first, acc + i * ld, ld);
+  for (; i < rows; ++i) Chunk<1, NV>(X + i * 16, as + i, P, sw, first, acc + i * ld, ld);
+}
+
+}  // namespace
+
+void BlockRows(const uint32_t* X, const float* as, int64_t rows, const uint32_t* P, const float* sw, int G, bool first,
+               float* acc, int64_t ld) {
+  switch (G) {
+    case 4: return Rows<4>(X, as, rows, P, sw, first, acc, ld);
+    case 3: return Rows<3>(X, as, rows, P, sw, first, acc, ld);
+    case 2: return Rows<2>(X, as, rows, P, sw, first, acc, ld);
+    default: return Rows<1>(X, as, rows, P, sw, first, acc, ld);
+  }
+}
+
+#else  // not x86-64: Available() is false, so these are never called.
+
+void PackTiles(const float*, int, uint32_t*) {}
+void PackActs(const float*, int64_t, int64_t, uint32_t*) {}
+void BlockRows(const uint32_t*, const float*, int64_t, const uint32_t*, const float*, int, bool, float*, int64_t) {}
+
+#endif
+
+}  // namespace ds41::bf16dot

@@ -1,0 +1,37 @@
+// The Lin8 block kernel on VDPBF16PS (AVX512-BF16): two multiply-adds per fp32 lane per instruction,
+// twice the FMA path's rate, with the canonical arithmetic of docs/numerics.md unchanged.
+//
+// Why it is exact: Lin8 operands are E4M3 code values (activations) and E4M3 or E2M1 code values
+// (weights), all exactly bf16; their products are exact in fp32 and never subnormal (>= 2^-18), so
+// the instruction's two fused steps per lane (the odd element's product added first, then the even
+// one's, each rounded to nearest even; denormals flushed, which never arise here) are two canonical
+// chain steps. Pairs are packed with k in the odd (high) half and k + 1 in the even half, and each
+// chain starts from -0 (so that x + -0 == x for every x, including -0), which makes the result the
+// canonical chain's bits: the matmul tests compare it with the scalar reference on every shape.
+//
+// Internal to the matmul (engine/matmul_simd.cc), which calls it for 8+ activation rows when the
+// CPU has the instruction. Other CPUs (and other architectures) never reach these functions.
+#pragma once
+
+#include <cstdint>
+
+namespace ds41::bf16dot {
+
+// True when the CPU has AVX512-BF16 and the kernel is not switched off (SetEnabled).
+bool Available();
+// Tests and benchmarks compare the two kernels in one process; on by default where available.
+void SetEnabled(bool on);
+
+// `G` k-major float tiles (T[g][k][row], 32 x 16 each; values exactly bf16) as bf16 pairs:
+// P[g][pair][row] = (bf16(T[g][2 pair][row]) << 16) | bf16(T[g][2 pair + 1][row]).
+void PackTiles(const float* T, int G, uint32_t* P);
+
+// One 32-block of `rows` activation rows (row r at x + r * stride) as 16 bf16 pairs each, same order.
+void PackActs(const float* x, int64_t stride, int64_t rows, uint32_t* X);
+
+// For rows i < rows and columns c < 16 * G of the packed block: part = the block's canonical chain,
+// then part * as[i] * sw[c] (left to right), stored to acc[i * ld + c] (first block) or added to it.
+void BlockRows(const uint32_t* X, const float* as, int64_t rows, const uint32_t* P, const float* sw, int G, bool first,
+               float* acc, int64_t ld);
+
+}  // namespace ds41::bf16dot
