@@ -145,38 +145,42 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
   std::vector<float> qT(static_cast<size_t>(hd) * H), s(static_cast<size_t>(nkeys) * H);
   for (int h = 0; h < H; ++h)
     for (int d = 0; d < hd; ++d) qT[static_cast<size_t>(d) * H + h] = q[static_cast<size_t>(h) * hd + d];
-  for (int k = 0; k < nkeys; ++k) {
-    HeadScores(qT.data(), H, hd, &keys[static_cast<size_t>(k) * hd], &s[static_cast<size_t>(k) * H]);
-    for (int h = 0; h < H; ++h) s[static_cast<size_t>(k) * H + h] = s[static_cast<size_t>(k) * H + h] * scale;
-  }
-  std::vector<float> p(64), acc(hd);
-  std::vector<double> pv(hd);
-  for (int h = 0; h < H; ++h) {
-    float m = -1e30f, l = 0.0f;
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int a = 0; a < nkeys;) {
-      const int block = slot[a] / 64;
-      int b = a;
-      while (b < nkeys && slot[b] / 64 == block) ++b;
+  HeadScores(qT.data(), H, hd, keys.data(), nkeys, s.data());
+  for (float& v : s) v = v * scale;
+  // Online softmax block by block, every head at once (each head's arithmetic is its own, in the
+  // order of MODEL.md §6.9): the block's P.V is then one pass over its keys for all heads.
+  std::vector<float> m(H, -1e30f), l(H, 0.0f), sf(H), acc(static_cast<size_t>(H) * hd, 0.0f);
+  std::vector<double> pb(static_cast<size_t>(H) * 64), pv(static_cast<size_t>(H) * hd);
+  for (int a = 0; a < nkeys;) {
+    const int block = slot[a] / 64;
+    int b = a;
+    while (b < nkeys && slot[b] / 64 == block) ++b;
+    const int nk = b - a;
+    for (int h = 0; h < H; ++h) {
       float bm = -INFINITY;
       for (int k = a; k < b; ++k) bm = std::max(bm, s[static_cast<size_t>(k) * H + h]);
-      const float m_new = std::max(m, bm);
-      const float sf = ExpF(m - m_new);
+      const float m_new = std::max(m[h], bm);
+      sf[h] = ExpF(m[h] - m_new);
       double psum = 0.0;
       for (int k = a; k < b; ++k) {
-        p[k - a] = ExpF(s[static_cast<size_t>(k) * H + h] - m_new);
-        psum += p[k - a];
+        const float pk = ExpF(s[static_cast<size_t>(k) * H + h] - m_new);
+        psum += pk;
+        pb[static_cast<size_t>(h) * nk + (k - a)] = RoundBf16(pk);  // probabilities enter P.V as bf16
       }
-      l = l * sf + static_cast<float>(psum);
-      std::fill(pv.begin(), pv.end(), 0.0);
-      for (int k = a; k < b; ++k)  // probabilities enter the PV product as bf16
-        AccumulatePv(RoundBf16(p[k - a]), &keys[static_cast<size_t>(k) * hd], pv.data(), hd);
-      for (int d = 0; d < hd; ++d) acc[d] = acc[d] * sf + static_cast<float>(pv[d]);
-      m = m_new;
-      a = b;
+      l[h] = l[h] * sf[h] + static_cast<float>(psum);
+      m[h] = m_new;
     }
-    l = l + ExpF(w.attn_sink.at(h) - m);  // the sink joins the denominator only
-    for (int d = 0; d < hd; ++d) o[static_cast<size_t>(h) * hd + d] = RoundBf16(acc[d] / l);
+    BlockPv(pb.data(), H, nk, &keys[static_cast<size_t>(a) * hd], hd, pv.data());
+    for (int h = 0; h < H; ++h)
+      for (int d = 0; d < hd; ++d) {
+        const size_t i = static_cast<size_t>(h) * hd + d;
+        acc[i] = acc[i] * sf[h] + static_cast<float>(pv[i]);
+      }
+    a = b;
+  }
+  for (int h = 0; h < H; ++h) {
+    const float lh = l[h] + ExpF(w.attn_sink.at(h) - m[h]);  // the sink joins the denominator only
+    for (int d = 0; d < hd; ++d) o[static_cast<size_t>(h) * hd + d] = RoundBf16(acc[static_cast<size_t>(h) * hd + d] / lh);
   }
 }
 

@@ -72,11 +72,12 @@ void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<fl
       std::vector<float> qT(static_cast<size_t>(ihd) * nh), qk(nh);
       for (int h = 0; h < nh; ++h)
         for (int d = 0; d < ihd; ++d) qT[static_cast<size_t>(d) * nh + h] = qi[(static_cast<size_t>(r) * nh + h) * ihd + d];
+      qk.resize(static_cast<size_t>(V) * nh);
+      HeadScores(qT.data(), nh, ihd, keys.data(), static_cast<int>(V), qk.data());
       for (int64_t j = 0; j < V; ++j) {
-        HeadScores(qT.data(), nh, ihd, &keys[static_cast<size_t>(j) * ihd], qk.data());
         double sum = 0.0;
         for (int h = 0; h < nh; ++h)  // bf16(q.k), relu, bf16(x w), summed over heads, bf16 (REF's roundings)
-          sum += RoundBf16(std::max(RoundBf16(qk[h]), 0.0f) * hw[static_cast<size_t>(r) * nh + h]);
+          sum += RoundBf16(std::max(RoundBf16(qk[static_cast<size_t>(j) * nh + h]), 0.0f) * hw[static_cast<size_t>(r) * nh + h]);
         score[j] = RoundBf16(static_cast<float>(sum));
       }
       CountWork(static_cast<uint64_t>(V) * nh * ihd, 0);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "engine/matmul.h"
+#include "engine/matmul_bf16_dot.h"
 #include "engine/numerics.h"
 #include "engine/vector_ops.h"
 #include "util/thread_pool.h"
@@ -47,8 +48,17 @@ void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, Th
         for (int k = 0; k < 32; ++k) out->codes[r * cols + b * 32 + k] = lut[codes[k]];
       }
   };
-  if (pool == nullptr) return quantize(0, rows);
-  pool->ParallelRanges(rows, std::max<int64_t>(1, kParallelGrain / cols), quantize);
+  if (pool == nullptr) {
+    quantize(0, rows);
+  } else {
+    pool->ParallelRanges(rows, std::max<int64_t>(1, kParallelGrain / cols), quantize);
+  }
+  // Packed once here rather than per weight tile group: only matmuls of 8+ rows use the kernel.
+  out->bf16_pairs.clear();
+  if (rows >= 8 && bf16dot::Available()) {
+    out->bf16_pairs.resize(static_cast<size_t>(rows * cols / 2));
+    bf16dot::PackActs(out->codes.data(), rows, cols, out->bf16_pairs.data());
+  }
 }
 
 namespace {
@@ -60,10 +70,10 @@ MatmulWeights Bf16W(const Bf16View& w) { return {MatmulWeights::kBf16, w.p, null
 }  // namespace
 
 void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool) {
-  Matmul({a.codes.data(), a.scales.data(), a.rows}, Fp8W(w), y, pool);
+  Matmul({a.codes.data(), a.scales.data(), a.rows, a.bf16_pairs.empty() ? nullptr : a.bf16_pairs.data()}, Fp8W(w), y, pool);
 }
 void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* pool) {
-  Matmul({a.codes.data(), a.scales.data(), a.rows}, Fp4W(w), y, pool);
+  Matmul({a.codes.data(), a.scales.data(), a.rows, a.bf16_pairs.empty() ? nullptr : a.bf16_pairs.data()}, Fp4W(w), y, pool);
 }
 void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, ThreadPool* pool) {
   Matmul({x, nullptr, rows}, Bf16W(w), y, pool);

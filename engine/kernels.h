@@ -22,6 +22,7 @@ struct QuantActs {
   int64_t rows = 0, cols = 0;
   std::vector<float> codes;    // [rows, cols] E4M3 code values (the quantized value / its scale)
   std::vector<float> scales;   // [rows, cols / 32]
+  std::vector<uint32_t> bf16_pairs;  // codes packed for the VDPBF16PS kernel, where the CPU has it; or empty
 };
 
 // Elements below which an element-wise pass is not worth spreading over a pool.

@@ -16,6 +16,8 @@ struct MatmulActs {
   const float* values = nullptr;  // [rows, k]
   const float* scales = nullptr;  // [rows, k/32] or null
   int64_t rows = 0;
+  // Optional: `values` as bf16 pairs for the VDPBF16PS kernel (engine/matmul_bf16_dot.h's layout).
+  const uint32_t* bf16_pairs = nullptr;
 };
 
 struct MatmulWeights {

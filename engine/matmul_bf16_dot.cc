@@ -1,5 +1,6 @@
 #include "engine/matmul_bf16_dot.h"
 
+#include <algorithm>
 #include <atomic>
 
 #if defined(__x86_64__)
@@ -46,12 +47,18 @@ DS41_BF16_TARGET void PackTiles(const float* T, int G, uint32_t* P) {
     }
 }
 
-DS41_BF16_TARGET void PackActs(const float* x, int64_t stride, int64_t rows, uint32_t* X) {
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * stride;
-    // Word k = bf16(x[k]) (exact), then each (k, k + 1) dword rotated so that k is the high half.
-    const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xr + 16), _mm512_loadu_ps(xr));
-    _mm512_storeu_si512(X + r * 16, _mm512_maskz_rol_epi32(0xFFFF, reinterpret_cast<__m512i>(h), 16));
+DS41_BF16_TARGET void PackActs(const float* values, int64_t rows, int64_t K, uint32_t* pairs) {
+  const int64_t nb = K / 32;
+  for (int64_t c0 = 0; c0 < rows; c0 += kChunkRows) {
+    const int64_t cr = std::min(kChunkRows, rows - c0);
+    uint32_t* chunk = pairs + c0 * (K / 2);
+    for (int64_t r = 0; r < cr; ++r)
+      for (int64_t b = 0; b < nb; ++b) {
+        const float* x = values + (c0 + r) * K + b * 32;
+        // Word k = bf16(x[k]) (exact), then each (k, k + 1) dword rotated so that k is the high half.
+        const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
+        _mm512_storeu_si512(chunk + (b * cr + r) * 16, _mm512_maskz_rol_epi32(0xFFFF, reinterpret_cast<__m512i>(h), 16));
+      }
   }
 }
 

@@ -26,10 +26,16 @@ void SetEnabled(bool on);
 // P[g][pair][row] = (bf16(T[g][2 pair][row]) << 16) | bf16(T[g][2 pair + 1][row]).
 void PackTiles(const float* T, int G, uint32_t* P);
 
-// One 32-block of `rows` activation rows (row r at x + r * stride) as 16 bf16 pairs each, same order.
-void PackActs(const float* x, int64_t stride, int64_t rows, uint32_t* X);
+// Activation rows are packed once per matmul (QuantizeActs), as bf16 pairs in the order the kernel
+// reads them: chunks of kChunkRows rows (the last may be shorter), inside a chunk 32-block by 32-block,
+// inside a block row by row, 16 pairs each. Chunk c's block b starts at c * kChunkRows * K / 2 +
+// b * (rows in chunk c) * 16 words; pair p of a row = (bf16(x[2p]) << 16) | bf16(x[2p + 1]).
+inline constexpr int64_t kChunkRows = 64;
+// `values` [rows, K], exactly bf16 (E4M3 code values); `pairs` [rows * K / 2].
+void PackActs(const float* values, int64_t rows, int64_t K, uint32_t* pairs);
 
-// For rows i < rows and columns c < 16 * G of the packed block: part = the block's canonical chain,
+// X: one chunk's block (`rows` rows of 16 pairs). For rows i < rows and columns c < 16 * G of the
+// packed tiles: part = the block's canonical chain,
 // then part * as[i] * sw[c] (left to right), stored to acc[i * ld + c] (first block) or added to it.
 void BlockRows(const uint32_t* X, const float* as, int64_t rows, const uint32_t* P, const float* sw, int G, bool first,
                float* acc, int64_t ld);

@@ -328,7 +328,8 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
   constexpr int kMb = 4, kNv = 2;
 #if DS41_BF16_DOT_TARGET
   // Quantized activations against FP8/FP4 codes: the VDPBF16PS kernel where the CPU has it.
-  const bool dot = a.scales != nullptr && scaled && r1 - r0 <= kRowChunk && bf16dot::Available();
+  static_assert(kRowChunk == bf16dot::kChunkRows, "row chunks are the packed activations' chunks");
+  const bool dot = a.bf16_pairs != nullptr && a.scales != nullptr && scaled && bf16dot::Available();
 #endif
   for (int64_t b = 0; b < nb; ++b) {
     // Software prefetch, one per cache line, ~1 KB ahead in every row of the group: with 16-64 rows
@@ -348,11 +349,10 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
 #if DS41_BF16_DOT_TARGET
     if (dot) {
       alignas(64) uint32_t P[kTilesPerGroup * 16 * kTileRows];
-      alignas(64) uint32_t X[kRowChunk * 16];
       float as[kRowChunk];
       for (int64_t m = r0; m < r1; ++m) as[m - r0] = a.scales[m * nb + b];
       bf16dot::PackTiles(T, static_cast<int>(G), P);
-      bf16dot::PackActs(a.values + r0 * K + b * 32, K, r1 - r0, X);
+      const uint32_t* X = a.bf16_pairs + r0 * (K / 2) + b * (r1 - r0) * 16;  // this chunk's block b
       bf16dot::BlockRows(X, as, r1 - r0, P, sw, static_cast<int>(G), b == 0, acc, W);
       continue;
     }

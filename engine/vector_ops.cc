@@ -12,39 +12,131 @@ namespace ds41 {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-HWY_ATTR void HeadScores(const float* qT, int H, int hd, const float* key, float* scores) {
+// NK keys x NH head vectors of canonical chains at once: each q vector load serves NK keys and each
+// key broadcast NH vectors, and the NK * NH independent chains keep the FMA units busy.
+template <int NH, int NK, class D>
+HWY_INLINE void ScoresTile(D df, const float* HWY_RESTRICT qT, int H, int hd, int h0, const float* HWY_RESTRICT key,
+                           float* HWY_RESTRICT scores) {
+  const int L = static_cast<int>(hn::Lanes(df));
+  using V = hn::Vec<D>;
+  V acc[NK][NH];
+#pragma GCC unroll 2
+  for (int i = 0; i < NK; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NH; ++j) acc[i][j] = hn::Zero(df);  // (set by block 0; hd >= 32)
+  for (int b = 0; b < hd; b += 32) {
+    V part[NK][NH];
+#pragma GCC unroll 4
+    for (int j = 0; j < NH; ++j) {
+      const V q = hn::LoadU(df, qT + b * H + h0 + j * L);
+#pragma GCC unroll 2
+      for (int i = 0; i < NK; ++i) part[i][j] = hn::Mul(q, hn::Set(df, key[i * hd + b]));
+    }
+    for (int d = b + 1; d < b + 32; ++d) {
+#pragma GCC unroll 4
+      for (int j = 0; j < NH; ++j) {
+        const V q = hn::LoadU(df, qT + d * H + h0 + j * L);
+#pragma GCC unroll 2
+        for (int i = 0; i < NK; ++i) part[i][j] = hn::MulAdd(q, hn::Set(df, key[i * hd + d]), part[i][j]);
+      }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < NK; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NH; ++j) acc[i][j] = b == 0 ? part[i][j] : hn::Add(acc[i][j], part[i][j]);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < NK; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NH; ++j) hn::StoreU(acc[i][j], df, scores + i * H + h0 + j * L);
+}
+
+template <int NH, class D>
+HWY_INLINE void ScoresHeads(D df, const float* HWY_RESTRICT qT, int H, int hd, int h0, const float* HWY_RESTRICT keys,
+                            int nkeys, float* HWY_RESTRICT scores) {
+  int k = 0;
+  for (; k + 2 <= nkeys; k += 2)
+    ScoresTile<NH, 2>(df, qT, H, hd, h0, keys + static_cast<size_t>(k) * hd, scores + static_cast<size_t>(k) * H);
+  for (; k < nkeys; ++k)
+    ScoresTile<NH, 1>(df, qT, H, hd, h0, keys + static_cast<size_t>(k) * hd, scores + static_cast<size_t>(k) * H);
+}
+
+HWY_ATTR void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores) {
   const hn::ScalableTag<float> df;
   const int L = static_cast<int>(hn::Lanes(df));
   int h = 0;
-  for (; h + L <= H; h += L) {
-    auto acc = hn::Zero(df);
-    for (int b = 0; b < hd; b += 32) {
-      auto part = hn::Mul(hn::LoadU(df, qT + b * H + h), hn::Set(df, key[b]));
-      for (int d = b + 1; d < b + 32; ++d) part = hn::MulAdd(hn::LoadU(df, qT + d * H + h), hn::Set(df, key[d]), part);
-      acc = b == 0 ? part : hn::Add(acc, part);
-    }
-    hn::StoreU(acc, df, scores + h);
+  for (; h + 4 * L <= H; h += 4 * L) ScoresHeads<4>(df, qT, H, hd, h, keys, nkeys, scores);
+  switch ((H - h) / L) {
+    case 3: ScoresHeads<3>(df, qT, H, hd, h, keys, nkeys, scores); break;
+    case 2: ScoresHeads<2>(df, qT, H, hd, h, keys, nkeys, scores); break;
+    case 1: ScoresHeads<1>(df, qT, H, hd, h, keys, nkeys, scores); break;
+    default: break;
   }
-  for (; h < H; ++h) {  // heads beyond a whole vector: the same order, one lane
-    float acc = 0.0f;
-    for (int b = 0; b < hd; b += 32) {
-      float part = qT[b * H + h] * key[b];
-      for (int d = b + 1; d < b + 32; ++d) part += qT[d * H + h] * key[d];
-      acc = b == 0 ? part : acc + part;
+  h += (H - h) / L * L;
+  for (; h < H; ++h)  // heads beyond whole vectors: the same order, one lane
+    for (int k = 0; k < nkeys; ++k) {
+      const float* key = keys + static_cast<size_t>(k) * hd;
+      float acc = 0.0f;
+      for (int b = 0; b < hd; b += 32) {
+        float part = qT[b * H + h] * key[b];
+        for (int d = b + 1; d < b + 32; ++d) part += qT[d * H + h] * key[d];
+        acc = b == 0 ? part : acc + part;
+      }
+      scores[static_cast<size_t>(k) * H + h] = acc;
     }
-    scores[h] = acc;
-  }
 }
 
-HWY_ATTR void AccumulatePv(double p, const float* key, double* pv, int hd) {
-  const hn::ScalableTag<double> dd;
-  const hn::Rebind<float, decltype(dd)> df;
+// NH heads x NV double vectors of pv in registers while the block's keys stream past: each key
+// vector converted once for NH heads. Per (head, d) the sum is 0.0 then + p_k * key_k[d] in k order
+// (products exact in float64, so fused or not is the same).
+template <int NH, int NV, class DD>
+HWY_INLINE void PvTile(DD dd, const double* HWY_RESTRICT p, int nk, const float* HWY_RESTRICT keys, int hd, int h0,
+                       int d0, double* HWY_RESTRICT pv) {
+  const hn::Rebind<float, DD> df;
   const int L = static_cast<int>(hn::Lanes(dd));
-  const auto vp = hn::Set(dd, p);
+  using V = hn::Vec<DD>;
+  V acc[NH][NV];
+#pragma GCC unroll 4
+  for (int i = 0; i < NH; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) acc[i][j] = hn::Zero(dd);
+  for (int k = 0; k < nk; ++k) {
+    V kv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) kv[j] = hn::PromoteTo(dd, hn::LoadU(df, keys + static_cast<size_t>(k) * hd + d0 + j * L));
+#pragma GCC unroll 4
+    for (int i = 0; i < NH; ++i) {
+      const V pk = hn::Set(dd, p[(h0 + i) * nk + k]);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = hn::MulAdd(pk, kv[j], acc[i][j]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < NH; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) hn::StoreU(acc[i][j], dd, pv + static_cast<size_t>(h0 + i) * hd + d0 + j * L);
+}
+
+template <int NH, class DD>
+HWY_INLINE void PvHeads(DD dd, const double* HWY_RESTRICT p, int nk, const float* HWY_RESTRICT keys, int hd, int h0,
+                        double* HWY_RESTRICT pv) {
+  const int L = static_cast<int>(hn::Lanes(dd));
   int d = 0;
-  for (; d + L <= hd; d += L)
-    hn::StoreU(hn::MulAdd(vp, hn::PromoteTo(dd, hn::LoadU(df, key + d)), hn::LoadU(dd, pv + d)), dd, pv + d);
-  for (; d < hd; ++d) pv[d] += p * key[d];
+  for (; d + 4 * L <= hd; d += 4 * L) PvTile<NH, 4>(dd, p, nk, keys, hd, h0, d, pv);
+  for (; d + L <= hd; d += L) PvTile<NH, 1>(dd, p, nk, keys, hd, h0, d, pv);
+  for (; d < hd; ++d)
+    for (int i = 0; i < NH; ++i) {
+      double s = 0.0;
+      for (int k = 0; k < nk; ++k) s += p[(h0 + i) * nk + k] * static_cast<double>(keys[static_cast<size_t>(k) * hd + d]);
+      pv[static_cast<size_t>(h0 + i) * hd + d] = s;
+    }
+}
+
+HWY_ATTR void BlockPv(const double* p, int H, int nk, const float* keys, int hd, double* pv) {
+  const hn::ScalableTag<double> dd;
+  int h = 0;
+  for (; h + 4 <= H; h += 4) PvHeads<4>(dd, p, nk, keys, hd, h, pv);
+  for (; h < H; ++h) PvHeads<1>(dd, p, nk, keys, hd, h, pv);
 }
 
 HWY_ATTR double DotF32Weights(const float* x, const uint8_t* w, int64_t K) {
@@ -75,13 +167,15 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ds41 {
 HWY_EXPORT(HeadScores);
-HWY_EXPORT(AccumulatePv);
+HWY_EXPORT(BlockPv);
 HWY_EXPORT(DotF32Weights);
 
-void HeadScores(const float* qT, int H, int hd, const float* key, float* scores) {
-  HWY_DYNAMIC_DISPATCH(HeadScores)(qT, H, hd, key, scores);
+void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores) {
+  HWY_DYNAMIC_DISPATCH(HeadScores)(qT, H, hd, keys, nkeys, scores);
 }
-void AccumulatePv(double p, const float* key, double* pv, int hd) { HWY_DYNAMIC_DISPATCH(AccumulatePv)(p, key, pv, hd); }
+void BlockPv(const double* p, int H, int nk, const float* keys, int hd, double* pv) {
+  HWY_DYNAMIC_DISPATCH(BlockPv)(p, H, nk, keys, hd, pv);
+}
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K) { return HWY_DYNAMIC_DISPATCH(DotF32Weights)(x, w, K); }
 }  // namespace ds41
 #endif

@@ -7,12 +7,13 @@
 
 namespace ds41 {
 
-// scores[h] = canonical block dot of q_h and key over hd dims, for H heads; qT is q transposed,
-// [hd][H] (H a multiple of 16 is fastest; any H works).
-void HeadScores(const float* qT, int H, int hd, const float* key, float* scores);
+// scores[k * H + h] = canonical block dot of q_h and keys[k] over hd dims, for H heads and nkeys
+// keys ([nkeys][hd]); qT is q transposed, [hd][H] (H a multiple of 16 is fastest; any H works).
+void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores);
 
-// pv[d] += p * key[d] in float64 for d in [0, hd).
-void AccumulatePv(double p, const float* key, double* pv, int hd);
+// One attention block's P.V for H heads in float64: pv[h * hd + d] = 0.0 + p[h * nk + k] * keys[k * hd + d]
+// added for k = 0 .. nk - 1 in order (p [H][nk], keys [nk][hd]).
+void BlockPv(const double* p, int H, int nk, const float* keys, int hd, double* pv);
 
 // Float64 dot of x (floats) and w (fp32 weights at possibly unaligned bytes) over K.
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K);
