@@ -1,6 +1,7 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
 namespace ds41 {
@@ -18,16 +19,40 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+namespace {
+
+// Kernels come in bursts (a decode step is ~100 matmuls with microseconds of serial work between
+// them): a thread that runs out of work polls for this long before it sleeps, because waking a
+// sleeping thread costs tens of microseconds on a VM, as much as a small matmul.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+// Polls `ready` until it returns true or kSpin has passed; returns its last answer.
+template <typename F>
+bool SpinFor(F ready) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return false;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+}  // namespace
+
 void ThreadPool::Enqueue(std::function<void()> f) {
   {
     std::lock_guard<std::mutex> l(mu_);
     queue_.push_back(std::move(f));
+    queued_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
 }
 
 void ThreadPool::WorkerLoop() {
   for (;;) {
+    SpinFor([this] { return queued_.load(std::memory_order_acquire) > 0; });
     std::function<void()> f;
     {
       std::unique_lock<std::mutex> l(mu_);
@@ -35,6 +60,7 @@ void ThreadPool::WorkerLoop() {
       if (queue_.empty()) return;  // stopping and drained
       f = std::move(queue_.front());
       queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     f();
   }
@@ -68,6 +94,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
   const int64_t helpers = std::min<int64_t>(static_cast<int64_t>(workers_.size()), n - 1);
   for (int64_t h = 0; h < helpers; ++h) Enqueue(run);
   run();
+  if (SpinFor([&] { return job->done.load(std::memory_order_acquire) == n; })) return;
   std::unique_lock<std::mutex> l(job->mu);
   job->cv.wait(l, [&] { return job->done.load() == n; });
 }

@@ -60,6 +60,7 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
+  std::atomic<int64_t> queued_{0};  // queue_.size(), readable without the lock (for spinning)
   bool stop_ = false;
 };
 
