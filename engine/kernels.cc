@@ -40,13 +40,8 @@ void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, Th
   out->codes.resize(static_cast<size_t>(rows * cols));
   out->scales.resize(static_cast<size_t>(rows * (cols / 32)));
   auto quantize = [x, cols, out](int64_t r0, int64_t r1) {
-    const auto& lut = E4m3Table();
-    uint8_t codes[32];
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t b = 0; b < cols / 32; ++b) {
-        out->scales[r * (cols / 32) + b] = QuantizeQdq8(x + r * cols + b * 32, 32, codes).scale;
-        for (int k = 0; k < 32; ++k) out->codes[r * cols + b * 32 + k] = lut[codes[k]];
-      }
+    QuantizeQdq8Blocks(x + r0 * cols, (r1 - r0) * (cols / 32), out->codes.data() + r0 * cols,
+                       out->scales.data() + r0 * (cols / 32));
   };
   if (pool == nullptr) {
     quantize(0, rows);
@@ -79,7 +74,14 @@ void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, Threa
   Matmul({x, nullptr, rows}, Bf16W(w), y, pool);
 }
 void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, float* y, ThreadPool* pool) {
-  Matmul({x, nullptr, rows}, Fp8W(w), y, pool);
+  // bf16 activations (wo_a) may take the VDPBF16PS kernel too, when every value is safe for it.
+  thread_local std::vector<uint32_t> pairs;
+  const uint32_t* packed = nullptr;
+  if (rows >= 8 && bf16dot::Available()) {
+    pairs.resize(static_cast<size_t>(rows * w.in / 2));
+    if (bf16dot::PackActsIfSafe(x, rows, w.in, pairs.data())) packed = pairs.data();
+  }
+  Matmul({x, nullptr, rows, packed}, Fp8W(w), y, pool);
 }
 
 namespace {

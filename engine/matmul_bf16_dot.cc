@@ -62,6 +62,22 @@ DS41_BF16_TARGET void PackActs(const float* values, int64_t rows, int64_t K, uin
   }
 }
 
+DS41_BF16_TARGET bool PackActsIfSafe(const float* values, int64_t rows, int64_t K, uint32_t* pairs) {
+  const int64_t n = rows * K;
+  const __m512i low = _mm512_set1_epi32(0xFFFF), expo = _mm512_set1_epi32(0x7F800000);
+  const __m512i lo_e = _mm512_set1_epi32((127 - 100) << 23), hi_e = _mm512_set1_epi32((127 + 100) << 23);
+  for (int64_t i = 0; i < n; i += 16) {  // K % 32 == 0
+    const __m512i v = _mm512_loadu_si512(values + i);
+    const __m512i e = _mm512_and_si512(v, expo);
+    const __mmask16 nonzero = _mm512_test_epi32_mask(v, _mm512_set1_epi32(0x7FFFFFFF));
+    const __mmask16 inexact = _mm512_test_epi32_mask(v, low);
+    const __mmask16 out_of_range = _mm512_mask_cmplt_epu32_mask(nonzero, e, lo_e) | _mm512_cmpgt_epu32_mask(e, hi_e);
+    if ((inexact | out_of_range) != 0) return false;
+  }
+  PackActs(values, rows, K, pairs);
+  return true;
+}
+
 namespace {
 
 // MB rows x NV tiles: MB * NV chains in registers, each weight vector loaded once for MB rows.
@@ -122,6 +138,7 @@ void BlockRows(const uint32_t* X, const float* as, int64_t rows, const uint32_t*
 
 void PackTiles(const float*, int, uint32_t*) {}
 void PackActs(const float*, int64_t, int64_t, uint32_t*) {}
+bool PackActsIfSafe(const float*, int64_t, int64_t, uint32_t*) { return false; }
 void BlockRows(const uint32_t*, const float*, int64_t, const uint32_t*, const float*, int, bool, float*, int64_t) {}
 
 #endif

@@ -34,6 +34,11 @@ inline constexpr int64_t kChunkRows = 64;
 // `values` [rows, K], exactly bf16 (E4M3 code values); `pairs` [rows * K / 2].
 void PackActs(const float* values, int64_t rows, int64_t K, uint32_t* pairs);
 
+// PackActs for activations that are not quantized (bf16 values against FP8 codes): false, with
+// `pairs` unspecified, unless every value is exactly bf16 and 0 or of magnitude in [2^-100, 2^100],
+// which keeps every product and partial sum normal (the instruction flushes subnormals).
+bool PackActsIfSafe(const float* values, int64_t rows, int64_t K, uint32_t* pairs);
+
 // X: one chunk's block (`rows` rows of 16 pairs). For rows i < rows and columns c < 16 * G of the
 // packed tiles: part = the block's canonical chain,
 // then part * as[i] * sw[c] (left to right), stored to acc[i * ld + c] (first block) or added to it.

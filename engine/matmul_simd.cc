@@ -327,9 +327,9 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
   // 8 chains in flight (4 rows x 2 column vectors) cover the FMA latency; fewer rows use more columns.
   constexpr int kMb = 4, kNv = 2;
 #if DS41_BF16_DOT_TARGET
-  // Quantized activations against FP8/FP4 codes: the VDPBF16PS kernel where the CPU has it.
+  // Activations packed as bf16 pairs against FP8/FP4 codes: the VDPBF16PS kernel.
   static_assert(kRowChunk == bf16dot::kChunkRows, "row chunks are the packed activations' chunks");
-  const bool dot = a.bf16_pairs != nullptr && a.scales != nullptr && scaled && bf16dot::Available();
+  const bool dot = a.bf16_pairs != nullptr && scaled && bf16dot::Available();
 #endif
   for (int64_t b = 0; b < nb; ++b) {
     // Software prefetch, one per cache line, ~1 KB ahead in every row of the group: with 16-64 rows
@@ -350,7 +350,7 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
     if (dot) {
       alignas(64) uint32_t P[kTilesPerGroup * 16 * kTileRows];
       float as[kRowChunk];
-      for (int64_t m = r0; m < r1; ++m) as[m - r0] = a.scales[m * nb + b];
+      for (int64_t m = r0; m < r1; ++m) as[m - r0] = a.scales != nullptr ? a.scales[m * nb + b] : 1.0f;
       bf16dot::PackTiles(T, static_cast<int>(G), P);
       const uint32_t* X = a.bf16_pairs + r0 * (K / 2) + b * (r1 - r0) * 16;  // this chunk's block b
       bf16dot::BlockRows(X, as, r1 - r0, P, sw, static_cast<int>(G), b == 0, acc, W);

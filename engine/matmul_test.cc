@@ -151,6 +151,29 @@ TEST(MatmulTest, AllNegativeZeroProductsStayNegativeZero) {
   EXPECT_EQ(0, std::memcmp(yt.data(), ref.data(), ref.size() * 4));
 }
 
+// bf16 activations against FP8 codes (wo_a) whose products would be subnormal: the VDPBF16PS kernel
+// would flush them, so such activations must take the FMA kernel, which keeps the reference's bits.
+TEST(MatmulTest, TinyUnquantizedActivationsKeepTheirSubnormalProducts) {
+  constexpr int64_t m = 8, n = 16, k = 64;
+  std::mt19937 rng(7);
+  std::vector<float> x(static_cast<size_t>(m * k), 0.0f);
+  x[0] = std::ldexp(1.0f, -130);      // subnormal input
+  x[k + 1] = std::ldexp(1.0f, -120);  // normal input, subnormal products
+  for (int64_t i = 2 * k; i < m * k; ++i) x[i] = RoundBf16(std::normal_distribution<float>(0.0f, 1.0f)(rng));
+  const auto w = RandomFp8(rng, static_cast<size_t>(n * k));
+  const std::vector<uint8_t> s(static_cast<size_t>(k / 32), 127);
+  std::vector<uint8_t> t(static_cast<size_t>(Fp8TilesBytes(n, k)));
+  PackFp8Tiles(w.data(), n, k, t.data());
+  const Fp8Linear fp8{w.data(), s.data(), n, k}, fp8_tiles{w.data(), s.data(), n, k, t.data()};
+  std::vector<float> ref(static_cast<size_t>(m * n)), y(ref.size()), yt(ref.size());
+  reference::MatMulFp8Unquantized(x.data(), m, fp8, ref.data());
+  MatMulFp8Unquantized(x.data(), m, fp8, y.data(), nullptr);
+  MatMulFp8Unquantized(x.data(), m, fp8_tiles, yt.data(), nullptr);
+  EXPECT_NE(0.0f, ref[0]);
+  EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4));
+  EXPECT_EQ(0, std::memcmp(yt.data(), ref.data(), ref.size() * 4));
+}
+
 TEST(MatmulTest, TargetsAreReported) {
   std::string names;
   for (int64_t t : hwy::SupportedAndGeneratedTargets()) names += std::string(hwy::TargetName(t)) + " ";

@@ -80,10 +80,13 @@ float GroupAmax(const float* x, int n) {
 }
 }  // namespace
 
-Qdq8Group QuantizeQdq8(const float* x, int n, uint8_t* codes) {
+float Qdq8Scale(float amax) {
   static const float kInv = static_cast<float>(1.0 / 448.0);
-  const float amax = std::max(GroupAmax(x, n), 1e-4f);
-  const float s = FastRoundScale(amax, kInv);
+  return FastRoundScale(std::max(amax, 1e-4f), kInv);
+}
+
+Qdq8Group QuantizeQdq8(const float* x, int n, uint8_t* codes) {
+  const float s = Qdq8Scale(GroupAmax(x, n));
   // s is a power of two: x * (1/s) is the same correctly rounded value as x / s, and cheaper.
   const float inv = 1.0f / s;
   for (int i = 0; i < n; ++i) codes[i] = F32ToE4m3(std::clamp(x[i] * inv, -kFp8Max, kFp8Max));

@@ -97,6 +97,8 @@ struct Qdq8Group {
   uint8_t scale_e8m0;
 };
 Qdq8Group QuantizeQdq8(const float* x, int n, uint8_t* codes);
+// QDQ8's scale for a group whose largest magnitude is `amax` (a power of two).
+float Qdq8Scale(float amax);
 
 // QDQ4e8: indexer q and k; groups of 32, power-of-two scale.
 Qdq8Group QuantizeQdq4e8(const float* x, int n, uint8_t* codes4);

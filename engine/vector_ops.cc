@@ -7,6 +7,8 @@
 
 #include "engine/vector_ops.h"
 
+#include "engine/numerics.h"
+
 HWY_BEFORE_NAMESPACE();
 namespace ds41 {
 namespace HWY_NAMESPACE {
@@ -139,6 +141,48 @@ HWY_ATTR void BlockPv(const double* p, int H, int nk, const float* keys, int hd,
   for (; h < H; ++h) PvHeads<1>(dd, p, nk, keys, hd, h, pv);
 }
 
+HWY_ATTR void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* scales) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  using V = hn::Vec<decltype(df)>;
+  constexpr int kMaxVecs = 32;  // 32 / lanes, lanes >= 1
+  const int L = static_cast<int>(hn::Lanes(df));
+  const int nv = 32 / L;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * 32;
+    float* vb = values + b * 32;
+    V v[kMaxVecs];
+    auto amax = hn::Zero(df);
+    auto finite = hn::Set(df, 0.0f);  // x * 0 is 0 unless x is NaN or infinite
+    for (int j = 0; j < nv; ++j) {
+      v[j] = hn::LoadU(df, xb + j * L);
+      amax = hn::Max(amax, hn::Abs(v[j]));
+      finite = hn::Add(finite, hn::Mul(v[j], hn::Zero(df)));
+    }
+    if (!hn::AllTrue(df, hn::Eq(finite, hn::Zero(df)))) {
+      uint8_t codes[32];
+      scales[b] = QuantizeQdq8(xb, 32, codes).scale;
+      for (int k = 0; k < 32; ++k) vb[k] = E4m3ToF32(codes[k]);
+      continue;
+    }
+    const float s = Qdq8Scale(hn::GetLane(hn::MaxOfLanes(df, amax)));
+    scales[b] = s;
+    const V inv = hn::Set(df, 1.0f / s), lim = hn::Set(df, 448.0f);
+    for (int j = 0; j < nv; ++j) {
+      // F32ToE4m3 in float form: below 2^-6 the subnormal grid of 2^-9 (round to nearest even),
+      // above it the mantissa rounded to 3 bits on the bits.
+      const V q = hn::Min(hn::Max(hn::Mul(v[j], inv), hn::Neg(lim)), lim);
+      const V a = hn::Abs(q);
+      const V sub = hn::Mul(hn::Round(hn::Mul(a, hn::Set(df, 512.0f))), hn::Set(df, 1.0f / 512.0f));
+      auto bits = hn::BitCast(du, a);
+      bits = hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFFu), hn::And(hn::ShiftRight<20>(bits), hn::Set(du, 1u))));
+      const V norm = hn::BitCast(df, hn::And(bits, hn::Set(du, 0xFFF00000u)));
+      const V r = hn::IfThenElse(hn::Lt(a, hn::Set(df, 0.015625f)), sub, norm);
+      hn::StoreU(hn::CopySign(r, q), df, vb + j * L);
+    }
+  }
+}
+
 HWY_ATTR double DotF32Weights(const float* x, const uint8_t* w, int64_t K) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
@@ -168,6 +212,7 @@ HWY_AFTER_NAMESPACE();
 namespace ds41 {
 HWY_EXPORT(HeadScores);
 HWY_EXPORT(BlockPv);
+HWY_EXPORT(QuantizeQdq8Blocks);
 HWY_EXPORT(DotF32Weights);
 
 void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores) {
@@ -175,6 +220,9 @@ void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, fl
 }
 void BlockPv(const double* p, int H, int nk, const float* keys, int hd, double* pv) {
   HWY_DYNAMIC_DISPATCH(BlockPv)(p, H, nk, keys, hd, pv);
+}
+void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* scales) {
+  HWY_DYNAMIC_DISPATCH(QuantizeQdq8Blocks)(x, blocks, values, scales);
 }
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K) { return HWY_DYNAMIC_DISPATCH(DotF32Weights)(x, w, K); }
 }  // namespace ds41

@@ -15,6 +15,11 @@ void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, fl
 // added for k = 0 .. nk - 1 in order (p [H][nk], keys [nk][hd]).
 void BlockPv(const double* p, int H, int nk, const float* keys, int hd, double* pv);
 
+// QDQ8 of `blocks` whole 32-blocks (Lin8's activations, MODEL.md §3): values[i] = the value of the
+// E4M3 code QuantizeQdq8 gives x[i] (not scaled back), scales[b] = the block's scale. The scalar
+// function's bits on every target (blocks with NaN or infinity take the scalar function).
+void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* scales);
+
 // Float64 dot of x (floats) and w (fp32 weights at possibly unaligned bytes) over K.
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K);
 

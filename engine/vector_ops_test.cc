@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -64,6 +65,47 @@ TEST_P(VectorOpsTargetsTest, HeadScoresAndBlockPvMatchTheCanonicalLoops) {
     const std::string where = hwy::TargetName(target);
     EXPECT_EQ(0, std::memcmp(s.data(), want_s.data(), s.size() * 4)) << "scores " << where;
     EXPECT_EQ(0, std::memcmp(pv.data(), want_pv.data(), pv.size() * 8)) << "pv " << where;
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// Blocks of random bit patterns (every exponent, subnormals, NaN and infinities), of normal values
+// at every scale, of exact rounding ties on both grids, of signed zeros.
+TEST(VectorOpsTest, QuantizeQdq8BlocksMatchesTheScalarQuantizerOnEveryTarget) {
+  std::mt19937 rng(11);
+  std::vector<float> x;
+  auto bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  for (int b = 0; b < 2000; ++b)
+    for (int k = 0; k < 32; ++k) x.push_back(bits(static_cast<uint32_t>(rng())));
+  for (int e = -140; e <= 120; ++e)
+    for (int k = 0; k < 32; ++k) x.push_back(std::ldexp(std::normal_distribution<float>(0.0f, 1.0f)(rng), e));
+  for (int b = 0; b < 64; ++b) {  // amax 448 (scale 1): ties at (m + 1/2) * 2^-9 and on the 3-bit mantissa grid
+    x.push_back(448.0f);
+    for (int k = 1; k < 32; ++k)
+      x.push_back(k % 2 ? (static_cast<float>(rng() % 16) + 0.5f) / 512.0f
+                        : std::ldexp(1.0f + (static_cast<float>(rng() % 8) + 0.5f) / 8.0f, static_cast<int>(rng() % 14) - 6) *
+                              (rng() % 2 ? 1.0f : -1.0f));
+  }
+  for (int k = 0; k < 32; ++k) x.push_back(k % 2 ? -0.0f : 0.0f);
+  const int64_t blocks = static_cast<int64_t>(x.size()) / 32;
+  std::vector<float> want(x.size()), want_s(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t codes[32];
+    want_s[b] = QuantizeQdq8(&x[b * 32], 32, codes).scale;
+    for (int k = 0; k < 32; ++k) want[b * 32 + k] = E4m3ToF32(codes[k]);
+  }
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    std::vector<float> v(x.size()), sc(want_s.size());
+    QuantizeQdq8Blocks(x.data(), blocks, v.data(), sc.data());
+    for (int64_t b = 0; b < blocks; ++b) {
+      ASSERT_EQ(0, std::memcmp(&sc[b], &want_s[b], 4)) << hwy::TargetName(target) << " block " << b;
+      ASSERT_EQ(0, std::memcmp(&v[b * 32], &want[b * 32], 32 * 4)) << hwy::TargetName(target) << " block " << b;
+    }
   }
   hwy::SetSupportedTargetsForTest(0);
 }
