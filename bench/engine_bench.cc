@@ -81,8 +81,18 @@ int main(int argc, char** argv) {
 
   const double bw = MeasureTriadBandwidth(&pool, triad_mib * (1 << 20) / 12, 5);
   const double peak = MeasurePeakFmaFlops(&pool, 3);
-  std::printf("machine: STREAM triad %.1f GB/s (%ld MiB arrays), peak FMA %.1f GFLOP/s (%s, %d threads)\n", bw / 1e9,
-              static_cast<long>(triad_mib), peak / 1e9, PeakKernelTarget(), threads);
+  const double peak_dot = MeasurePeakBf16DotFlops(&pool, 3);
+  std::printf("machine: STREAM triad %.1f GB/s (%ld MiB arrays), peak FMA %.1f GFLOP/s (%s, %d threads), "
+              "peak VDPBF16PS %.1f GFLOP/s%s\n",
+              bw / 1e9, static_cast<long>(triad_mib), peak / 1e9, PeakKernelTarget(), threads, peak_dot / 1e9,
+              peak_dot > 0 ? " (the Lin8 kernels of 8+ rows use it)" : " (not on this CPU)");
+  // Ratios are against peak FMA (fp32 FMA, the yardstick); with VDPBF16PS the hardware can do
+  // twice that, so the line also gives the fraction of that rate.
+  auto dot_share = [&](double flops_per_s) {
+    char buf[64] = "";
+    if (peak_dot > 0) std::snprintf(buf, sizeof buf, " (%.3f of peak VDPBF16PS)", flops_per_s / peak_dot);
+    return std::string(buf);
+  };
 
   // Decode, batch 1.
   if (want("decode")) {
@@ -108,8 +118,8 @@ int main(int argc, char** argv) {
     Check(engine.Prefill(&st, {Prompt(prefill, c.vocab_size, 2), {}, {}}, false, &lg));
     const double t = Seconds(t0);
     const double flops = 2.0 * static_cast<double>(ReadWorkCounters().macs);
-    std::printf("prefill %d tokens: %.2f s, %.1f GFLOP useful -> %.1f GFLOP/s = %.3f of peak FMA\n", prefill, t, flops / 1e9,
-                flops / t / 1e9, flops / t / peak);
+    std::printf("prefill %d tokens: %.2f s, %.1f GFLOP useful -> %.1f GFLOP/s = %.3f of peak FMA%s\n", prefill, t,
+                flops / 1e9, flops / t / 1e9, flops / t / peak, dot_share(flops / t).c_str());
   }
   // Batched decode.
   if (want("batched")) {
@@ -142,8 +152,9 @@ int main(int argc, char** argv) {
       // More sequences route to more experts (the weight bytes a step reads grow with the batch) and
       // multiply the arithmetic: each line says how close it is to either limit.
       std::printf("batched decode, %2d sequences: %.2f tokens/s (%.2fx one sequence); %.0f MB of weights per step = "
-                  "%.3f of triad, %.1f GFLOP/s = %.3f of peak FMA\n",
-                  batch, tps, tps / tps1, bytes / 1e6, bytes * steps / secs / bw, flops / secs / 1e9, flops / secs / peak);
+                  "%.3f of triad, %.1f GFLOP/s = %.3f of peak FMA%s\n",
+                  batch, tps, tps / tps1, bytes / 1e6, bytes * steps / secs / bw, flops / secs / 1e9, flops / secs / peak,
+                  dot_share(flops / secs).c_str());
     }
   }
   // CED against exact prefill of the same prompt.

@@ -8,7 +8,12 @@
 #include <vector>
 
 #include "bench/machine_limits.h"
+#include "engine/matmul_bf16_dot.h"
 #include "util/thread_pool.h"
+
+#if defined(__x86_64__) && HWY_ONCE
+#include <immintrin.h>
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace ds41 {
@@ -87,6 +92,46 @@ double MeasurePeakFmaFlops(ThreadPool* pool, int runs) {
     best = std::max(best, 2.0 * 12 * lanes * static_cast<double>(iters) * pool->threads() / t);
   }
   return best;
+}
+
+#if defined(__x86_64__)
+namespace {
+// 12 independent VDPBF16PS chains (32 multiply-adds each per instruction).
+__attribute__((target("avx512f,avx512bf16"))) float DotLoop(int64_t iters, float seed) {
+  const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3F803F80 + static_cast<int>(seed)));
+  const __m512bh b = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3F7F3F7F));
+  __m512 c[12];
+#pragma GCC unroll 12
+  for (int j = 0; j < 12; ++j) c[j] = _mm512_set1_ps(0.1f * static_cast<float>(j));
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) c[j] = _mm512_dpbf16_ps(c[j], a, b);
+  }
+  __m512 s = c[0];
+  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, c[j]);
+  return _mm512_reduce_add_ps(s);
+}
+}  // namespace
+#endif
+
+double MeasurePeakBf16DotFlops(ThreadPool* pool, int runs) {
+#if defined(__x86_64__)
+  if (!bf16dot::Available()) return 0;
+  const int64_t iters = 20'000'000;
+  double best = 0;
+  for (int r = 0; r < runs; ++r) {
+    std::vector<float> out(pool->threads());
+    const auto t0 = std::chrono::steady_clock::now();
+    pool->ParallelFor(pool->threads(), [&](int64_t i) { out[i] = DotLoop(iters, static_cast<float>(i)); });
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * 12 * 32 * static_cast<double>(iters) * pool->threads() / t);
+  }
+  return best;
+#else
+  (void)pool;
+  (void)runs;
+  return 0;
+#endif
 }
 
 }  // namespace ds41

@@ -16,4 +16,8 @@ double MeasurePeakFmaFlops(ThreadPool* pool, int runs);
 
 const char* PeakKernelTarget();
 
+// FLOP/s (2 per multiply-add) of independent VDPBF16PS chains on every thread (the rate the Lin8
+// kernels can reach on CPUs with AVX512-BF16), best of runs; 0 where the CPU lacks it.
+double MeasurePeakBf16DotFlops(ThreadPool* pool, int runs);
+
 }  // namespace ds41
