@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   auto want = [&](const char* part) { return ("," + only + ",").find("," + std::string(part) + ",") != std::string::npos; };
 
-  ThreadPool pool(threads);
+  ThreadPool pool(threads, ThreadPool::Idle::kSpinThenSleep);
   auto tiles_mode = ParseWeightTiles(tiles);
   Check(tiles_mode.status());
   auto model_or = Model::Open(model_dir, {*tiles_mode, ""});

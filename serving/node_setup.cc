@@ -46,7 +46,8 @@ int SetUpNode(const std::string& name, const NodeFlags& f, NodeSetup* out) {
   }
   out->model = std::move(*model);
   out->cache = std::move(*cache);
-  out->compute = std::make_unique<ThreadPool>(f.threads > 0 ? f.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  out->compute = std::make_unique<ThreadPool>(f.threads > 0 ? f.threads : static_cast<int>(std::thread::hardware_concurrency()),
+                                              ThreadPool::Idle::kSpinThenSleep);
   return 0;
 }
 

@@ -6,7 +6,7 @@
 
 namespace ds41 {
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, Idle idle) : idle_(idle) {
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
@@ -21,9 +21,7 @@ ThreadPool::~ThreadPool() {
 
 namespace {
 
-// Kernels come in bursts (a decode step is ~100 matmuls with microseconds of serial work between
-// them): a thread that runs out of work polls for this long before it sleeps, because waking a
-// sleeping thread costs tens of microseconds on a VM, as much as a small matmul.
+// How long a kSpinThenSleep thread polls for work before it sleeps.
 constexpr auto kSpin = std::chrono::microseconds(100);
 
 // Polls `ready` until it returns true or kSpin has passed; returns its last answer.
@@ -52,7 +50,7 @@ void ThreadPool::Enqueue(std::function<void()> f) {
 
 void ThreadPool::WorkerLoop() {
   for (;;) {
-    SpinFor([this] { return queued_.load(std::memory_order_acquire) > 0; });
+    if (idle_ == Idle::kSpinThenSleep) SpinFor([this] { return queued_.load(std::memory_order_acquire) > 0; });
     std::function<void()> f;
     {
       std::unique_lock<std::mutex> l(mu_);
@@ -94,7 +92,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
   const int64_t helpers = std::min<int64_t>(static_cast<int64_t>(workers_.size()), n - 1);
   for (int64_t h = 0; h < helpers; ++h) Enqueue(run);
   run();
-  if (SpinFor([&] { return job->done.load(std::memory_order_acquire) == n; })) return;
+  if (idle_ == Idle::kSpinThenSleep && SpinFor([&] { return job->done.load(std::memory_order_acquire) == n; })) return;
   std::unique_lock<std::mutex> l(job->mu);
   job->cv.wait(l, [&] { return job->done.load() == n; });
 }
@@ -114,7 +112,7 @@ ThreadPool& ThreadPool::Default() {
   static ThreadPool* pool = [] {
     int n = static_cast<int>(std::thread::hardware_concurrency());
     if (const char* e = std::getenv("DS41_THREADS")) n = std::atoi(e);
-    return new ThreadPool(n > 0 ? n : 1);
+    return new ThreadPool(n > 0 ? n : 1, Idle::kSpinThenSleep);
   }();
   return *pool;
 }

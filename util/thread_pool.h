@@ -20,8 +20,14 @@ namespace ds41 {
 
 class ThreadPool {
  public:
+  // What a thread does when it runs out of work. Compute pools poll for ~100 us first: kernels come
+  // in bursts (a decode step is ~100 matmuls with microseconds of serial work between them) and
+  // waking a sleeping thread costs tens of microseconds on a VM, as much as a small matmul. I/O
+  // pools sleep at once, leaving the CPU to whoever has work.
+  enum class Idle { kSleep, kSpinThenSleep };
+
   // `threads` = workers + the caller of ParallelFor; 1 means no workers (everything inline).
-  explicit ThreadPool(int threads);
+  explicit ThreadPool(int threads, Idle idle = Idle::kSleep);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -49,7 +55,7 @@ class ThreadPool {
   // inline, when n < 2 * grain or there are no workers); returns when all calls have returned.
   void ParallelRanges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
-  // A process-wide default pool sized by DS41_THREADS or the hardware.
+  // A process-wide default compute pool (kSpinThenSleep) sized by DS41_THREADS or the hardware.
   static ThreadPool& Default();
 
  private:
@@ -60,6 +66,7 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
+  const Idle idle_;
   std::atomic<int64_t> queued_{0};  // queue_.size(), readable without the lock (for spinning)
   bool stop_ = false;
 };
