@@ -230,14 +230,9 @@ HWY_ATTR void BuildTileFromRows(const MatmulWeights& w, int64_t n0, int64_t b, f
 }
 
 // Tile (n0, b) of the weights as floats, k-major (T[k * kTileRows + row]), and its rows' scales.
-HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T,
-                        float* HWY_RESTRICT sw) {
+// The scales of tile (n0, b)'s rows.
+HWY_ATTR void TileScales(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT sw) {
   const int64_t K = w.k;
-  if (w.tiles != nullptr) {
-    BuildTileFromTiles(w, n0, b, T);
-  } else {
-    BuildTileFromRows(w, n0, b, T);
-  }
   const hn::ScalableTag<float> df;
   if (w.tile_scales != nullptr) {
     for (int64_t v = 0; v < kTileRows; v += static_cast<int64_t>(hn::Lanes(df)))
@@ -258,6 +253,48 @@ HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HW
     }
   }
 }
+
+HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T,
+                        float* HWY_RESTRICT sw) {
+  if (w.tiles != nullptr) {
+    BuildTileFromTiles(w, n0, b, T);
+  } else {
+    BuildTileFromRows(w, n0, b, T);
+  }
+  TileScales(w, n0, b, sw);
+}
+
+#if DS41_BF16_DOT_TARGET
+// Tile (n0, b) of FP8/FP4 tile-major codes straight into the VDPBF16PS kernel's bf16 pairs
+// (bf16dot::PackTiles's layout), without the float tile in between.
+HWY_ATTR void BuildPairsFromTiles(const MatmulWeights& w, int64_t n0, int64_t b, uint32_t* HWY_RESTRICT P) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Rebind<uint8_t, decltype(df)> du8;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t tile = (n0 / kTileRows) * (w.k / 32) + b;
+  // The values are exactly bf16: the high half of k's float bits, then k + 1's.
+  auto pack = [&](hn::Vec<decltype(df)> w0, hn::Vec<decltype(df)> w1, uint32_t* dst) HWY_ATTR {
+    hn::Store(hn::Or(hn::And(hn::BitCast(du, w0), hn::Set(du, 0xFFFF0000u)), hn::ShiftRight<16>(hn::BitCast(du, w1))), du, dst);
+  };
+  if (w.format == MatmulWeights::kFp8) {
+    const uint8_t* src = w.tiles + tile * kFp8TileBytes;
+    for (int64_t p = 0; p < 16; ++p)
+      for (int64_t v = 0; v < kTileRows; v += L) {
+        hn::Vec<decltype(df)> w0, w1;
+        Fp8Pair(df, src + 2 * p * kTileRows + v, /*fold=*/false, &w0, &w1);
+        pack(w0, w1, P + p * kTileRows + v);
+      }
+  } else {
+    const uint8_t* src = w.tiles + tile * kFp4TileBytes;
+    for (int64_t p = 0; p < 16; ++p)
+      for (int64_t v = 0; v < kTileRows; v += L) {
+        const auto c = hn::PromoteTo(du, hn::LoadU(du8, src + p * kTileRows + v));
+        pack(E2m1Values(df, hn::And(c, hn::Set(du, 0xF))), E2m1Values(df, hn::ShiftRight<4>(c)), P + p * kTileRows + v);
+      }
+  }
+}
+#endif
 
 // MB activation rows x NV column vectors of one 32-block: MB*NV independent canonical chains
 // (product of k = 0, then FMA for k = 1..31), interleaved so the FMA units are not waiting on one
@@ -345,18 +382,27 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
     } else if (off < row_bytes && (b * block_bytes) % 64 + block_bytes > 63) {
       for (int64_t r = t0 * kTileRows; r < std::min(w.n, t1 * kTileRows); ++r) hwy::Prefetch(w.data + r * row_bytes + off);
     }
-    for (int64_t g = 0; g < G; ++g) BuildTile(w, (t0 + g) * kTileRows, b, T + g * 32 * kTileRows, sw + g * kTileRows);
 #if DS41_BF16_DOT_TARGET
     if (dot) {
       alignas(64) uint32_t P[kTilesPerGroup * 16 * kTileRows];
       float as[kRowChunk];
       for (int64_t m = r0; m < r1; ++m) as[m - r0] = a.scales != nullptr ? a.scales[m * nb + b] : 1.0f;
-      bf16dot::PackTiles(T, static_cast<int>(G), P);
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t n0 = (t0 + g) * kTileRows;
+        if (w.tiles != nullptr) {
+          BuildPairsFromTiles(w, n0, b, P + g * 16 * kTileRows);
+          TileScales(w, n0, b, sw + g * kTileRows);
+        } else {
+          BuildTile(w, n0, b, T, sw + g * kTileRows);
+          bf16dot::PackTiles(T, 1, P + g * 16 * kTileRows);
+        }
+      }
       const uint32_t* X = a.bf16_pairs + r0 * (K / 2) + b * (r1 - r0) * 16;  // this chunk's block b
       bf16dot::BlockRows(X, as, r1 - r0, P, sw, static_cast<int>(G), b == 0, acc, W);
       continue;
     }
 #endif
+    for (int64_t g = 0; g < G; ++g) BuildTile(w, (t0 + g) * kTileRows, b, T + g * 32 * kTileRows, sw + g * kTileRows);
     int64_t m = r0;
     for (; m + kMb <= r1; m += kMb) {
       int64_t c = 0;
