@@ -128,8 +128,10 @@ HWY_INLINE void Fp8Pair(D df, const uint8_t* HWY_RESTRICT p, bool fold, hn::Vec<
   }
 }
 
-// BuildTile from the tile-major copy: no transposition, one load per k and 16 rows.
-HWY_ATTR void BuildTileFromTiles(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T) {
+// Calls sink(k, v, w0, w1) with the values of codes k and k + 1 (k even) of rows [v, v + lanes) of
+// tile (n0, b), from the tile-major copy: no transposition, one load per k (or pair) and 16 rows.
+template <class Sink>
+HWY_INLINE void ForTilePairs(const MatmulWeights& w, int64_t n0, int64_t b, Sink sink) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
   const hn::Rebind<uint8_t, decltype(df)> du8;
@@ -138,28 +140,36 @@ HWY_ATTR void BuildTileFromTiles(const MatmulWeights& w, int64_t n0, int64_t b, 
   if (w.format == MatmulWeights::kBf16) {
     const hn::Rebind<uint16_t, decltype(df)> du16;
     const uint16_t* src = reinterpret_cast<const uint16_t*>(w.tiles + tile * kBf16TileBytes);
-    for (int64_t k = 0; k < 32; ++k)
-      for (int64_t v = 0; v < kTileRows; v += L)
-        hn::Store(hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, src + k * kTileRows + v)))), df,
-                  T + k * kTileRows + v);
+    auto load = [&](int64_t k, int64_t v) HWY_ATTR {
+      return hn::BitCast(df, hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, src + k * kTileRows + v))));
+    };
+    for (int64_t k = 0; k < 32; k += 2)
+      for (int64_t v = 0; v < kTileRows; v += L) sink(k, v, load(k, v), load(k + 1, v));
   } else if (w.format == MatmulWeights::kFp8) {
     const uint8_t* src = w.tiles + tile * kFp8TileBytes;
     for (int64_t k = 0; k < 32; k += 2)
       for (int64_t v = 0; v < kTileRows; v += L) {
         hn::Vec<decltype(df)> w0, w1;
         Fp8Pair(df, src + k * kTileRows + v, /*fold=*/false, &w0, &w1);
-        hn::Store(w0, df, T + k * kTileRows + v);
-        hn::Store(w1, df, T + (k + 1) * kTileRows + v);
+        sink(k, v, w0, w1);
       }
   } else {
     const uint8_t* src = w.tiles + tile * kFp4TileBytes;
     for (int64_t j = 0; j < 16; ++j)
       for (int64_t v = 0; v < kTileRows; v += L) {
         const auto c = hn::PromoteTo(du, hn::LoadU(du8, src + j * kTileRows + v));
-        hn::Store(E2m1Values(df, hn::And(c, hn::Set(du, 0xF))), df, T + (2 * j) * kTileRows + v);
-        hn::Store(E2m1Values(df, hn::ShiftRight<4>(c)), df, T + (2 * j + 1) * kTileRows + v);
+        sink(2 * j, v, E2m1Values(df, hn::And(c, hn::Set(du, 0xF))), E2m1Values(df, hn::ShiftRight<4>(c)));
       }
   }
+}
+
+// BuildTile from the tile-major copy.
+HWY_ATTR void BuildTileFromTiles(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T) {
+  const hn::ScalableTag<float> df;
+  ForTilePairs(w, n0, b, [&](int64_t k, int64_t v, hn::Vec<decltype(df)> w0, hn::Vec<decltype(df)> w1) HWY_ATTR {
+    hn::Store(w0, df, T + k * kTileRows + v);
+    hn::Store(w1, df, T + (k + 1) * kTileRows + v);
+  });
 }
 
 // BuildTile from the row-major codes: a transposition through L1 (or a gather).
@@ -270,29 +280,11 @@ HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HW
 HWY_ATTR void BuildPairsFromTiles(const MatmulWeights& w, int64_t n0, int64_t b, uint32_t* HWY_RESTRICT P) {
   const hn::ScalableTag<float> df;
   const hn::RebindToUnsigned<decltype(df)> du;
-  const hn::Rebind<uint8_t, decltype(df)> du8;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
-  const int64_t tile = (n0 / kTileRows) * (w.k / 32) + b;
   // The values are exactly bf16: the high half of k's float bits, then k + 1's.
-  auto pack = [&](hn::Vec<decltype(df)> w0, hn::Vec<decltype(df)> w1, uint32_t* dst) HWY_ATTR {
-    hn::Store(hn::Or(hn::And(hn::BitCast(du, w0), hn::Set(du, 0xFFFF0000u)), hn::ShiftRight<16>(hn::BitCast(du, w1))), du, dst);
-  };
-  if (w.format == MatmulWeights::kFp8) {
-    const uint8_t* src = w.tiles + tile * kFp8TileBytes;
-    for (int64_t p = 0; p < 16; ++p)
-      for (int64_t v = 0; v < kTileRows; v += L) {
-        hn::Vec<decltype(df)> w0, w1;
-        Fp8Pair(df, src + 2 * p * kTileRows + v, /*fold=*/false, &w0, &w1);
-        pack(w0, w1, P + p * kTileRows + v);
-      }
-  } else {
-    const uint8_t* src = w.tiles + tile * kFp4TileBytes;
-    for (int64_t p = 0; p < 16; ++p)
-      for (int64_t v = 0; v < kTileRows; v += L) {
-        const auto c = hn::PromoteTo(du, hn::LoadU(du8, src + p * kTileRows + v));
-        pack(E2m1Values(df, hn::And(c, hn::Set(du, 0xF))), E2m1Values(df, hn::ShiftRight<4>(c)), P + p * kTileRows + v);
-      }
-  }
+  ForTilePairs(w, n0, b, [&](int64_t k, int64_t v, hn::Vec<decltype(df)> w0, hn::Vec<decltype(df)> w1) HWY_ATTR {
+    hn::Store(hn::Or(hn::And(hn::BitCast(du, w0), hn::Set(du, 0xFFFF0000u)), hn::ShiftRight<16>(hn::BitCast(du, w1))), du,
+              P + (k / 2) * kTileRows + v);
+  });
 }
 #endif
 
