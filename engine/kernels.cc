@@ -74,7 +74,8 @@ void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, Threa
   Matmul({x, nullptr, rows}, Bf16W(w), y, pool);
 }
 void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, float* y, ThreadPool* pool) {
-  // bf16 activations (wo_a) may take the VDPBF16PS kernel too, when every value is safe for it.
+  // bf16 activations (wo_a) may take the VDPBF16PS kernel too, when every value is safe for it. The
+  // packed copy is per calling thread and reused (a prefill's is a few MB).
   thread_local std::vector<uint32_t> pairs;
   const uint32_t* packed = nullptr;
   if (rows >= 8 && bf16dot::Available()) {

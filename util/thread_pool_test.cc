@@ -2,18 +2,42 @@
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <numeric>
+#include <thread>
 
 namespace ds41 {
 namespace {
 
 TEST(ThreadPoolTest, ParallelForRunsEveryIndexOnce) {
-  for (int threads : {1, 2, 4}) {
-    ThreadPool pool(threads);
-    std::vector<std::atomic<int>> hits(1000);
-    pool.ParallelFor(1000, [&](int64_t i) { hits[i]++; });
-    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
-  }
+  for (auto idle : {ThreadPool::Idle::kSleep, ThreadPool::Idle::kSpinThenSleep})
+    for (int threads : {1, 2, 4}) {
+      ThreadPool pool(threads, idle);
+      for (int round = 0; round < 50; ++round) {  // back to back, as a decode step's matmuls come
+        std::vector<std::atomic<int>> hits(1000);
+        pool.ParallelFor(1000, [&](int64_t i) { hits[i]++; });
+        for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+      }
+    }
+}
+
+TEST(ThreadPoolTest, ParallelRangesCoverEveryIndexOnceInRangesOfAtLeastTheGrain) {
+  ThreadPool pool(3);
+  for (int64_t n : {0, 1, 7, 100, 1000, 4097})
+    for (int64_t grain : {1, 10, 5000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      std::atomic<int> ranges{0}, short_ranges{0};
+      pool.ParallelRanges(n, grain, [&](int64_t b, int64_t e) {
+        ++ranges;
+        if (e - b < grain && e - b < n) ++short_ranges;
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+      });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1) << n << " " << grain;
+      EXPECT_EQ(short_ranges.load(), 0) << n << " " << grain;
+      if (n >= 2 * grain && n > 0) {
+        EXPECT_GT(ranges.load(), 1) << n << " " << grain;
+      }
+    }
 }
 
 TEST(ThreadPoolTest, SubmitAndConcurrentParallelFor) {
