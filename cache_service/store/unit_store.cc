@@ -7,9 +7,13 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <tuple>
+#include <utility>
 
 #include "unit/unit_format.h"
 
@@ -152,13 +156,46 @@ StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options
 
 UnitStore::~UnitStore() {
   if (db_) {
+    FlushTouches().IgnoreError();
     for (auto* h : cf_) db_->DestroyColumnFamilyHandle(h).PermitUncheckedError();
     db_->Close().PermitUncheckedError();
   }
 }
 
-std::mutex& UnitStore::StripeFor(std::string_view key) {
-  return stripes_[static_cast<uint8_t>(key[63]) % stripes_.size()];
+size_t UnitStore::StripeIndex(std::string_view key) const { return static_cast<uint8_t>(key[63]) % stripes_.size(); }
+
+std::mutex& UnitStore::StripeFor(std::string_view key) { return stripes_[StripeIndex(key)]; }
+
+Status UnitStore::FlushTouches() {
+  std::vector<std::pair<std::string, int64_t>> t;
+  {
+    std::lock_guard<std::mutex> l(touch_mu_);
+    t.swap(touches_);
+  }
+  if (t.empty()) return Status::Ok();
+  std::sort(t.begin(), t.end());  // by key, then read time: the last of a key is its newest read
+  // Every stripe involved stays locked until the batch is written, so no Put or removal slips in
+  // between reading a unit's meta and rewriting it. Taken in ascending order; this is the only place
+  // that holds more than one.
+  std::array<bool, std::tuple_size<decltype(stripes_)>::value> need{};
+  for (const auto& [k, at] : t) need[StripeIndex(k)] = true;
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (size_t i = 0; i < need.size(); ++i)
+    if (need[i]) locks.emplace_back(stripes_[i]);
+  rocksdb::WriteBatch b;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (i + 1 < t.size() && t[i + 1].first == t[i].first) continue;
+    const auto& [k, at] = t[i];
+    std::string raw;
+    Meta m;
+    if (!db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw).ok() || !Meta::Decode(raw, &m)) continue;  // removed
+    if (at - m.access_ms < 1000) continue;  // at most once a second per unit
+    b.Delete(cf_[kLru], LruKey(m.access_ms, k));
+    m.access_ms = at;
+    b.Put(cf_[kLru], LruKey(at, k), "");
+    b.Put(cf_[kIndex], k, m.Encode());
+  }
+  return b.Count() == 0 ? Status::Ok() : Commit(&b);
 }
 
 Status UnitStore::Commit(rocksdb::WriteBatch* batch) {
@@ -236,35 +273,34 @@ StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32
   DS41_RETURN_IF_ERROR(FromRocks(s, "read unit"));
   const bool intact = VerifyUnitBytes(value).ok();
   const int64_t now = clock_->NowMs();
-  {
+  if (!intact) {
     std::lock_guard<std::mutex> l(StripeFor(k));
     std::string raw;
     Meta m;
     if (!db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw).ok() || !Meta::Decode(raw, &m))
       return std::optional<std::string>();  // removed meanwhile
     rocksdb::WriteBatch b;
-    if (!intact) {
-      DS41_RETURN_IF_ERROR(RemoveLocked(k, m, &b));
-      DS41_RETURN_IF_ERROR(Commit(&b));
-      units_ -= 1;
-      bytes_ -= m.size;
-      if (metrics_) {
-        metrics_->checksum_failures.Increment();
-        metrics_->evictions_checksum.Increment();
-        metrics_->evicted_bytes.Increment(m.size);
-        metrics_->units.Set(static_cast<double>(units_));
-        metrics_->bytes.Set(static_cast<double>(bytes_));
-      }
-      return std::optional<std::string>();
+    DS41_RETURN_IF_ERROR(RemoveLocked(k, m, &b));
+    DS41_RETURN_IF_ERROR(Commit(&b));
+    units_ -= 1;
+    bytes_ -= m.size;
+    if (metrics_) {
+      metrics_->checksum_failures.Increment();
+      metrics_->evictions_checksum.Increment();
+      metrics_->evicted_bytes.Increment(m.size);
+      metrics_->units.Set(static_cast<double>(units_));
+      metrics_->bytes.Set(static_cast<double>(bytes_));
     }
-    if (now - m.access_ms >= 1000) {  // LRU touch, at most once a second per unit
-      b.Delete(cf_[kLru], LruKey(m.access_ms, k));
-      m.access_ms = now;
-      b.Put(cf_[kLru], LruKey(now, k), "");
-      b.Put(cf_[kIndex], k, m.Encode());
-      DS41_RETURN_IF_ERROR(Commit(&b));
-    }
+    return std::optional<std::string>();
   }
+  bool flush;
+  {
+    constexpr size_t kTouchBatch = 64;
+    std::lock_guard<std::mutex> l(touch_mu_);
+    touches_.emplace_back(k, now);
+    flush = touches_.size() >= kTouchBatch || now - touches_.front().second >= 1000;
+  }
+  if (flush) DS41_RETURN_IF_ERROR(FlushTouches());
   if (metrics_) {
     metrics_->read_seconds.Observe(Since(t0));
     metrics_->read_bytes.Increment(static_cast<double>(value.size()));
@@ -304,6 +340,7 @@ StatusOr<std::vector<Presence>> UnitStore::Lookup(const Key32& ns, const std::ve
 }
 
 StatusOr<uint64_t> UnitStore::EvictWhile(const std::function<bool(int64_t)>& pred, prometheus::Counter* reason) {
+  DS41_RETURN_IF_ERROR(FlushTouches());  // recency of every read so far counts
   std::lock_guard<std::mutex> el(evict_mu_);
   uint64_t removed = 0;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kLru]));

@@ -21,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cache_service/store/store_metrics.h"
@@ -96,6 +97,9 @@ class UnitStore {
   Status EvictToCapacity();
   StatusOr<uint64_t> EvictWhile(const std::function<bool(int64_t access_ms)>& pred, prometheus::Counter* reason);
   std::mutex& StripeFor(std::string_view key);
+  size_t StripeIndex(std::string_view key) const;
+  // Writes the LRU refreshes of reads so far, one batch for all of them.
+  Status FlushTouches();
 
   StoreOptions opt_;
   StoreMetrics* metrics_ = nullptr;
@@ -104,6 +108,11 @@ class UnitStore {
   std::vector<rocksdb::ColumnFamilyHandle*> cf_;  // default, units, index, lru
   std::array<std::mutex, 64> stripes_;
   std::mutex evict_mu_;
+  // Reads refresh a unit's LRU position lazily: (index key, read time) pairs written in batches (by
+  // the read that fills one, a read a second after the oldest, and before every eviction pass)
+  // rather than one WAL write per read. A crash loses only recency.
+  std::mutex touch_mu_;
+  std::vector<std::pair<std::string, int64_t>> touches_;
   std::atomic<uint64_t> units_{0}, bytes_{0};
 };
 
