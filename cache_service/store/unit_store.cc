@@ -268,7 +268,12 @@ StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32
   const auto t0 = Now();
   const std::string k = Join(ns, key);
   std::string value;
-  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[kUnits], k, &value);
+  // The unit carries its own CRC32C, checked below on every read (a bad unit is a counted miss and
+  // is deleted), so RocksDB's second pass over the same bytes (a table-driven CRC in the distro's
+  // portable build: ~10% of the service's CPU) is skipped for payload reads.
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = false;
+  const rocksdb::Status s = db_->Get(ro, cf_[kUnits], k, &value);
   if (s.IsNotFound()) return std::optional<std::string>();
   DS41_RETURN_IF_ERROR(FromRocks(s, "read unit"));
   const bool intact = VerifyUnitBytes(value).ok();
