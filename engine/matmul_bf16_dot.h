@@ -17,7 +17,8 @@
 
 namespace ds41::bf16dot {
 
-// True when the CPU has AVX512-BF16 and the kernel is not switched off (SetEnabled).
+// True when the CPU has AVX512-BF16 and the kernel is not switched off (SetEnabled, or the
+// environment's DS41_BF16_DOT=0 at start).
 bool Available();
 // Tests and benchmarks compare the two kernels in one process; on by default where available.
 void SetEnabled(bool on);

@@ -178,7 +178,7 @@ TEST(MatmulTest, TargetsAreReported) {
   std::string names;
   for (int64_t t : hwy::SupportedAndGeneratedTargets()) names += std::string(hwy::TargetName(t)) + " ";
   std::printf("[ simd ] targets on this CPU: %s; chosen: %s; VDPBF16PS kernel: %s\n", names.c_str(),
-              MatmulTargetName(), bf16dot::Available() ? "yes" : "no (CPU lacks AVX512-BF16)");
+              MatmulTargetName(), bf16dot::Available() ? "yes" : "no (CPU lacks AVX512-BF16, or DS41_BF16_DOT=0)");
   EXPECT_GE(hwy::SupportedAndGeneratedTargets().size(), 1u);
 }
 
