@@ -141,8 +141,7 @@ ForwardPass::Mixes ForwardPass::HcMixes(const F32View& fn, const F32View& base, 
 }
 
 void ForwardPass::ForRows(int64_t rows, int64_t row_cost, const std::function<void(int64_t, int64_t)>& fn) const {
-  if (pool_ == nullptr) return fn(0, rows);
-  pool_->ParallelRanges(rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row_cost, 1)), fn);
+  ForRanges(pool_, rows, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(row_cost, 1)), fn);
 }
 
 void ForwardPass::Collapse(const std::vector<float>& pre, std::vector<float>* y) const {

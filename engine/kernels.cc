@@ -43,16 +43,16 @@ void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, Th
     QuantizeQdq8Blocks(x + r0 * cols, (r1 - r0) * (cols / 32), out->codes.data() + r0 * cols,
                        out->scales.data() + r0 * (cols / 32));
   };
-  if (pool == nullptr) {
-    quantize(0, rows);
-  } else {
-    pool->ParallelRanges(rows, std::max<int64_t>(1, kParallelGrain / cols), quantize);
-  }
-  // Packed once here rather than per weight tile group: only matmuls of 8+ rows use the kernel.
+  ForRanges(pool, rows, std::max<int64_t>(1, kParallelGrain / cols), quantize);
+  // Packed once here rather than per weight tile group, chunk by chunk (each chunk's layout is its own).
   out->bf16_pairs.clear();
-  if (rows >= 8 && bf16dot::Available()) {
+  if (rows >= bf16dot::kMinRows && bf16dot::Available()) {
     out->bf16_pairs.resize(static_cast<size_t>(rows * cols / 2));
-    bf16dot::PackActs(out->codes.data(), rows, cols, out->bf16_pairs.data());
+    constexpr int64_t kC = bf16dot::kChunkRows;
+    ForRanges(pool, (rows + kC - 1) / kC, 1, [&](int64_t c0, int64_t c1) {
+      const int64_t r0 = c0 * kC, r1 = std::min(rows, c1 * kC);
+      bf16dot::PackActs(out->codes.data() + r0 * cols, r1 - r0, cols, out->bf16_pairs.data() + r0 * cols / 2);
+    });
   }
 }
 
@@ -62,14 +62,13 @@ MatmulWeights Fp4W(const Fp4Linear& w) {
   return {MatmulWeights::kFp4, w.packed, w.scales, w.out, w.in, w.tiles, w.tile_scales};
 }
 MatmulWeights Bf16W(const Bf16View& w) { return {MatmulWeights::kBf16, w.p, nullptr, w.rows, w.cols, w.tiles, nullptr}; }
+MatmulActs Acts(const QuantActs& a) {
+  return {a.codes.data(), a.scales.data(), a.rows, a.bf16_pairs.empty() ? nullptr : a.bf16_pairs.data()};
+}
 }  // namespace
 
-void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool) {
-  Matmul({a.codes.data(), a.scales.data(), a.rows, a.bf16_pairs.empty() ? nullptr : a.bf16_pairs.data()}, Fp8W(w), y, pool);
-}
-void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* pool) {
-  Matmul({a.codes.data(), a.scales.data(), a.rows, a.bf16_pairs.empty() ? nullptr : a.bf16_pairs.data()}, Fp4W(w), y, pool);
-}
+void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool) { Matmul(Acts(a), Fp8W(w), y, pool); }
+void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* pool) { Matmul(Acts(a), Fp4W(w), y, pool); }
 void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, ThreadPool* pool) {
   Matmul({x, nullptr, rows}, Bf16W(w), y, pool);
 }
@@ -78,7 +77,7 @@ void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, floa
   // packed copy is per calling thread and reused (a prefill's is a few MB).
   thread_local std::vector<uint32_t> pairs;
   const uint32_t* packed = nullptr;
-  if (rows >= 8 && bf16dot::Available()) {
+  if (rows >= bf16dot::kMinRows && bf16dot::Available()) {
     pairs.resize(static_cast<size_t>(rows * w.in / 2));
     if (bf16dot::PackActsIfSafe(x, rows, w.in, pairs.data())) packed = pairs.data();
   }
@@ -242,8 +241,7 @@ void RoundToBf16(float* x, int64_t n, ThreadPool* pool) {
   auto round = [x](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) x[i] = RoundBf16(x[i]);
   };
-  if (pool == nullptr) return round(0, n);
-  pool->ParallelRanges(n, kParallelGrain, round);
+  ForRanges(pool, n, kParallelGrain, round);
 }
 
 void Lin8(const float* x, int64_t rows, const Fp8Linear& w, float* y, QuantActs* scratch, ThreadPool* pool) {

@@ -41,17 +41,6 @@ void SetEnabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 // warning on the plain intrinsics' undefined source operand.)
 #define DS41_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
-DS41_BF16_TARGET void PackTiles(const float* T, int G, uint32_t* P) {
-  const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-  for (int g = 0; g < G; ++g)
-    for (int p = 0; p < 16; ++p) {
-      // The values are exactly bf16, so their float bits' high halves are the bf16 codes.
-      const __m512i a = _mm512_loadu_si512(T + (g * 32 + 2 * p) * 16);
-      const __m512i b = _mm512_loadu_si512(T + (g * 32 + 2 * p + 1) * 16);
-      _mm512_storeu_si512(P + (g * 16 + p) * 16, _mm512_or_si512(_mm512_and_si512(a, hi), _mm512_maskz_srli_epi32(0xFFFF, b, 16)));
-    }
-}
-
 DS41_BF16_TARGET void PackActs(const float* values, int64_t rows, int64_t K, uint32_t* pairs) {
   const int64_t nb = K / 32;
   for (int64_t c0 = 0; c0 < rows; c0 += kChunkRows) {
@@ -141,7 +130,6 @@ void BlockRows(const uint32_t* X, const float* as, int64_t rows, const uint32_t*
 
 #else  // not x86-64: Available() is false, so these are never called.
 
-void PackTiles(const float*, int, uint32_t*) {}
 void PackActs(const float*, int64_t, int64_t, uint32_t*) {}
 bool PackActsIfSafe(const float*, int64_t, int64_t, uint32_t*) { return false; }
 void BlockRows(const uint32_t*, const float*, int64_t, const uint32_t*, const float*, int, bool, float*, int64_t) {}

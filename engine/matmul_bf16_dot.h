@@ -23,9 +23,9 @@ bool Available();
 // Tests and benchmarks compare the two kernels in one process; on by default where available.
 void SetEnabled(bool on);
 
-// `G` k-major float tiles (T[g][k][row], 32 x 16 each; values exactly bf16) as bf16 pairs:
-// P[g][pair][row] = (bf16(T[g][2 pair][row]) << 16) | bf16(T[g][2 pair + 1][row]).
-void PackTiles(const float* T, int G, uint32_t* P);
+// The matmul hands its blocks to the kernel from this many activation rows (fewer take the decode
+// kernel), so activations are packed only for such matmuls.
+inline constexpr int64_t kMinRows = 8;
 
 // Activation rows are packed once per matmul (QuantizeActs), as bf16 pairs in the order the kernel
 // reads them: chunks of kChunkRows rows (the last may be shorter), inside a chunk 32-block by 32-block,
@@ -40,9 +40,10 @@ void PackActs(const float* values, int64_t rows, int64_t K, uint32_t* pairs);
 // which keeps every product and partial sum normal (the instruction flushes subnormals).
 bool PackActsIfSafe(const float* values, int64_t rows, int64_t K, uint32_t* pairs);
 
-// X: one chunk's block (`rows` rows of 16 pairs). For rows i < rows and columns c < 16 * G of the
-// packed tiles: part = the block's canonical chain,
-// then part * as[i] * sw[c] (left to right), stored to acc[i * ld + c] (first block) or added to it.
+// X: one chunk's block (`rows` rows of 16 pairs); P: G weight tiles as pairs, P[g][pair][row] =
+// (bf16(w[row][2 pair]) << 16) | bf16(w[row][2 pair + 1]). For rows i < rows and columns c < 16 * G:
+// part = the block's canonical chain, then part * as[i] * sw[c] (left to right), stored to
+// acc[i * ld + c] (first block) or added to it.
 void BlockRows(const uint32_t* X, const float* as, int64_t rows, const uint32_t* P, const float* sw, int G, bool first,
                float* acc, int64_t ld);
 

@@ -40,6 +40,7 @@ constexpr int kTilesPerGroup = 4;  // output rows per task step: 64, sharing eve
 // Below this many activation rows, tiles are decoded in registers for each 4-row chunk; from it on
 // they are decoded once into L1 and shared by all rows (GroupRows): measured faster from 8.
 constexpr int64_t kDirectRows = 8;
+static_assert(kDirectRows == bf16dot::kMinRows, "activations are packed for the matmuls that can use them");
 constexpr int kRowChunk = 64;      // activation rows per pass over a weight tile
 
 // Word offsets (from row n0's) of rows n0 .. n0 + lanes - 1, clamped to the last row.
@@ -239,7 +240,6 @@ HWY_ATTR void BuildTileFromRows(const MatmulWeights& w, int64_t n0, int64_t b, f
   }
 }
 
-// Tile (n0, b) of the weights as floats, k-major (T[k * kTileRows + row]), and its rows' scales.
 // The scales of tile (n0, b)'s rows.
 HWY_ATTR void TileScales(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT sw) {
   const int64_t K = w.k;
@@ -264,6 +264,7 @@ HWY_ATTR void TileScales(const MatmulWeights& w, int64_t n0, int64_t b, float* H
   }
 }
 
+// Tile (n0, b) of the weights as floats, k-major (T[k * kTileRows + row]), and its rows' scales.
 HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T,
                         float* HWY_RESTRICT sw) {
   if (w.tiles != nullptr) {
@@ -275,16 +276,28 @@ HWY_ATTR void BuildTile(const MatmulWeights& w, int64_t n0, int64_t b, float* HW
 }
 
 #if DS41_BF16_DOT_TARGET
-// Tile (n0, b) of FP8/FP4 tile-major codes straight into the VDPBF16PS kernel's bf16 pairs
-// (bf16dot::PackTiles's layout), without the float tile in between.
-HWY_ATTR void BuildPairsFromTiles(const MatmulWeights& w, int64_t n0, int64_t b, uint32_t* HWY_RESTRICT P) {
+// Codes k and k + 1 (exactly bf16 values) of a vector of rows as the VDPBF16PS kernel's pairs: the
+// high half of k's float bits, then k + 1's (engine/matmul_bf16_dot.h).
+template <class DF>
+HWY_INLINE void StorePairs(DF df, hn::Vec<DF> w0, hn::Vec<DF> w1, uint32_t* HWY_RESTRICT dst) {
+  const hn::RebindToUnsigned<DF> du;
+  hn::Store(hn::Or(hn::And(hn::BitCast(du, w0), hn::Set(du, 0xFFFF0000u)), hn::ShiftRight<16>(hn::BitCast(du, w1))), du, dst);
+}
+
+// Tile (n0, b) as bf16 pairs (P[pair * kTileRows + row]): from the tile-major codes straight, or
+// through the float tile T when there is no tile-major copy.
+HWY_ATTR void BuildPairs(const MatmulWeights& w, int64_t n0, int64_t b, float* HWY_RESTRICT T, uint32_t* HWY_RESTRICT P) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
-  // The values are exactly bf16: the high half of k's float bits, then k + 1's.
-  ForTilePairs(w, n0, b, [&](int64_t k, int64_t v, hn::Vec<decltype(df)> w0, hn::Vec<decltype(df)> w1) HWY_ATTR {
-    hn::Store(hn::Or(hn::And(hn::BitCast(du, w0), hn::Set(du, 0xFFFF0000u)), hn::ShiftRight<16>(hn::BitCast(du, w1))), du,
-              P + (k / 2) * kTileRows + v);
-  });
+  if (w.tiles != nullptr) {
+    ForTilePairs(w, n0, b, [&](int64_t k, int64_t v, hn::Vec<decltype(df)> w0, hn::Vec<decltype(df)> w1) HWY_ATTR {
+      StorePairs(df, w0, w1, P + (k / 2) * kTileRows + v);
+    });
+    return;
+  }
+  BuildTileFromRows(w, n0, b, T);
+  for (int64_t k = 0; k < 32; k += 2)
+    for (int64_t v = 0; v < kTileRows; v += static_cast<int64_t>(hn::Lanes(df)))
+      StorePairs(df, hn::Load(df, T + k * kTileRows + v), hn::Load(df, T + (k + 1) * kTileRows + v), P + (k / 2) * kTileRows + v);
 }
 #endif
 
@@ -380,14 +393,8 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
       float as[kRowChunk];
       for (int64_t m = r0; m < r1; ++m) as[m - r0] = a.scales != nullptr ? a.scales[m * nb + b] : 1.0f;
       for (int64_t g = 0; g < G; ++g) {
-        const int64_t n0 = (t0 + g) * kTileRows;
-        if (w.tiles != nullptr) {
-          BuildPairsFromTiles(w, n0, b, P + g * 16 * kTileRows);
-          TileScales(w, n0, b, sw + g * kTileRows);
-        } else {
-          BuildTile(w, n0, b, T, sw + g * kTileRows);
-          bf16dot::PackTiles(T, 1, P + g * 16 * kTileRows);
-        }
+        BuildPairs(w, (t0 + g) * kTileRows, b, T, P + g * 16 * kTileRows);
+        TileScales(w, (t0 + g) * kTileRows, b, sw + g * kTileRows);
       }
       const uint32_t* X = a.bf16_pairs + r0 * (K / 2) + b * (r1 - r0) * 16;  // this chunk's block b
       bf16dot::BlockRows(X, as, r1 - r0, P, sw, static_cast<int>(G), b == 0, acc, W);
@@ -445,6 +452,7 @@ HWY_ATTR void DecodeRowsTiles(const MatmulActs& a, const MatmulWeights& w, int64
     if (b + 2 < nb)
       for (int64_t t = t0; t < t0 + kTilesPerGroup; ++t)
         for (int64_t o = 0; o < tile_bytes; o += 64) hwy::Prefetch(w.tiles + (t * nb + b + 2) * tile_bytes + o);
+    // TileScales' cases, written out per column vector: calling it per tile costs this loop ~5-10%.
     if (fp8) {
       // One scale per 32 x 32 weight tile: each column vector (<= 16 rows, 16-aligned) lies in one.
       for (int c = 0; c < kC; ++c)

@@ -34,11 +34,7 @@ void RunExpert(const Linear& w1, const Linear& w2, const Linear& w3, const std::
     }
   };
   // SiLU is a float64 exp per element (docs/numerics.md): worth spreading from a few rows on.
-  if (pool == nullptr) {
-    activate(0, n);
-  } else {
-    pool->ParallelRanges(n, std::max<int64_t>(1, kParallelGrain / 16 / inter), activate);
-  }
+  ForRanges(pool, n, std::max<int64_t>(1, kParallelGrain / 16 / inter), activate);
   y->resize(static_cast<size_t>(n) * w2.out);
   Lin8(h.data(), n, w2, y->data(), qa, pool);
 }

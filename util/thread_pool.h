@@ -71,4 +71,13 @@ class ThreadPool {
   bool stop_ = false;
 };
 
+// pool->ParallelRanges, or fn(0, n) on the calling thread when `pool` is null.
+inline void ForRanges(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool == nullptr) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  pool->ParallelRanges(n, grain, fn);
+}
+
 }  // namespace ds41

@@ -276,9 +276,7 @@ StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32
   const rocksdb::Status s = db_->Get(ro, cf_[kUnits], k, &value);
   if (s.IsNotFound()) return std::optional<std::string>();
   DS41_RETURN_IF_ERROR(FromRocks(s, "read unit"));
-  const bool intact = VerifyUnitBytes(value).ok();
-  const int64_t now = clock_->NowMs();
-  if (!intact) {
+  if (!VerifyUnitBytes(value).ok()) {
     std::lock_guard<std::mutex> l(StripeFor(k));
     std::string raw;
     Meta m;
@@ -301,6 +299,7 @@ StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32
   bool flush;
   {
     constexpr size_t kTouchBatch = 64;
+    const int64_t now = clock_->NowMs();
     std::lock_guard<std::mutex> l(touch_mu_);
     touches_.emplace_back(k, now);
     flush = touches_.size() >= kTouchBatch || now - touches_.front().second >= 1000;
