@@ -36,6 +36,15 @@ bool Available() {
 
 void SetEnabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 
+bool DecodeAvailable() {
+#if defined(__x86_64__)
+  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+  return vbmi && Available();
+#else
+  return false;
+#endif
+}
+
 #if defined(__x86_64__)
 // (The maskz_ forms below, with every lane selected, avoid GCC 12's false maybe-uninitialized
 // warning on the plain intrinsics' undefined source operand.)
@@ -128,11 +137,163 @@ void BlockRows(const uint32_t* X, const float* as, int64_t rows, const uint32_t*
   }
 }
 
+namespace {
+
+#define DS41_DECODE_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vbmi")))
+
+// bf16 of every E2M1 code, twice: the FP4 lookup's index carries a don't-care fifth bit.
+alignas(64) constexpr uint16_t kE2m1Bf16[32] = {
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+// bf16 of E4M3's magnitudes m * 2^-9 with a zero exponent field (0 and the subnormals), at index m.
+alignas(64) constexpr uint16_t kE4m3SubnormalBf16[32] = {0x0000, 0x3B00, 0x3B80, 0x3BC0, 0x3C00, 0x3C20, 0x3C40, 0x3C60};
+
+// 2^(e - 127) as E8m0ToF32 (2^-127 for 0, NaN for 255) of 16 E8M0 scales, one per 32-bit lane.
+DS41_DECODE_TARGET inline __m512 E8m0(__m512i e) {
+  __m512i bits = _mm512_maskz_slli_epi32(0xFFFF, e, 23);
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
+  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
+  return _mm512_castsi512_ps(bits);
+}
+
+// The weights of one group of four tiles (64 output rows) for the decode kernel: for tile g of
+// block b, pair p's codes as the kernel's bf16 pairs (row r in lane r: k = 2p high, k + 1 low), and
+// the rows' scales.
+struct Fp4Source {
+  const uint8_t* codes;   // tile g's block b at (g * nb + b) * 256: byte 16 p + r = codes 2p (low nibble), 2p + 1
+  const uint8_t* scales;  // tile-major: (g * nb + b) * 16 + r
+  int64_t nb;
+  static constexpr int kTileBytes = 256;
+  DS41_DECODE_TARGET __m512bh Pair(int64_t b, int g, int p) const {
+    // A code byte zero-extended into each dword: word 0's index is bits 4..7 (code k + 1), word 1's
+    // is bits 0..3 (code k); the fifth index bit is don't-care (kE2m1Bf16 repeats).
+    const __m512i c = _mm512_maskz_cvtepu8_epi32(
+        0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + (g * nb + b) * kTileBytes + p * 16)));
+    const __m512i idx = _mm512_maskz_multishift_epi64_epi8(~0ull, _mm512_set1_epi64(0x2020242400000404), c);
+    return reinterpret_cast<__m512bh>(_mm512_maskz_permutexvar_epi16(~0u, idx, _mm512_load_si512(kE2m1Bf16)));
+  }
+  DS41_DECODE_TARGET __m512 Scales(int64_t b, int g) const {
+    return E8m0(_mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + (g * nb + b) * 16))));
+  }
+};
+
+struct Fp8Source {
+  const uint8_t* codes;   // tile g's block b at (g * nb + b) * 512: byte 16 k + r = code k of row r
+  const uint8_t* scales;  // E8M0 [2][nb]: the group's two 32-row scale tiles
+  int64_t nb;
+  static constexpr int kTileBytes = 512;
+  // Constants, held in registers across the kernel's loop.
+  __m512i spread, fields, bias, exponent, sign, subnormals;
+  DS41_DECODE_TARGET Fp8Source(const uint8_t* c, const uint8_t* s, int64_t n) : codes(c), scales(s), nb(n) {
+    // Byte j of code k (bytes 0..15) and code k + 1 (16..31) into both bytes of the words of
+    // dword j: code k + 1 in word 0, code k in word 1.
+    spread = _mm512_set_epi32(0x0F0F1F1F, 0x0E0E1E1E, 0x0D0D1D1D, 0x0C0C1C1C, 0x0B0B1B1B, 0x0A0A1A1A, 0x09091919,
+                              0x08081818, 0x07071717, 0x06061616, 0x05051515, 0x04041414, 0x03031313, 0x02021212,
+                              0x01011111, 0x00001010);
+    fields = _mm512_set1_epi16(0x07F0);
+    bias = _mm512_set1_epi16(0x3C00);
+    exponent = _mm512_set1_epi16(0x0780);
+    sign = _mm512_set1_epi16(static_cast<short>(0x8000));
+    subnormals = _mm512_load_si512(kE4m3SubnormalBf16);
+  }
+  DS41_DECODE_TARGET __m512bh Pair(int64_t b, int g, int p) const {
+    const __m512i src = _mm512_castsi256_si512(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + (g * nb + b) * kTileBytes + p * 32)));
+    const __m512i u = _mm512_maskz_permutexvar_epi8(~0ull, spread, src);
+    // Shifted down arithmetically by 4, the high byte's code has its magnitude in bits 4..10 (E4M3's
+    // exponent and mantissa in bf16's fields) and its sign in bits 11..15: with 120 added to the
+    // exponent, that is the value's bf16 for every code with a nonzero exponent field.
+    const __m512i t = _mm512_maskz_srai_epi16(~0u, u, 4);
+    __m512i bits = _mm512_add_epi16(_mm512_and_si512(t, fields), bias);
+    // Zeros and subnormals (exponent field 0) from a table indexed by the low byte's code (bits 0..4:
+    // the mantissa, then two zero exponent bits); then every sign put back.
+    bits = _mm512_mask_permutexvar_epi16(bits, _mm512_testn_epi16_mask(t, exponent), u, subnormals);
+    return reinterpret_cast<__m512bh>(_mm512_ternarylogic_epi32(bits, t, sign, 0xF8));
+  }
+  DS41_DECODE_TARGET __m512 Scales(int64_t b, int g) const {
+    return E8m0(_mm512_set1_epi32(scales[(g / 2) * nb + b]));
+  }
+};
+
+// R activation rows against one group: for each 32-block, 4R canonical chains of VDPBF16PS from -0
+// (the weights of a pair decoded once for all R rows), scaled by the activation's then the weights'
+// scale and added in block order.
+template <int R, class Source>
+DS41_DECODE_TARGET void DecodeGroup(const Source& source, const float* x, const float* xs, int64_t K, float* y) {
+  const Source w = source;  // (its constants in registers)
+  constexpr int kG = 4;  // tiles (column vectors of 16 rows)
+  const int64_t nb = K / 32;
+  __m512 sum[R][kG] = {};  // (set by block 0)
+  for (int64_t b = 0; b < nb; ++b) {
+    if (b + 2 < nb)
+      for (int g = 0; g < kG; ++g)
+        for (int o = 0; o < Source::kTileBytes; o += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(w.codes + (g * nb + b + 2) * Source::kTileBytes + o), _MM_HINT_T0);
+    alignas(64) uint32_t X[R][16];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      const float* xb = x + i * K + b * 32;
+      const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xb + 16), _mm512_loadu_ps(xb));
+      _mm512_store_si512(X[i], _mm512_maskz_rol_epi32(0xFFFF, reinterpret_cast<__m512i>(h), 16));
+    }
+    __m512 part[R][kG];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int g = 0; g < kG; ++g) part[i][g] = _mm512_set1_ps(-0.0f);
+#pragma GCC unroll 16
+    for (int p = 0; p < 16; ++p) {
+#pragma GCC unroll 4
+      for (int g = 0; g < kG; ++g) {
+        const __m512bh wp = w.Pair(b, g, p);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i)
+          part[i][g] = _mm512_dpbf16_ps(part[i][g], reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(X[i][p]))), wp);
+      }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < kG; ++g) {
+      const __m512 sw = w.Scales(b, g);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        const __m512 v = _mm512_mul_ps(_mm512_mul_ps(part[i][g], _mm512_set1_ps(xs[i * nb + b])), sw);
+        sum[i][g] = b == 0 ? v : _mm512_add_ps(sum[i][g], v);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int g = 0; g < kG; ++g) _mm512_storeu_ps(y + i * 64 + g * 16, sum[i][g]);
+}
+
+template <class Source>
+void DecodeRows(int rows, const Source& w, const float* x, const float* xs, int64_t K, float* y) {
+  switch (rows) {
+    case 4: return DecodeGroup<4>(w, x, xs, K, y);
+    case 3: return DecodeGroup<3>(w, x, xs, K, y);
+    case 2: return DecodeGroup<2>(w, x, xs, K, y);
+    default: return DecodeGroup<1>(w, x, xs, K, y);
+  }
+}
+
+}  // namespace
+
+void DecodeFp4Group(int rows, const float* x, const float* xs, int64_t K, const uint8_t* codes, const uint8_t* scales,
+                    float* y) {
+  DecodeRows(rows, Fp4Source{codes, scales, K / 32}, x, xs, K, y);
+}
+
+void DecodeFp8Group(int rows, const float* x, const float* xs, int64_t K, const uint8_t* codes, const uint8_t* scales,
+                    float* y) {
+  DecodeRows(rows, Fp8Source{codes, scales, K / 32}, x, xs, K, y);
+}
+
 #else  // not x86-64: Available() is false, so these are never called.
 
 void PackActs(const float*, int64_t, int64_t, uint32_t*) {}
 bool PackActsIfSafe(const float*, int64_t, int64_t, uint32_t*) { return false; }
 void BlockRows(const uint32_t*, const float*, int64_t, const uint32_t*, const float*, int, bool, float*, int64_t) {}
+void DecodeFp4Group(int, const float*, const float*, int64_t, const uint8_t*, const uint8_t*, float*) {}
+void DecodeFp8Group(int, const float*, const float*, int64_t, const uint8_t*, const uint8_t*, float*) {}
 
 #endif
 

@@ -10,7 +10,8 @@
 // canonical chain's bits: the matmul tests compare it with the scalar reference on every shape.
 //
 // Internal to the matmul (engine/matmul_simd.cc), which calls it for 8+ activation rows when the
-// CPU has the instruction. Other CPUs (and other architectures) never reach these functions.
+// CPU has the instruction, and for decode (1-7 rows) when it also has AVX512-VBMI. Other CPUs (and
+// other architectures) never reach these functions.
 #pragma once
 
 #include <cstdint>
@@ -46,5 +47,21 @@ bool PackActsIfSafe(const float* values, int64_t rows, int64_t K, uint32_t* pair
 // acc[i * ld + c] (first block) or added to it.
 void BlockRows(const uint32_t* X, const float* as, int64_t rows, const uint32_t* P, const float* sw, int G, bool first,
                float* acc, int64_t ld);
+
+// The decode kernels (1-4 activation rows) on VDPBF16PS: they also need AVX512-VBMI, whose byte
+// permutes turn codes into bf16 pairs in one or two shuffles (the FMA path spends three to five and
+// a second multiply-add per pair).
+bool DecodeAvailable();
+// Up to kDecodeRows activation rows against one group of four tiles (64 output rows) in the
+// tile-major layout of engine/weight_tiles.h. x: row i's values at x + i * K, E4M3 code values;
+// xs: row i's block scales at xs + i * K / 32; codes: the group's first tile (tile g's block b at
+// (g * K / 32 + b) * tile bytes). y[i * 64 + c]: the canonical result (the FMA decode kernel's bits).
+inline constexpr int kDecodeRows = 4;
+// scales: tile-major E8M0 of the group's first tile (tile g's block b at (g * K / 32 + b) * 16).
+void DecodeFp4Group(int rows, const float* x, const float* xs, int64_t K, const uint8_t* codes, const uint8_t* scales,
+                    float* y);
+// scales: the E8M0 scale tiles of the group's 64 rows, [2, K / 32].
+void DecodeFp8Group(int rows, const float* x, const float* xs, int64_t K, const uint8_t* codes, const uint8_t* scales,
+                    float* y);
 
 }  // namespace ds41::bf16dot

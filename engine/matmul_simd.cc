@@ -530,6 +530,25 @@ HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t g
   const int64_t tiles = (w.n + kTileRows - 1) / kTileRows;
   const int64_t t0 = group * kTilesPerGroup, t1 = std::min(tiles, t0 + kTilesPerGroup);
   if (a.rows < kDirectRows && w.tiles != nullptr && t1 - t0 == kTilesPerGroup) {
+#if DS41_BF16_DOT_TARGET
+    // FP8 or FP4 against quantized activations (bf16-exact E4M3 values): the VDPBF16PS decode kernels.
+    const bool fp4 = w.format == MatmulWeights::kFp4 && w.tile_scales != nullptr;
+    if ((fp4 || w.format == MatmulWeights::kFp8) && a.scales != nullptr && bf16dot::DecodeAvailable()) {
+      static_assert(kTilesPerGroup * kTileRows == 64, "the kernels take groups of four tiles");
+      const int64_t nb = w.k / 32, n0 = t0 * kTileRows, cnt = std::min<int64_t>(64, w.n - n0);
+      const uint8_t* codes = w.tiles + t0 * nb * TileBytes(w.format);
+      const uint8_t* scales = fp4 ? w.tile_scales + t0 * nb * kTileRows : w.scales + (n0 / 32) * nb;
+      alignas(64) float out[bf16dot::kDecodeRows * 64];
+      for (int64_t r = 0; r < a.rows; r += bf16dot::kDecodeRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(bf16dot::kDecodeRows, a.rows - r));
+        (fp4 ? bf16dot::DecodeFp4Group : bf16dot::DecodeFp8Group)(rows, a.values + r * w.k, a.scales + r * nb, w.k, codes,
+                                                                  scales, out);
+        for (int i = 0; i < rows; ++i)
+          std::memcpy(Y + (r + i) * w.n + n0, out + i * 64, static_cast<size_t>(cnt) * sizeof(float));
+      }
+      return;
+    }
+#endif
     int64_t r = 0;
     for (; r + 4 <= a.rows; r += 4) DecodeRowsTiles<4>(a, w, r, t0, Y);
     switch (a.rows - r) {

@@ -177,8 +177,9 @@ TEST(MatmulTest, TinyUnquantizedActivationsKeepTheirSubnormalProducts) {
 TEST(MatmulTest, TargetsAreReported) {
   std::string names;
   for (int64_t t : hwy::SupportedAndGeneratedTargets()) names += std::string(hwy::TargetName(t)) + " ";
-  std::printf("[ simd ] targets on this CPU: %s; chosen: %s; VDPBF16PS kernel: %s\n", names.c_str(),
-              MatmulTargetName(), bf16dot::Available() ? "yes" : "no (CPU lacks AVX512-BF16, or DS41_BF16_DOT=0)");
+  std::printf("[ simd ] targets on this CPU: %s; chosen: %s; VDPBF16PS kernel: %s; decode on it: %s\n", names.c_str(),
+              MatmulTargetName(), bf16dot::Available() ? "yes" : "no (CPU lacks AVX512-BF16, or DS41_BF16_DOT=0)",
+              bf16dot::DecodeAvailable() ? "yes" : "no (needs AVX512-BF16 and AVX512-VBMI)");
   EXPECT_GE(hwy::SupportedAndGeneratedTargets().size(), 1u);
 }
 
