@@ -3,16 +3,19 @@
 //   1. sequential disk bandwidth with O_DIRECT (the limit);
 //   2. Put and Get throughput of real-size units (the release's layout: 56,960-byte payload per
 //      64-token unit) over gRPC on loopback with 1, 4 and 16 concurrent clients, as ratios to that
-//      limit. Puts are timed until the data is on disk (syncfs); Gets read after the page cache was
-//      emptied, so both are device-bound figures;
+//      limit, and the same against the store alone (in process, no RPC: what the disk layout
+//      allows). Puts are timed until the data is on disk (syncfs); Gets read after the page cache
+//      was emptied, so both are device-bound figures;
 //   3. LookupPrefix latency p50/p99 for 1,000-unit chains;
 //   4. on-disk bytes per cached token after compaction.
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -20,6 +23,7 @@
 #include "cache.grpc.pb.h"
 #include "cache_client/cache_client.h"
 #include "cache_service/service.h"
+#include "cache_service/store/unit_store.h"
 #include "engine/presets.h"
 #include "rpc/server.h"
 #include "unit/unit_format.h"
@@ -129,7 +133,7 @@ int main(int argc, char** argv) {
   std::printf("disk sequential (O_DIRECT %s): write %.0f MB/s, read %.0f MB/s\n", disk.direct_io ? "on" : "unavailable",
               disk.write_bytes_per_s / 1e6, disk.read_bytes_per_s / 1e6);
 
-  std::printf("\n%-8s %14s %10s %14s %10s\n", "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
+  std::printf("\nover gRPC on loopback\n%-8s %14s %10s %14s %10s\n", "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
   for (int clients : {1, 4, 16}) {
     const std::string path = dir + "/run" + std::to_string(clients);
     Server srv(path);
@@ -186,6 +190,49 @@ int main(int argc, char** argv) {
     const double get_bps = static_cast<double>(got.load()) / get_s;
     std::printf("%-8d %14.0f %10.2f %14.0f %10.2f\n", clients, put_bps / 1e6, put_bps / disk.write_bytes_per_s,
                 get_bps / 1e6, get_bps / disk.read_bytes_per_s);
+  }
+
+  std::printf("\nstore alone (in process, no RPC)\n%-8s %14s %10s %14s %10s\n", "threads", "put MB/s", "put/disk", "get MB/s",
+              "get/disk");
+  for (int threads : {1, 4, 16}) {
+    const std::string path = dir + "/store" + std::to_string(threads);
+    prometheus::Registry registry;
+    StoreMetrics metrics(registry);
+    StoreOptions so;
+    so.path = path;
+    so.capacity_bytes = uint64_t{1} << 40;
+    auto store = std::move(UnitStore::Open(so, &metrics)).value();
+    const Key32 ns{};
+    auto key = [](int t, int i) {
+      Key32 k{};
+      std::memcpy(k.data(), &t, 4);
+      std::memcpy(k.data() + 4, &i, 4);
+      return k;
+    };
+    const int per = units / threads;
+    auto run = [&](auto&& body) {
+      std::vector<std::thread> th;
+      for (int t = 0; t < threads; ++t) th.emplace_back([&, t] { body(t); });
+      for (auto& x : th) x.join();
+    };
+    auto t0 = Steady::now();
+    run([&](int t) {
+      for (int i = 0; i < per; ++i)
+        if (!store->Put(ns, key(t, i), nullptr, 64, pool[(t + i) % pool.size()]).ok()) std::fprintf(stderr, "put failed\n");
+    });
+    EvictFromPageCache(path);
+    const double put_s = std::chrono::duration<double>(Steady::now() - t0).count();
+    EvictFromPageCache(path);
+    std::atomic<uint64_t> got{0};
+    t0 = Steady::now();
+    run([&](int t) {
+      for (int i = 0; i < per; ++i)
+        if (auto g = store->Get(ns, key(t, i)); g.ok() && g->has_value()) got += (*g)->size();
+    });
+    const double get_s = std::chrono::duration<double>(Steady::now() - t0).count();
+    const double put_bps = static_cast<double>(per) * threads * unit_bytes / put_s, get_bps = static_cast<double>(got.load()) / get_s;
+    std::printf("%-8d %14.0f %10.2f %14.0f %10.2f\n", threads, put_bps / 1e6, put_bps / disk.write_bytes_per_s, get_bps / 1e6,
+                get_bps / disk.read_bytes_per_s);
   }
 
   {  // Lookup latency for 1,000-unit chains (64,000 tokens), all hits, and the on-disk footprint.

@@ -20,16 +20,17 @@
 int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
   ds41::TuneMallocForLargeBuffers();
-  CLI::App app{"ds41 cache_service: cache units in RocksDB on SSD, over gRPC"};
+  CLI::App app{"ds41 cache_service: cache units on SSD (payload segment files, RocksDB index), over gRPC"};
   std::string listen = "127.0.0.1:7400", metrics_listen = "127.0.0.1:9400", path = "./cache-data", capacity = "64G",
-              fingerprint;
+              segment_size = "256M", fingerprint;
   double ttl_hours = 72;
   int sweep_seconds = 60;
   bool sync_writes = false, print_config = false;
   app.add_option("--listen", listen, "gRPC address (port 0: any free port)")->envname("DS41_CACHE_LISTEN");
   app.add_option("--metrics-listen", metrics_listen, "Prometheus /metrics address")->envname("DS41_CACHE_METRICS_LISTEN");
-  app.add_option("--path", path, "RocksDB directory (an SSD)")->envname("DS41_CACHE_PATH");
+  app.add_option("--path", path, "store directory on an SSD (RocksDB index, segments/ for payloads)")->envname("DS41_CACHE_PATH");
   app.add_option("--capacity", capacity, "bytes kept before LRU eviction (K/M/G/T)")->envname("DS41_CACHE_CAPACITY");
+  app.add_option("--segment-size", segment_size, "payload segment file size (K/M/G)")->envname("DS41_CACHE_SEGMENT_SIZE");
   app.add_option("--ttl-hours", ttl_hours, "units idle longer than this expire (0: never)")->envname("DS41_CACHE_TTL_HOURS");
   app.add_option("--sweep-seconds", sweep_seconds, "how often expired units are removed")->envname("DS41_CACHE_SWEEP_SECONDS")
       ->check(CLI::Range(1, 86400));
@@ -53,6 +54,11 @@ int main(int argc, char** argv) {
     std::cerr << "--capacity: " << cap.status().message() << "\n";
     return 2;
   }
+  auto seg = ds41::ParseByteSize(segment_size);
+  if (!seg.ok() || *seg < (1u << 20)) {
+    std::cerr << "--segment-size: " << (seg.ok() ? "at least 1M" : seg.status().message()) << "\n";
+    return 2;
+  }
   if (!fingerprint.empty() && !ds41::ParseFingerprint(fingerprint).ok()) {
     std::cerr << "--model-fingerprint must be 64 hex characters\n";
     return 2;
@@ -65,6 +71,7 @@ int main(int argc, char** argv) {
   so.capacity_bytes = *cap;
   so.ttl_seconds = static_cast<int64_t>(ttl_hours * 3600);
   so.sync_writes = sync_writes;
+  so.segment_bytes = *seg;
   auto store = ds41::UnitStore::Open(so, &metrics);
   if (!store.ok()) {
     std::cerr << store.status().ToString() << "\n";

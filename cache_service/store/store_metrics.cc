@@ -37,6 +37,9 @@ StoreMetrics::StoreMetrics(prometheus::Registry& r)
       read_seconds(prometheus::BuildHistogram().Name("ds41_store_read_seconds").Help("Time to read one unit").Register(r).Add({}, LatencyBuckets())),
       write_seconds(prometheus::BuildHistogram().Name("ds41_store_write_seconds").Help("Time to write one unit").Register(r).Add({}, LatencyBuckets())),
       recovery_seconds(prometheus::BuildGauge().Name("ds41_store_recovery_seconds").Help("Time the last open spent recovering").Register(r).Add({})),
-      recovered_units(prometheus::BuildGauge().Name("ds41_store_recovered_units").Help("Units found at the last open").Register(r).Add({})) {}
+      recovered_units(prometheus::BuildGauge().Name("ds41_store_recovered_units").Help("Units found at the last open").Register(r).Add({})),
+      segment_files(prometheus::BuildGauge().Name("ds41_store_segment_files").Help("Payload segment files on disk").Register(r).Add({})),
+      segment_bytes(prometheus::BuildGauge().Name("ds41_store_segment_bytes").Help("Bytes of payload segment files, dead bytes included").Register(r).Add({})),
+      compacted_bytes(prometheus::BuildCounter().Name("ds41_store_compacted_bytes_total").Help("Live unit bytes copied out of mostly dead segments").Register(r).Add({})) {}
 
 }  // namespace ds41

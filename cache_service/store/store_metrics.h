@@ -38,6 +38,9 @@ struct StoreMetrics {
   prometheus::Histogram& write_seconds;
   prometheus::Gauge& recovery_seconds;
   prometheus::Gauge& recovered_units;
+  prometheus::Gauge& segment_files;
+  prometheus::Gauge& segment_bytes;   // on disk; minus `bytes`, what compaction can reclaim
+  prometheus::Counter& compacted_bytes;
 };
 
 }  // namespace ds41

@@ -70,28 +70,37 @@ struct UnitStore::Meta {
   int64_t access_ms = 0;
   bool has_parent = false;
   Key32 parent{};
+  SegmentLocation loc;  // where the payload lies (loc.size == size)
 
+  // Store format 2: 37 bytes, 69 with a parent. (Format 1's 25/57-byte entries had no location.)
+  static constexpr size_t kBase = 37;
   std::string Encode() const {
-    std::string s(25 + (has_parent ? 32 : 0), '\0');
+    std::string s(kBase + (has_parent ? 32 : 0), '\0');
     std::memcpy(&s[0], &size, 4);
     std::memcpy(&s[4], &tokens, 4);
     std::memcpy(&s[8], &write_ms, 8);
     std::memcpy(&s[16], &access_ms, 8);
     s[24] = has_parent ? 1 : 0;
-    if (has_parent) std::memcpy(&s[25], parent.data(), 32);
+    std::memcpy(&s[25], &loc.segment, 4);
+    std::memcpy(&s[29], &loc.offset, 8);
+    if (has_parent) std::memcpy(&s[kBase], parent.data(), 32);
     return s;
   }
   static bool Decode(std::string_view s, Meta* m) {
-    if (s.size() != 25 && s.size() != 57) return false;
+    if (s.size() != kBase && s.size() != kBase + 32) return false;
     std::memcpy(&m->size, &s[0], 4);
     std::memcpy(&m->tokens, &s[4], 4);
     std::memcpy(&m->write_ms, &s[8], 8);
     std::memcpy(&m->access_ms, &s[16], 8);
     m->has_parent = s[24] != 0;
-    if (m->has_parent != (s.size() == 57)) return false;
-    if (m->has_parent) std::memcpy(m->parent.data(), &s[25], 32);
+    if (m->has_parent != (s.size() == kBase + 32)) return false;
+    std::memcpy(&m->loc.segment, &s[25], 4);
+    std::memcpy(&m->loc.offset, &s[29], 8);
+    m->loc.size = m->size;
+    if (m->has_parent) std::memcpy(m->parent.data(), &s[kBase], 32);
     return true;
   }
+  static bool IsFormat1(std::string_view s) { return s.size() == 25 || s.size() == 57; }
 };
 
 StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options, StoreMetrics* metrics) {
@@ -105,52 +114,61 @@ StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options
   dbo.create_missing_column_families = true;
   dbo.max_background_jobs = 4;
   dbo.bytes_per_sync = 1 << 20;
+  dbo.wal_bytes_per_sync = 1 << 20;  // write-back as it goes, not in one burst at the next sync
   dbo.enable_pipelined_write = true;  // WAL and memtable writes of concurrent puts overlap
-
-  rocksdb::ColumnFamilyOptions units;
-  units.enable_blob_files = true;  // ~57 KB values: keep them out of the LSM (no rewrite on compaction)
-  units.min_blob_size = 1024;
-  units.blob_file_size = 256ull << 20;
-  units.blob_compression_type = rocksdb::kNoCompression;  // FP4 codes do not compress
-  units.compression = rocksdb::kNoCompression;
-  units.enable_blob_garbage_collection = true;
-  units.blob_garbage_collection_age_cutoff = 0.5;
-  units.write_buffer_size = 128ull << 20;
-  units.max_write_buffer_number = 4;
 
   rocksdb::ColumnFamilyOptions index;
   rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   index.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
-  rocksdb::ColumnFamilyOptions lru;
 
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
       {kCfNames[kDefault], rocksdb::ColumnFamilyOptions()},
-      {kCfNames[kUnits], units},
+      {kCfNames[kUnits], rocksdb::ColumnFamilyOptions()},
       {kCfNames[kIndex], index},
-      {kCfNames[kLru], lru}};
+      {kCfNames[kLru], rocksdb::ColumnFamilyOptions()}};
   rocksdb::DB* db = nullptr;
   DS41_RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(dbo, options.path, cfs, &st->cf_, &db), "open"));
   st->db_.reset(db);
+  auto segments = SegmentFiles::Open(options.path + "/segments", options.segment_bytes);
+  DS41_RETURN_IF_ERROR(segments.status());
+  st->segments_ = std::move(segments).value();
 
-  // Recovery: the index is the truth; count what it holds.
+  // Recovery: the index is the truth; count what it holds and which segment bytes are live. An
+  // entry whose payload is missing (its file lost outside the store's control) is dropped.
   const auto t0 = Now();
+  std::vector<std::pair<std::string, Meta>> lost;
   std::unique_ptr<rocksdb::Iterator> it(st->db_->NewIterator(rocksdb::ReadOptions(), st->cf_[kIndex]));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     if (it->key().size() != 64) continue;  // tail markers
+    const std::string_view v(it->value().data(), it->value().size());
+    if (Meta::IsFormat1(v))
+      return FailedPreconditionError("unit store: " + options.path +
+                                     " was written by an older ds41 (payloads inside RocksDB); this version keeps them "
+                                     "in segment files: remove the directory to start an empty cache");
     Meta m;
-    if (!Meta::Decode(std::string_view(it->value().data(), it->value().size()), &m)) continue;
+    if (!Meta::Decode(v, &m)) continue;
+    if (!st->segments_->Recount(m.loc)) {
+      lost.emplace_back(it->key().ToString(), m);
+      continue;
+    }
     st->units_ += 1;
     st->bytes_ += m.size;
   }
   DS41_RETURN_IF_ERROR(FromRocks(it->status(), "recovery scan"));
+  it.reset();
+  for (const auto& [k, m] : lost) {
+    rocksdb::WriteBatch b;
+    st->RemoveFromIndex(k, m, &b);
+    DS41_RETURN_IF_ERROR(st->Commit(&b));
+  }
+  DS41_RETURN_IF_ERROR(st->segments_->DropUnreferenced());  // appended, never indexed (a crash in between)
   if (metrics) {
     metrics->recovery_seconds.Set(Since(t0));
     metrics->recovered_units.Set(static_cast<double>(st->units_));
-    metrics->units.Set(static_cast<double>(st->units_));
-    metrics->bytes.Set(static_cast<double>(st->bytes_));
     metrics->capacity_bytes.Set(static_cast<double>(options.capacity_bytes));
   }
+  st->PublishSizes();
   return st;
 }
 
@@ -208,24 +226,31 @@ Status UnitStore::Put(const Key32& ns, const Key32& key, const Key32* parent, ui
   const auto t0 = Now();
   const std::string k = Join(ns, key);
   const int64_t now = clock_->NowMs();
+  // The payload first (outside the stripe lock: puts write in parallel), then the index that points
+  // at it.
+  auto loc = segments_->Append(unit, opt_.sync_writes);
+  DS41_RETURN_IF_ERROR(loc.status());
   {
     std::lock_guard<std::mutex> l(StripeFor(k));
     std::string old;
     Meta prev;
     const rocksdb::Status gs = db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &old);
     const bool existed = gs.ok() && Meta::Decode(old, &prev);
-    if (!gs.ok() && !gs.IsNotFound()) return FromRocks(gs, "read index");
+    if (!gs.ok() && !gs.IsNotFound()) {
+      segments_->Abandon(*loc);
+      return FromRocks(gs, "read index");
+    }
     Meta m;
     m.size = static_cast<uint32_t>(unit.size());
     m.tokens = tokens;
     m.write_ms = now;
     m.access_ms = now;
+    m.loc = *loc;
     if (parent) {
       m.has_parent = true;
       m.parent = *parent;
     }
     rocksdb::WriteBatch b;
-    b.Put(cf_[kUnits], k, rocksdb::Slice(unit.data(), unit.size()));
     b.Put(cf_[kIndex], k, m.Encode());
     if (existed) b.Delete(cf_[kLru], LruKey(prev.access_ms, k));
     b.Put(cf_[kLru], LruKey(now, k), "");
@@ -234,8 +259,13 @@ Status UnitStore::Put(const Key32& ns, const Key32& key, const Key32* parent, ui
       b.Put(cf_[kIndex], Join(ns, *parent) + std::string(reinterpret_cast<const char*>(key.data()), 32),
             rocksdb::Slice(reinterpret_cast<const char*>(&t), 4));
     }
-    DS41_RETURN_IF_ERROR(Commit(&b));
+    if (Status c = Commit(&b); !c.ok()) {
+      segments_->Abandon(*loc);
+      return c;
+    }
+    segments_->Commit(*loc);
     if (existed) {
+      segments_->Release(prev.loc);
       bytes_ += m.size;
       bytes_ -= prev.size;
     } else {
@@ -249,51 +279,61 @@ Status UnitStore::Put(const Key32& ns, const Key32& key, const Key32* parent, ui
     metrics_->units_written.Increment();
   }
   DS41_RETURN_IF_ERROR(EvictToCapacity());
-  if (metrics_) {
-    metrics_->units.Set(static_cast<double>(units_));
-    metrics_->bytes.Set(static_cast<double>(bytes_));
-  }
+  PublishSizes();
   return Status::Ok();
 }
 
-Status UnitStore::RemoveLocked(const std::string& k, const Meta& m, rocksdb::WriteBatch* b) {
-  b->Delete(cf_[kUnits], k);
+void UnitStore::RemoveFromIndex(const std::string& k, const Meta& m, rocksdb::WriteBatch* b) {
   b->Delete(cf_[kIndex], k);
   b->Delete(cf_[kLru], LruKey(m.access_ms, k));
   if (m.has_parent) b->Delete(cf_[kIndex], k.substr(0, 32) + std::string(reinterpret_cast<const char*>(m.parent.data()), 32) + k.substr(32));
+}
+
+Status UnitStore::RemoveLocked(const std::string& k, const Meta& m) {
+  rocksdb::WriteBatch b;
+  RemoveFromIndex(k, m, &b);
+  DS41_RETURN_IF_ERROR(Commit(&b));
+  segments_->Release(m.loc);  // after the commit: the bytes stay until no entry points at them
+  units_ -= 1;
+  bytes_ -= m.size;
+  if (metrics_) metrics_->evicted_bytes.Increment(m.size);
   return Status::Ok();
+}
+
+void UnitStore::PublishSizes() {
+  if (!metrics_) return;
+  metrics_->units.Set(static_cast<double>(units_));
+  metrics_->bytes.Set(static_cast<double>(bytes_));
+  metrics_->segment_files.Set(static_cast<double>(segments_->FileCount()));
+  metrics_->segment_bytes.Set(static_cast<double>(segments_->FileBytes()));
 }
 
 StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32& key) {
   const auto t0 = Now();
   const std::string k = Join(ns, key);
-  std::string value;
-  // The unit carries its own CRC32C, checked below on every read (a bad unit is a counted miss and
-  // is deleted), so RocksDB's second pass over the same bytes (a table-driven CRC in the distro's
-  // portable build: ~10% of the service's CPU) is skipped for payload reads.
-  rocksdb::ReadOptions ro;
-  ro.verify_checksums = false;
-  const rocksdb::Status s = db_->Get(ro, cf_[kUnits], k, &value);
+  std::string raw;
+  Meta meta;
+  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw);
   if (s.IsNotFound()) return std::optional<std::string>();
-  DS41_RETURN_IF_ERROR(FromRocks(s, "read unit"));
-  if (!VerifyUnitBytes(value).ok()) {
+  DS41_RETURN_IF_ERROR(FromRocks(s, "read index"));
+  if (!Meta::Decode(raw, &meta)) return DataLossError("unit store: malformed index entry");
+  StatusOr<std::string> value = segments_->Read(meta.loc);
+  if (value.status().code() == StatusCode::kNotFound) return std::optional<std::string>();  // removed meanwhile
+  if (!value.ok() && value.status().code() != StatusCode::kDataLoss) return value.status();
+  // The unit carries its own CRC32C, checked on every read: a bad or truncated unit is a counted
+  // miss and is deleted, never served.
+  if (!value.ok() || !VerifyUnitBytes(*value).ok()) {
     std::lock_guard<std::mutex> l(StripeFor(k));
-    std::string raw;
     Meta m;
-    if (!db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw).ok() || !Meta::Decode(raw, &m))
-      return std::optional<std::string>();  // removed meanwhile
-    rocksdb::WriteBatch b;
-    DS41_RETURN_IF_ERROR(RemoveLocked(k, m, &b));
-    DS41_RETURN_IF_ERROR(Commit(&b));
-    units_ -= 1;
-    bytes_ -= m.size;
+    if (!db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw).ok() || !Meta::Decode(raw, &m) ||
+        m.loc.segment != meta.loc.segment || m.loc.offset != meta.loc.offset)
+      return std::optional<std::string>();  // removed or rewritten meanwhile
+    DS41_RETURN_IF_ERROR(RemoveLocked(k, m));
     if (metrics_) {
       metrics_->checksum_failures.Increment();
       metrics_->evictions_checksum.Increment();
-      metrics_->evicted_bytes.Increment(m.size);
-      metrics_->units.Set(static_cast<double>(units_));
-      metrics_->bytes.Set(static_cast<double>(bytes_));
     }
+    PublishSizes();
     return std::optional<std::string>();
   }
   bool flush;
@@ -307,10 +347,10 @@ StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32
   if (flush) DS41_RETURN_IF_ERROR(FlushTouches());
   if (metrics_) {
     metrics_->read_seconds.Observe(Since(t0));
-    metrics_->read_bytes.Increment(static_cast<double>(value.size()));
+    metrics_->read_bytes.Increment(static_cast<double>(value->size()));
     metrics_->units_read.Increment();
   }
-  return std::optional<std::string>(std::move(value));
+  return std::optional<std::string>(std::move(value).value());
 }
 
 StatusOr<std::vector<Presence>> UnitStore::Lookup(const Key32& ns, const std::vector<Key32>& keys) {
@@ -356,28 +396,19 @@ StatusOr<uint64_t> UnitStore::EvictWhile(const std::function<bool(int64_t)>& pre
     std::lock_guard<std::mutex> l(StripeFor(k));
     std::string raw;
     Meta m;
-    rocksdb::WriteBatch b;
     if (!db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw).ok() || !Meta::Decode(raw, &m) ||
         m.access_ms != LruTime(lk)) {
+      rocksdb::WriteBatch b;
       b.Delete(cf_[kLru], lk);  // stale entry: the unit was touched or removed since
       DS41_RETURN_IF_ERROR(Commit(&b));
       continue;
     }
-    DS41_RETURN_IF_ERROR(RemoveLocked(k, m, &b));
-    DS41_RETURN_IF_ERROR(Commit(&b));
-    units_ -= 1;
-    bytes_ -= m.size;
+    DS41_RETURN_IF_ERROR(RemoveLocked(k, m));
     ++removed;
-    if (metrics_) {
-      reason->Increment();
-      metrics_->evicted_bytes.Increment(m.size);
-    }
+    if (reason) reason->Increment();
   }
   DS41_RETURN_IF_ERROR(FromRocks(it->status(), "eviction scan"));
-  if (metrics_) {
-    metrics_->units.Set(static_cast<double>(units_));
-    metrics_->bytes.Set(static_cast<double>(bytes_));
-  }
+  PublishSizes();
   return removed;
 }
 
@@ -389,9 +420,15 @@ Status UnitStore::EvictToCapacity() {
 }
 
 StatusOr<uint64_t> UnitStore::EvictExpired() {
-  if (opt_.ttl_seconds <= 0) return uint64_t{0};
-  const int64_t cutoff = clock_->NowMs() - opt_.ttl_seconds * 1000;
-  return EvictWhile([cutoff](int64_t access) { return access < cutoff; }, metrics_ ? &metrics_->evictions_ttl : nullptr);
+  uint64_t removed = 0;
+  if (opt_.ttl_seconds > 0) {
+    const int64_t cutoff = clock_->NowMs() - opt_.ttl_seconds * 1000;
+    auto r = EvictWhile([cutoff](int64_t access) { return access < cutoff; }, metrics_ ? &metrics_->evictions_ttl : nullptr);
+    DS41_RETURN_IF_ERROR(r.status());
+    removed = *r;
+  }
+  DS41_RETURN_IF_ERROR(CompactSegments(0.5));
+  return removed;
 }
 
 StatusOr<uint64_t> UnitStore::DeleteNamespace(const Key32& ns) {
@@ -405,31 +442,65 @@ StatusOr<uint64_t> UnitStore::DeleteNamespace(const Key32& ns) {
     Meta m;
     if (!Meta::Decode(std::string_view(it->value().data(), it->value().size()), &m)) continue;
     std::lock_guard<std::mutex> l(StripeFor(k));
-    rocksdb::WriteBatch b;
-    DS41_RETURN_IF_ERROR(RemoveLocked(k, m, &b));
-    DS41_RETURN_IF_ERROR(Commit(&b));
-    units_ -= 1;
-    bytes_ -= m.size;
+    DS41_RETURN_IF_ERROR(RemoveLocked(k, m));
     ++removed;
-    if (metrics_) {
-      metrics_->evictions_namespace.Increment();
-      metrics_->evicted_bytes.Increment(m.size);
-    }
+    if (metrics_) metrics_->evictions_namespace.Increment();
   }
   DS41_RETURN_IF_ERROR(FromRocks(it->status(), "namespace scan"));
-  if (metrics_) {
-    metrics_->units.Set(static_cast<double>(units_));
-    metrics_->bytes.Set(static_cast<double>(bytes_));
-  }
+  PublishSizes();
   return removed;
 }
 
+Status UnitStore::CompactSegments(double max_live_fraction) {
+  std::vector<uint32_t> victims;
+  for (const SegmentUsage& u : segments_->Usage())
+    if (!u.active && u.live_bytes < u.file_bytes && static_cast<double>(u.live_bytes) < max_live_fraction * static_cast<double>(u.file_bytes))
+      victims.push_back(u.segment);
+  if (victims.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> el(evict_mu_);
+  // Each live unit of a victim is copied to the active segment and its entry repointed, unless the
+  // unit was removed or rewritten meanwhile; the victim's file goes with its last live unit.
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kIndex]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    if (it->key().size() != 64) continue;
+    Meta m;
+    if (!Meta::Decode(std::string_view(it->value().data(), it->value().size()), &m)) continue;
+    if (std::find(victims.begin(), victims.end(), m.loc.segment) == victims.end()) continue;
+    const std::string k = it->key().ToString();
+    auto bytes = segments_->Read(m.loc);
+    if (!bytes.ok()) continue;  // removed meanwhile, or damaged: a read will find and count it
+    auto loc = segments_->Append(*bytes, opt_.sync_writes);
+    DS41_RETURN_IF_ERROR(loc.status());
+    std::lock_guard<std::mutex> l(StripeFor(k));
+    std::string raw;
+    Meta now;
+    if (!db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw).ok() || !Meta::Decode(raw, &now) ||
+        now.loc.segment != m.loc.segment || now.loc.offset != m.loc.offset) {
+      segments_->Abandon(*loc);
+      continue;
+    }
+    now.loc = *loc;
+    rocksdb::WriteBatch b;
+    b.Put(cf_[kIndex], k, now.Encode());
+    if (Status c = Commit(&b); !c.ok()) {
+      segments_->Abandon(*loc);
+      return c;
+    }
+    segments_->Commit(*loc);
+    segments_->Release(m.loc);
+    if (metrics_) metrics_->compacted_bytes.Increment(m.size);
+  }
+  DS41_RETURN_IF_ERROR(FromRocks(it->status(), "segment compaction scan"));
+  PublishSizes();
+  return Status::Ok();
+}
+
 Status UnitStore::Compact() {
+  DS41_RETURN_IF_ERROR(segments_->Seal());
+  DS41_RETURN_IF_ERROR(CompactSegments(1.0));
   rocksdb::CompactRangeOptions cro;
   cro.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForceOptimized;
-  cro.blob_garbage_collection_policy = rocksdb::BlobGarbageCollectionPolicy::kForce;
-  cro.blob_garbage_collection_age_cutoff = 1.0;
-  for (int c = kUnits; c <= kLru; ++c) DS41_RETURN_IF_ERROR(FromRocks(db_->CompactRange(cro, cf_[c], nullptr, nullptr), "compact"));
+  for (int c = kIndex; c <= kLru; ++c) DS41_RETURN_IF_ERROR(FromRocks(db_->CompactRange(cro, cf_[c], nullptr, nullptr), "compact"));
   return Status::Ok();
 }
 

@@ -1,13 +1,15 @@
-// UnitStore: cache units on local SSD in RocksDB (the only file that includes <rocksdb/...>).
+// UnitStore: cache units on local SSD: payloads in append-only segment files, everything else in
+// RocksDB (the only file that includes <rocksdb/...>).
 //
-// Layout (column families, in this order; never reorder):
-//   units  ns|key        -> unit bytes        integrated blob files: ~57 KB values live in blob files,
-//                                              the LSM holds only small blob references
-//   index  ns|key        -> UnitMeta          size, tokens, times; what Lookup reads (no payload)
+// Payloads (~57 KB) are written once to a segment file (cache_service/store/segment_files.h) and
+// only their location is indexed: a put costs one payload write plus a small WAL record.
+// RocksDB column families, in this order (never reorder):
+//   units  (unused: store format 1 kept payloads here; a store of that format is refused at Open)
+//   index  ns|key        -> UnitMeta          size, tokens, times, segment location; what Lookup reads
 //          ns|parent|key -> tail tokens       tail markers: which tails follow a unit (or the root)
 //   lru    be64(access)|ns|key -> ""          access order for TTL and capacity eviction
-// Every write goes through one function (Commit) that applies the acknowledgement policy (WAL on,
-// optional fsync) and updates metrics.
+// A put appends the payload, then commits the index (WAL on, optional fsync of both): an
+// acknowledged unit survives kill -9, and an index entry never points at bytes not yet written.
 //
 // Thread-safe: all methods may be called concurrently.
 #pragma once
@@ -24,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache_service/store/segment_files.h"
 #include "cache_service/store/store_metrics.h"
 #include "util/clock.h"
 #include "util/status.h"
@@ -43,6 +46,7 @@ struct StoreOptions {
   uint64_t capacity_bytes = uint64_t{64} << 30;  // LRU eviction beyond this
   int64_t ttl_seconds = 72 * 3600;               // since last access; <= 0: never expire
   bool sync_writes = false;  // WAL is always on; sync also survives power loss (kill -9 needs only the WAL)
+  uint64_t segment_bytes = uint64_t{256} << 20;  // payload segment file size
   const Clock* clock = nullptr;                  // default: system clock
 };
 
@@ -81,10 +85,12 @@ class UnitStore {
   // Removes every unit of a namespace; returns how many.
   StatusOr<uint64_t> DeleteNamespace(const Key32& ns);
 
-  // Removes units idle for longer than the TTL; returns how many. Called periodically.
+  // Removes units idle for longer than the TTL (returns how many), then compacts the payload
+  // segments that are more than half dead. Called periodically.
   StatusOr<uint64_t> EvictExpired();
 
-  // Forces compaction (blob garbage collection included): on-disk bytes then reflect live units.
+  // Forces compaction of the index and of every segment holding dead bytes: on-disk bytes then
+  // reflect live units.
   Status Compact();
 
   StoreStats stats() const;
@@ -93,7 +99,14 @@ class UnitStore {
   struct Meta;
   UnitStore() = default;
   Status Commit(rocksdb::WriteBatch* batch);
-  Status RemoveLocked(const std::string& index_key, const Meta& meta, rocksdb::WriteBatch* batch);
+  // Removes the unit (index, LRU entry, tail marker; its payload bytes become dead) and counts it.
+  // REQUIRES: the key's stripe lock.
+  Status RemoveLocked(const std::string& index_key, const Meta& meta);
+  void RemoveFromIndex(const std::string& index_key, const Meta& meta, rocksdb::WriteBatch* batch);
+  // Copies the live units of segments whose live fraction is below `max_live_fraction` into the
+  // active segment, so those files go.
+  Status CompactSegments(double max_live_fraction);
+  void PublishSizes();
   Status EvictToCapacity();
   StatusOr<uint64_t> EvictWhile(const std::function<bool(int64_t access_ms)>& pred, prometheus::Counter* reason);
   std::mutex& StripeFor(std::string_view key);
@@ -104,6 +117,7 @@ class UnitStore {
   StoreOptions opt_;
   StoreMetrics* metrics_ = nullptr;
   const Clock* clock_ = nullptr;
+  std::unique_ptr<SegmentFiles> segments_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cf_;  // default, units, index, lru
   std::array<std::mutex, 64> stripes_;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -40,15 +42,28 @@ Key32 K(int i) {
 
 class UnitStoreTest : public ::testing::Test {
  protected:
-  std::unique_ptr<UnitStore> OpenStore(uint64_t capacity = 1ull << 30, int64_t ttl = 3600) {
+  std::unique_ptr<UnitStore> OpenStore(uint64_t capacity = 1ull << 30, int64_t ttl = 3600, uint64_t segment_bytes = 1 << 20) {
     StoreOptions o;
     o.path = dir_;
     o.capacity_bytes = capacity;
     o.ttl_seconds = ttl;
+    o.segment_bytes = segment_bytes;
     o.clock = &clock_;
     auto s = UnitStore::Open(o, &metrics_);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return std::move(s).value();
+  }
+  // Payload segment files, by name.
+  std::vector<std::filesystem::path> Segments() {
+    std::vector<std::filesystem::path> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir_ + "/segments")) out.push_back(e.path());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  uint64_t SegmentBytes() {
+    uint64_t n = 0;
+    for (const auto& p : Segments()) n += std::filesystem::file_size(p);
+    return n;
   }
   bool Has(UnitStore* s, int i) {
     auto g = s->Get(ns_, K(i));
@@ -131,7 +146,8 @@ TEST_F(UnitStoreTest, CapacityEvictsLeastRecentlyUsedFirst) {
 // evictions run on other threads: nothing deadlocks and the accounting matches what is stored.
 TEST_F(UnitStoreTest, BatchedReadRefreshesUnderConcurrentPutsAndEvictions) {
   const std::string u = MakeUnitBytes(64, 9);
-  auto s = OpenStore(/*capacity=*/20 * u.size());
+  // Segments of ~3 units: appends rotate files and removals drop them while other threads read.
+  auto s = OpenStore(/*capacity=*/20 * u.size(), /*ttl=*/3600, /*segment_bytes=*/3 * u.size());
   std::vector<std::thread> th;
   for (int t = 0; t < 4; ++t)
     th.emplace_back([&, t] {
@@ -158,6 +174,14 @@ TEST_F(UnitStoreTest, BatchedReadRefreshesUnderConcurrentPutsAndEvictions) {
   EXPECT_EQ(present * u.size(), s->stats().bytes);
   EXPECT_LE(s->stats().bytes, 20 * u.size());
   EXPECT_GT(present, 0u);
+  // Segment accounting kept up: once compacted, the payload files hold exactly the live units.
+  ASSERT_TRUE(s->Compact().ok());
+  EXPECT_EQ(SegmentBytes(), present * u.size());
+  for (int i = 0; i < 50; ++i) {
+    if (auto g = s->Get(ns_, K(i)); g.ok() && g->has_value()) {
+      EXPECT_EQ(**g, u) << i;
+    }
+  }
 }
 
 TEST_F(UnitStoreTest, CorruptedUnitIsAMissDeletedAndCounted) {
@@ -167,18 +191,14 @@ TEST_F(UnitStoreTest, CorruptedUnitIsAMissDeletedAndCounted) {
     ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, good).ok());
     ASSERT_TRUE(s->Put(ns_, K(2), nullptr, 64, good).ok());
   }
-  {  // Flip one payload byte behind the store's back.
-    rocksdb::DB* db = nullptr;
-    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {{"default", {}}, {"units", {}}, {"index", {}}, {"lru", {}}};
-    std::vector<rocksdb::ColumnFamilyHandle*> h;
-    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), dir_, cfs, &h, &db).ok());
-    std::string bad = good;
-    bad[bad.size() / 2] ^= 0x40;
-    std::string key(reinterpret_cast<const char*>(ns_.data()), 32);
-    key.append(reinterpret_cast<const char*>(K(1).data()), 32);
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), h[1], key, bad).ok());
-    for (auto* c : h) ASSERT_TRUE(db->DestroyColumnFamilyHandle(c).ok());
-    delete db;
+  {  // Flip one payload byte of the first unit behind the store's back.
+    const auto segs = Segments();
+    ASSERT_EQ(segs.size(), 1u);
+    std::fstream f(segs[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(good.size() / 2));
+    const char c = static_cast<char>(f.get());
+    f.seekp(static_cast<std::streamoff>(good.size() / 2));
+    f.put(static_cast<char>(c ^ 0x40));
   }
   auto s = OpenStore();
   EXPECT_FALSE(Has(s.get(), 1));
@@ -186,6 +206,78 @@ TEST_F(UnitStoreTest, CorruptedUnitIsAMissDeletedAndCounted) {
   EXPECT_FALSE((*s->Lookup(ns_, {K(1)}))[0].present);  // deleted, not just hidden
   EXPECT_EQ(s->stats().units, 1u);
   EXPECT_TRUE(Has(s.get(), 2));
+}
+
+// A segment cut short (a lost tail): units past the cut are dropped at open, the rest are served.
+TEST_F(UnitStoreTest, TruncatedSegmentLosesOnlyTheUnitsPastTheCut) {
+  const std::string u = MakeUnitBytes(64, 8);
+  {
+    auto s = OpenStore();
+    for (int i = 1; i <= 3; ++i) ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
+  }
+  std::filesystem::resize_file(Segments()[0], 2 * u.size() + 10);
+  auto s = OpenStore();
+  EXPECT_EQ(s->stats().units, 2u);
+  EXPECT_EQ(**s->Get(ns_, K(1)), u);
+  EXPECT_EQ(**s->Get(ns_, K(2)), u);
+  EXPECT_FALSE(Has(s.get(), 3));
+  EXPECT_FALSE((*s->Lookup(ns_, {K(3)}))[0].present);
+}
+
+// Payload files follow the live units: a file goes with its last unit, compaction moves the live
+// units out of partly dead files, and bytes appended but never indexed are dropped at open.
+TEST_F(UnitStoreTest, SegmentFilesAreReclaimed) {
+  const std::string u = MakeUnitBytes(64, 6);
+  const Key32 other = K(77);
+  {
+    auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/2 * u.size());  // two units a file
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(s->Put(i % 2 ? other : ns_, K(i), nullptr, 64, u).ok());
+    EXPECT_EQ(Segments().size(), 3u);
+    EXPECT_EQ(*s->DeleteNamespace(other), 3u);  // one unit of each file: all half dead
+    EXPECT_EQ(Segments().size(), 3u);
+    EXPECT_EQ(SegmentBytes(), 6 * u.size());
+    ASSERT_TRUE(s->Compact().ok());
+    EXPECT_EQ(SegmentBytes(), 3 * u.size());  // the three live units, copied forward
+    EXPECT_EQ(metrics_.compacted_bytes.Value(), 3.0 * static_cast<double>(u.size()));
+    EXPECT_EQ(*s->DeleteNamespace(ns_), 3u);
+    EXPECT_EQ(SegmentBytes(), u.size());  // the files went with their last unit, but the one being appended to
+    ASSERT_TRUE(s->Compact().ok());       // which compaction closes
+    EXPECT_EQ(SegmentBytes(), 0u);
+    for (int i = 10; i < 13; ++i) ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
+  }
+  // A stray segment (as left by a crash between a payload write and its index entry).
+  std::ofstream(dir_ + "/segments/000000999.seg") << std::string(1000, 'x');
+  {
+    auto s = OpenStore(1ull << 30, 3600, 2 * u.size());
+    EXPECT_FALSE(std::filesystem::exists(dir_ + "/segments/000000999.seg"));
+    EXPECT_EQ(s->stats().units, 3u);
+    for (int i = 10; i < 13; ++i) EXPECT_EQ(**s->Get(ns_, K(i)), u) << i;
+    ASSERT_TRUE(s->Put(ns_, K(20), nullptr, 64, u).ok());  // new files are numbered past the stray one
+    EXPECT_EQ(Segments().back().filename().string().substr(0, 9) > "000000999", true);
+  }
+}
+
+// A store written by the first format (payloads inside RocksDB) is refused with a clear error,
+// never misread.
+TEST_F(UnitStoreTest, FirstFormatStoreIsRefused) {
+  {
+    rocksdb::DB* db = nullptr;
+    rocksdb::DBOptions o;
+    o.create_if_missing = true;
+    o.create_missing_column_families = true;
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {{"default", {}}, {"units", {}}, {"index", {}}, {"lru", {}}};
+    std::vector<rocksdb::ColumnFamilyHandle*> h;
+    ASSERT_TRUE(rocksdb::DB::Open(o, dir_, cfs, &h, &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), h[2], std::string(64, 'k'), std::string(25, '\0')).ok());
+    for (auto* c : h) ASSERT_TRUE(db->DestroyColumnFamilyHandle(c).ok());
+    delete db;
+  }
+  StoreOptions o;
+  o.path = dir_;
+  auto s = UnitStore::Open(o, &metrics_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find("older ds41"), std::string::npos) << s.status().ToString();
 }
 
 TEST_F(UnitStoreTest, DeleteNamespaceRemovesOnlyThatNamespace) {

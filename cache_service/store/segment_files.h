@@ -1,0 +1,100 @@
+// SegmentFiles: unit payloads in append-only files next to the RocksDB index (the WiscKey layout).
+//
+// A ~57 KB payload is written once, at an offset reserved in the active segment, and read back
+// with one pread; only its location goes through RocksDB's WAL and memtable. (Payloads inside
+// RocksDB, even in integrated blob files, were copied into the WAL, the memtable and then a blob
+// file: puts ran at a third of the disk's bandwidth.) Files are named <dir>/<id>.seg, ids only
+// grow, so a location never names other bytes later.
+//
+// Space: each segment counts its live bytes (units whose index entry points into it) and its
+// pending appends (written, index not yet committed). A segment that is not the active one is
+// deleted when both reach zero; one that is mostly dead is compacted by the store (live units
+// copied forward, then released). Bytes appended but never committed (a crash between the two
+// steps, a failed index write) are dead from the start.
+//
+// Thread-safe. Readers keep a file open while they read, so deleting it never fails a read in
+// flight.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/status.h"
+
+namespace ds41 {
+
+struct SegmentLocation {
+  uint32_t segment = 0;
+  uint64_t offset = 0;
+  uint32_t size = 0;
+};
+
+struct SegmentUsage {
+  uint32_t segment = 0;
+  uint64_t file_bytes = 0, live_bytes = 0;
+  bool active = false;
+};
+
+class SegmentFiles {
+ public:
+  // Opens `dir` (created if missing) and starts a new active segment; the segments already there
+  // stay readable. Call Recount for every live location, then DropUnreferenced.
+  static StatusOr<std::unique_ptr<SegmentFiles>> Open(const std::string& dir, uint64_t segment_bytes);
+  ~SegmentFiles();
+
+  // Writes `bytes` (to the page cache; durably with `sync`) and returns its location, pending
+  // until Commit or Abandon.
+  StatusOr<SegmentLocation> Append(std::string_view bytes, bool sync);
+  // The index now points at `loc`: its bytes are live.
+  void Commit(const SegmentLocation& loc);
+  // The index write failed: `loc` is dead.
+  void Abandon(const SegmentLocation& loc);
+  // The index no longer points at `loc` (removed, replaced, moved).
+  void Release(const SegmentLocation& loc);
+
+  // Recovery: `loc` is live (from the index). Returns false when its segment file is missing or
+  // too short to hold it (the caller drops the entry).
+  bool Recount(const SegmentLocation& loc);
+  // Recovery: deletes segment files with no live bytes (other than the active one).
+  Status DropUnreferenced();
+
+  // The bytes at `loc`; NotFound when its segment was deleted meanwhile (the unit was removed).
+  StatusOr<std::string> Read(const SegmentLocation& loc) const;
+
+  // Starts a new active segment, so that the previous one can be compacted or dropped.
+  Status Seal();
+
+  // Every segment, for compaction decisions.
+  std::vector<SegmentUsage> Usage() const;
+  uint64_t FileBytes() const;  // on disk, dead bytes included
+  size_t FileCount() const;
+
+ private:
+  struct File;
+  struct Segment {
+    std::shared_ptr<File> file;
+    uint64_t size = 0;  // bytes reserved (the file's length once appends finish)
+    uint64_t live = 0;
+    uint64_t pending = 0;  // appends not yet committed or abandoned
+  };
+  SegmentFiles() = default;
+  std::string PathOf(uint32_t id) const;
+  Status StartSegmentLocked(bool drop_previous);
+  // Deletes segment `id` if it is inactive, without live bytes or pending appends.
+  void MaybeDropLocked(uint32_t id);
+
+  std::string dir_;
+  uint64_t segment_bytes_ = 0;
+  mutable std::mutex mu_;
+  std::map<uint32_t, Segment> segments_;
+  uint32_t active_ = 0;
+  uint64_t file_bytes_ = 0;
+};
+
+}  // namespace ds41
