@@ -457,7 +457,9 @@ Status UnitStore::CompactSegments(double max_live_fraction) {
     if (!u.active && u.live_bytes < u.file_bytes && static_cast<double>(u.live_bytes) < max_live_fraction * static_cast<double>(u.file_bytes))
       victims.push_back(u.segment);
   if (victims.empty()) return Status::Ok();
-  std::lock_guard<std::mutex> el(evict_mu_);
+  // One compaction at a time; puts, reads and evictions go on (each move rechecks its unit under
+  // the unit's stripe lock).
+  std::lock_guard<std::mutex> cl(compact_mu_);
   // Each live unit of a victim is copied to the active segment and its entry repointed, unless the
   // unit was removed or rewritten meanwhile; the victim's file goes with its last live unit.
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kIndex]));

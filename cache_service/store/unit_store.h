@@ -122,6 +122,7 @@ class UnitStore {
   std::vector<rocksdb::ColumnFamilyHandle*> cf_;  // default, units, index, lru
   std::array<std::mutex, 64> stripes_;
   std::mutex evict_mu_;
+  std::mutex compact_mu_;
   // Reads refresh a unit's LRU position lazily: (index key, read time) pairs written in batches (by
   // the read that fills one, a read a second after the oldest, and before every eviction pass)
   // rather than one WAL write per read. A crash loses only recency.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -161,7 +162,13 @@ TEST_F(UnitStoreTest, BatchedReadRefreshesUnderConcurrentPutsAndEvictions) {
         if (i % 50 == 0) clock_.AdvanceMs(1500);  // makes the next reads refreshes
       }
     });
+  std::atomic<bool> done{false};
+  std::thread compactor([&] {  // segment compaction moves units while they are read, replaced and evicted
+    while (!done) ASSERT_TRUE(s->Compact().ok());
+  });
   for (auto& t : th) t.join();
+  done = true;
+  compactor.join();
   ASSERT_TRUE(s->EvictExpired().ok());
   uint64_t present = 0;
   for (int i = 0; i < 50; ++i) {
