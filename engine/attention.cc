@@ -114,43 +114,52 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
   }
   lo = std::max<int64_t>(lo, 0);
 
+  // Per-thread buffers that only grow: a prefill attends every row, and fresh zero-filled vectors
+  // of ~2 MB per row (keys, scores, transposed query) cost more than filling them.
+  thread_local std::vector<float> keys, qT, s;
+  thread_local std::vector<int> slot;
+  thread_local std::vector<double> pb, pv;
+  auto at_least = [](auto& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
+
   // The key list of MODEL.md §6.9 in canonical slot order: `window` slots holding the window
   // positions ascending (absent ones last), then the selected compressed entries ascending. The
   // online softmax runs over blocks of 64 slots, so each key's slot decides its block.
-  std::vector<float> keys;
-  std::vector<int> slot;
-  keys.reserve(static_cast<size_t>(W + 64) * hd);
+  const size_t max_keys = static_cast<size_t>(t - lo + 1) + (role.ratio > 0 ? topk_[r].size() : 0);
+  at_least(keys, max_keys * hd);
+  at_least(slot, max_keys);
+  int nkeys = 0;
   for (int64_t p = lo; p <= t; ++p) {
     const uint8_t* e = WindowEntry(L, seg, p, nw);
     if (e == nullptr) continue;
-    keys.resize(keys.size() + hd);
-    DecodeWindowEntry(e, hd, &keys[keys.size() - hd]);
-    slot.push_back(static_cast<int>(p - lo));
+    DecodeWindowEntry(e, hd, &keys[static_cast<size_t>(nkeys) * hd]);
+    slot[nkeys++] = static_cast<int>(p - lo);
   }
   if (role.ratio > 0) {
     const KvSourceCache& kvs = seg.state->kv[role.kv_slot];
     const int mb = c_.main_kv_bytes();
     int k = 0;
     for (int32_t j : topk_[r]) {
-      keys.resize(keys.size() + hd);
-      DecodeMainKv(&kvs.main_kv[static_cast<size_t>(j) * mb], hd, &keys[keys.size() - hd]);
-      slot.push_back(W + k++);
+      DecodeMainKv(&kvs.main_kv[static_cast<size_t>(j) * mb], hd, &keys[static_cast<size_t>(nkeys) * hd]);
+      slot[nkeys++] = W + k++;
     }
   }
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  const int nkeys = static_cast<int>(slot.size());
   CountWork(2ull * static_cast<uint64_t>(H) * nkeys * hd, 0);  // q.k and p.v
   // Scores of every head for every key: heads are the SIMD lanes (q transposed to [hd][H]).
-  std::vector<float> qT(static_cast<size_t>(hd) * H), s(static_cast<size_t>(nkeys) * H);
+  at_least(qT, static_cast<size_t>(hd) * H);
+  at_least(s, static_cast<size_t>(nkeys) * H);
   for (int h = 0; h < H; ++h)
     for (int d = 0; d < hd; ++d) qT[static_cast<size_t>(d) * H + h] = q[static_cast<size_t>(h) * hd + d];
   HeadScores(qT.data(), H, hd, keys.data(), nkeys, s.data());
-  for (float& v : s) v = v * scale;
+  for (size_t i = 0; i < static_cast<size_t>(nkeys) * H; ++i) s[i] = s[i] * scale;
   // Online softmax block by block, every head at once (each head's arithmetic is its own, in the
   // order of MODEL.md §6.9): the block's P.V is then one pass over its keys for all heads.
   std::vector<float> m(H, -1e30f), l(H, 0.0f), sf(H), acc(static_cast<size_t>(H) * hd, 0.0f);
-  std::vector<double> pb(static_cast<size_t>(H) * 64), pv(static_cast<size_t>(H) * hd);
+  at_least(pb, static_cast<size_t>(H) * 64);
+  at_least(pv, static_cast<size_t>(H) * hd);
   for (int a = 0; a < nkeys;) {
     const int block = slot[a] / 64;
     int b = a;
