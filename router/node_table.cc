@@ -4,6 +4,8 @@
 #include <grpcpp/grpcpp.h>
 #include <netdb.h>
 
+#include <algorithm>
+
 #include "node.grpc.pb.h"
 #include "rpc/status_map.h"
 
@@ -41,6 +43,7 @@ void NodeTable::Add(NodeRole role, const std::string& address) {
     seeds_.emplace_back(role, address.substr(7));
     return;
   }
+  discovered_.erase(address);  // named explicitly: stays whatever DNS says
   auto [it, inserted] = nodes_.try_emplace(address);
   if (inserted) {
     it->second.address = address;
@@ -103,6 +106,24 @@ Status NodeTable::Poll(const std::string& address) {
   return Status::Ok();
 }
 
+StatusOr<std::vector<std::string>> ResolveWithGetaddrinfo(const std::string& host, const std::string& port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int e = getaddrinfo(host.c_str(), port.c_str(), &hints, &res); e != 0)
+    return UnavailableError("cannot resolve " + host + ": " + gai_strerror(e));
+  std::vector<std::string> out;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    char ip[INET6_ADDRSTRLEN] = {};
+    const void* src = a->ai_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr)
+                                               : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr);
+    if (!inet_ntop(a->ai_family, src, ip, sizeof(ip))) continue;
+    out.push_back(a->ai_family == AF_INET6 ? "[" + std::string(ip) + "]:" + port : std::string(ip) + ":" + port);
+  }
+  freeaddrinfo(res);
+  return out;
+}
+
 void NodeTable::ResolveSeeds() {
   std::vector<std::pair<NodeRole, std::string>> seeds;
   {
@@ -112,19 +133,29 @@ void NodeTable::ResolveSeeds() {
   for (const auto& [role, name] : seeds) {
     const auto colon = name.rfind(':');
     if (colon == std::string::npos) continue;
-    const std::string host = name.substr(0, colon), port = name.substr(colon + 1);
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) != 0) continue;
-    for (addrinfo* a = res; a; a = a->ai_next) {
-      char ip[INET6_ADDRSTRLEN] = {};
-      const void* src = a->ai_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr)
-                                                 : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr);
-      if (!inet_ntop(a->ai_family, src, ip, sizeof(ip))) continue;
-      Add(role, a->ai_family == AF_INET6 ? "[" + std::string(ip) + "]:" + port : std::string(ip) + ":" + port);
+    auto addrs = opt_.resolver(name.substr(0, colon), name.substr(colon + 1));
+    if (!addrs.ok()) continue;  // a failed lookup says nothing about the nodes
+    std::lock_guard<std::mutex> l(mu_);
+    for (const std::string& a : *addrs) {
+      if (nodes_.count(a) == 0) discovered_[a] = name;
+      auto [it, inserted] = nodes_.try_emplace(a);
+      if (inserted) {
+        it->second.address = a;
+        it->second.load.address = a;
+      }
+      it->second.role = role;
     }
-    freeaddrinfo(res);
+    // Nodes this name brought that it no longer lists go once they are down.
+    for (auto it = discovered_.begin(); it != discovered_.end();) {
+      const bool listed = std::find(addrs->begin(), addrs->end(), it->first) != addrs->end();
+      auto n = nodes_.find(it->first);
+      if (it->second == name && !listed && (n == nodes_.end() || n->second.state != NodeState::kHealthy)) {
+        if (n != nodes_.end()) nodes_.erase(n);
+        it = discovered_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
 }
 

@@ -2,11 +2,14 @@
 // or the Register RPC) or through a DNS name ("dns:///name:port", e.g. a headless Service) that is
 // resolved again at every poll, each address becoming a node; a node is admitted only when its Status reports the router's model
 // fingerprint, and is health-checked by polling Status. A node that fails a poll or a request is
-// marked down until a poll succeeds again. Thread-safe.
+// marked down until a poll succeeds again. A node found through DNS leaves the table once its name
+// resolves without it and it is down (a healthy one may be draining; a failed lookup removes
+// nothing). Thread-safe.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,9 +37,14 @@ struct NodeView {
   std::map<std::string, int64_t> warm_sessions;  // session -> context length the decoder holds
 };
 
+// "host", "port" -> the addresses ("ip:port", "[ipv6]:port") the name resolves to, or an error.
+using Resolver = std::function<StatusOr<std::vector<std::string>>(const std::string& host, const std::string& port)>;
+StatusOr<std::vector<std::string>> ResolveWithGetaddrinfo(const std::string& host, const std::string& port);
+
 struct NodeTableOptions {
   std::chrono::milliseconds poll_interval{1000};
   std::chrono::milliseconds poll_deadline{1000};
+  Resolver resolver = ResolveWithGetaddrinfo;
 };
 
 class NodeTable {
@@ -66,6 +74,7 @@ class NodeTable {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, NodeView> nodes_;
+  std::map<std::string, std::string> discovered_;  // address -> the DNS name that brought it
   bool stop_ = false;
   std::thread poller_;
 };

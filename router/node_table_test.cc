@@ -25,5 +25,37 @@ TEST(NodeTableTest, DnsNamesExpandToNodesAndSilentNodesAreDown) {
   EXPECT_EQ(t.Register(NodeRole::kEncoder, "127.0.0.1:3").code(), StatusCode::kUnavailable);
 }
 
+// A DNS name that stops listing an address: the node goes once it is down; a failed lookup
+// removes nothing, and a node also named explicitly stays.
+TEST(NodeTableTest, NodesDnsNoLongerListsLeaveOnceDown) {
+  std::vector<std::string> listed = {"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"};
+  bool fail = false;
+  NodeTableOptions o;
+  o.poll_deadline = std::chrono::milliseconds(200);
+  o.resolver = [&](const std::string& host, const std::string& port) -> StatusOr<std::vector<std::string>> {
+    EXPECT_EQ(host, "decoders.example");
+    EXPECT_EQ(port, "7000");
+    if (fail) return UnavailableError("no DNS");
+    return listed;
+  };
+  NodeTable t(std::make_shared<ChannelSet>(), "fp", o);
+  t.Add(NodeRole::kDecoder, "dns:///decoders.example:7000");
+  auto addresses = [&] {
+    std::vector<std::string> out;
+    for (const NodeView& n : t.All()) out.push_back(n.address);
+    return out;
+  };
+  t.PollAll();
+  EXPECT_EQ(addresses(), listed);
+  t.Add(NodeRole::kDecoder, "127.0.0.1:3");  // also named explicitly
+  listed = {"127.0.0.1:1"};
+  fail = true;
+  t.PollAll();
+  EXPECT_EQ(addresses().size(), 3u);  // a failed lookup removes nothing
+  fail = false;
+  t.PollAll();  // :2 is unlisted and down (nothing listens there): gone; :3 stays
+  EXPECT_EQ(addresses(), (std::vector<std::string>{"127.0.0.1:1", "127.0.0.1:3"}));
+}
+
 }  // namespace
 }  // namespace ds41
