@@ -50,18 +50,20 @@ bool DecodeAvailable() {
 // warning on the plain intrinsics' undefined source operand.)
 #define DS41_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
+// One 32-block of exactly-bf16 values as 16 pairs: word k = bf16(x[k]), then each (k, k + 1) dword
+// rotated so that k is the high half.
+DS41_BF16_TARGET inline __m512i BlockPairs(const float* x) {
+  const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
+  return _mm512_maskz_rol_epi32(0xFFFF, reinterpret_cast<__m512i>(h), 16);
+}
+
 DS41_BF16_TARGET void PackActs(const float* values, int64_t rows, int64_t K, uint32_t* pairs) {
   const int64_t nb = K / 32;
   for (int64_t c0 = 0; c0 < rows; c0 += kChunkRows) {
     const int64_t cr = std::min(kChunkRows, rows - c0);
     uint32_t* chunk = pairs + c0 * (K / 2);
     for (int64_t r = 0; r < cr; ++r)
-      for (int64_t b = 0; b < nb; ++b) {
-        const float* x = values + (c0 + r) * K + b * 32;
-        // Word k = bf16(x[k]) (exact), then each (k, k + 1) dword rotated so that k is the high half.
-        const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + 16), _mm512_loadu_ps(x));
-        _mm512_storeu_si512(chunk + (b * cr + r) * 16, _mm512_maskz_rol_epi32(0xFFFF, reinterpret_cast<__m512i>(h), 16));
-      }
+      for (int64_t b = 0; b < nb; ++b) _mm512_storeu_si512(chunk + (b * cr + r) * 16, BlockPairs(values + (c0 + r) * K + b * 32));
   }
 }
 
@@ -231,11 +233,7 @@ DS41_DECODE_TARGET void DecodeGroup(const Source& source, const float* x, const 
           _mm_prefetch(reinterpret_cast<const char*>(w.codes + (g * nb + b + 2) * Source::kTileBytes + o), _MM_HINT_T0);
     alignas(64) uint32_t X[R][16];
 #pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) {
-      const float* xb = x + i * K + b * 32;
-      const __m512bh h = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(xb + 16), _mm512_loadu_ps(xb));
-      _mm512_store_si512(X[i], _mm512_maskz_rol_epi32(0xFFFF, reinterpret_cast<__m512i>(h), 16));
-    }
+    for (int i = 0; i < R; ++i) _mm512_store_si512(X[i], BlockPairs(x + i * K + b * 32));
     __m512 part[R][kG];
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i)
