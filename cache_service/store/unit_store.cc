@@ -427,7 +427,9 @@ StatusOr<uint64_t> UnitStore::EvictExpired() {
     DS41_RETURN_IF_ERROR(r.status());
     removed = *r;
   }
-  DS41_RETURN_IF_ERROR(CompactSegments(0.5));
+  // Segments under half live are rewritten; once the files outgrow the capacity (dead bytes
+  // spread over many segments), any under 90% live, so the disk stays near the configured size.
+  DS41_RETURN_IF_ERROR(CompactSegments(segments_->FileBytes() > opt_.capacity_bytes ? 0.9 : 0.5));
   return removed;
 }
 

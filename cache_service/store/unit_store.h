@@ -86,7 +86,8 @@ class UnitStore {
   StatusOr<uint64_t> DeleteNamespace(const Key32& ns);
 
   // Removes units idle for longer than the TTL (returns how many), then compacts the payload
-  // segments that are more than half dead. Called periodically.
+  // segments that are more than half dead (more than a tenth once the segment files exceed the
+  // capacity). Called periodically.
   StatusOr<uint64_t> EvictExpired();
 
   // Forces compaction of the index and of every segment holding dead bytes: on-disk bytes then

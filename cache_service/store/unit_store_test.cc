@@ -264,6 +264,22 @@ TEST_F(UnitStoreTest, SegmentFilesAreReclaimed) {
   }
 }
 
+// Capacity eviction leaves dead bytes in old segments; once the files outgrow the capacity, the
+// periodic sweep rewrites even segments that are half live, so the disk stays near the capacity.
+TEST_F(UnitStoreTest, SweepKeepsSegmentFilesNearTheCapacity) {
+  const std::string u = MakeUnitBytes(64, 4);
+  auto s = OpenStore(/*capacity=*/10 * u.size(), /*ttl=*/0, /*segment_bytes=*/4 * u.size());
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
+    clock_.AdvanceMs(2000);
+  }
+  EXPECT_EQ(metrics_.evictions_capacity.Value(), 2);  // units 0 and 1: the first file is half live
+  EXPECT_EQ(SegmentBytes(), 12 * u.size());
+  EXPECT_EQ(*s->EvictExpired(), 0u);  // no TTL; the sweep compacts
+  EXPECT_EQ(SegmentBytes(), 10 * u.size());
+  for (int i = 2; i < 12; ++i) EXPECT_EQ(**s->Get(ns_, K(i)), u) << i;
+}
+
 // A store written by the first format (payloads inside RocksDB) is refused with a clear error,
 // never misread.
 TEST_F(UnitStoreTest, FirstFormatStoreIsRefused) {
