@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   std::printf("machine: STREAM triad %.1f GB/s (%ld MiB arrays), peak FMA %.1f GFLOP/s (%s, %d threads), "
               "peak VDPBF16PS %.1f GFLOP/s%s\n",
               bw / 1e9, static_cast<long>(triad_mib), peak / 1e9, PeakKernelTarget(), threads, peak_dot / 1e9,
-              peak_dot > 0 ? " (the Lin8 kernels of 8+ rows use it)" : " (not on this CPU)");
+              peak_dot > 0 ? " (the Lin8 kernels use it)" : " (not on this CPU)");
   // Ratios are against peak FMA (fp32 FMA, the yardstick); with VDPBF16PS the hardware can do
   // twice that, so the line also gives the fraction of that rate.
   auto dot_share = [&](double flops_per_s) {

@@ -44,6 +44,10 @@ void NodeTable::Add(NodeRole role, const std::string& address) {
     return;
   }
   discovered_.erase(address);  // named explicitly: stays whatever DNS says
+  AddLocked(role, address);
+}
+
+void NodeTable::AddLocked(NodeRole role, const std::string& address) {
   auto [it, inserted] = nodes_.try_emplace(address);
   if (inserted) {
     it->second.address = address;
@@ -138,12 +142,7 @@ void NodeTable::ResolveSeeds() {
     std::lock_guard<std::mutex> l(mu_);
     for (const std::string& a : *addrs) {
       if (nodes_.count(a) == 0) discovered_[a] = name;
-      auto [it, inserted] = nodes_.try_emplace(a);
-      if (inserted) {
-        it->second.address = a;
-        it->second.load.address = a;
-      }
-      it->second.role = role;
+      AddLocked(role, a);
     }
     // Nodes this name brought that it no longer lists go once they are down.
     for (auto it = discovered_.begin(); it != discovered_.end();) {

@@ -65,6 +65,7 @@ class NodeTable {
 
  private:
   Status Poll(const std::string& address);
+  void AddLocked(NodeRole role, const std::string& address);  // REQUIRES: mu_
   void ResolveSeeds();
 
   std::vector<std::pair<NodeRole, std::string>> seeds_;  // DNS names, guarded by mu_

@@ -101,7 +101,15 @@ struct UnitStore::Meta {
     return true;
   }
   static bool IsFormat1(std::string_view s) { return s.size() == 25 || s.size() == 57; }
+  bool At(const SegmentLocation& l) const { return loc.segment == l.segment && loc.offset == l.offset; }
 };
+
+std::optional<UnitStore::Meta> UnitStore::IndexedMeta(const std::string& k) const {
+  std::string raw;
+  Meta m;
+  if (!db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw).ok() || !Meta::Decode(raw, &m)) return std::nullopt;
+  return m;
+}
 
 StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options, StoreMetrics* metrics) {
   std::unique_ptr<UnitStore> st(new UnitStore());
@@ -204,9 +212,9 @@ Status UnitStore::FlushTouches() {
   for (size_t i = 0; i < t.size(); ++i) {
     if (i + 1 < t.size() && t[i + 1].first == t[i].first) continue;
     const auto& [k, at] = t[i];
-    std::string raw;
-    Meta m;
-    if (!db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw).ok() || !Meta::Decode(raw, &m)) continue;  // removed
+    std::optional<Meta> indexed = IndexedMeta(k);
+    if (!indexed) continue;  // removed
+    Meta& m = *indexed;
     if (at - m.access_ms < 1000) continue;  // at most once a second per unit
     b.Delete(cf_[kLru], LruKey(m.access_ms, k));
     m.access_ms = at;
@@ -324,11 +332,9 @@ StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32
   // miss and is deleted, never served.
   if (!value.ok() || !VerifyUnitBytes(*value).ok()) {
     std::lock_guard<std::mutex> l(StripeFor(k));
-    Meta m;
-    if (!db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw).ok() || !Meta::Decode(raw, &m) ||
-        m.loc.segment != meta.loc.segment || m.loc.offset != meta.loc.offset)
-      return std::optional<std::string>();  // removed or rewritten meanwhile
-    DS41_RETURN_IF_ERROR(RemoveLocked(k, m));
+    const std::optional<Meta> m = IndexedMeta(k);
+    if (!m || !m->At(meta.loc)) return std::optional<std::string>();  // removed or rewritten meanwhile
+    DS41_RETURN_IF_ERROR(RemoveLocked(k, *m));
     if (metrics_) {
       metrics_->checksum_failures.Increment();
       metrics_->evictions_checksum.Increment();
@@ -394,16 +400,14 @@ StatusOr<uint64_t> UnitStore::EvictWhile(const std::function<bool(int64_t)>& pre
     if (!pred(LruTime(lk))) break;
     const std::string k = lk.substr(8);
     std::lock_guard<std::mutex> l(StripeFor(k));
-    std::string raw;
-    Meta m;
-    if (!db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw).ok() || !Meta::Decode(raw, &m) ||
-        m.access_ms != LruTime(lk)) {
+    const std::optional<Meta> m = IndexedMeta(k);
+    if (!m || m->access_ms != LruTime(lk)) {
       rocksdb::WriteBatch b;
       b.Delete(cf_[kLru], lk);  // stale entry: the unit was touched or removed since
       DS41_RETURN_IF_ERROR(Commit(&b));
       continue;
     }
-    DS41_RETURN_IF_ERROR(RemoveLocked(k, m));
+    DS41_RETURN_IF_ERROR(RemoveLocked(k, *m));
     ++removed;
     if (reason) reason->Increment();
   }
@@ -476,16 +480,14 @@ Status UnitStore::CompactSegments(double max_live_fraction) {
     auto loc = segments_->Append(*bytes, opt_.sync_writes);
     DS41_RETURN_IF_ERROR(loc.status());
     std::lock_guard<std::mutex> l(StripeFor(k));
-    std::string raw;
-    Meta now;
-    if (!db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw).ok() || !Meta::Decode(raw, &now) ||
-        now.loc.segment != m.loc.segment || now.loc.offset != m.loc.offset) {
+    std::optional<Meta> now = IndexedMeta(k);
+    if (!now || !now->At(m.loc)) {
       segments_->Abandon(*loc);
       continue;
     }
-    now.loc = *loc;
+    now->loc = *loc;
     rocksdb::WriteBatch b;
-    b.Put(cf_[kIndex], k, now.Encode());
+    b.Put(cf_[kIndex], k, now->Encode());
     if (Status c = Commit(&b); !c.ok()) {
       segments_->Abandon(*loc);
       return c;

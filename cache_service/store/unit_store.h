@@ -100,6 +100,8 @@ class UnitStore {
   struct Meta;
   UnitStore() = default;
   Status Commit(rocksdb::WriteBatch* batch);
+  // The unit's index entry; nullopt when it is absent or cannot be read.
+  std::optional<Meta> IndexedMeta(const std::string& index_key) const;
   // Removes the unit (index, LRU entry, tail marker; its payload bytes become dead) and counts it.
   // REQUIRES: the key's stripe lock.
   Status RemoveLocked(const std::string& index_key, const Meta& meta);
