@@ -116,7 +116,7 @@ __attribute__((target("avx512f,avx512bf16"))) float DotLoop(int64_t iters, float
 
 double MeasurePeakBf16DotFlops(ThreadPool* pool, int runs) {
 #if defined(__x86_64__)
-  if (!bf16dot::Available()) return 0;
+  if (!bf16dot::Supported()) return 0;
   const int64_t iters = 20'000'000;
   double best = 0;
   for (int r = 0; r < runs; ++r) {

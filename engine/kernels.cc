@@ -63,25 +63,32 @@ MatmulWeights Fp4W(const Fp4Linear& w) {
 }
 MatmulWeights Bf16W(const Bf16View& w) { return {MatmulWeights::kBf16, w.p, nullptr, w.rows, w.cols, w.tiles, nullptr}; }
 MatmulActs Acts(const QuantActs& a) {
-  return {a.codes.data(), a.scales.data(), a.rows, a.bf16_pairs.empty() ? nullptr : a.bf16_pairs.data()};
+  return {a.codes.data(), a.scales.data(), a.rows, a.bf16_pairs.empty() ? nullptr : a.bf16_pairs.data(), true};
+}
+// bf16-valued activations take the VDPBF16PS kernels too when ActsSafe proves them exact against
+// weights of these exponents; for 8+ rows they are packed (a copy per calling thread, reused: a
+// prefill's is a few MB).
+MatmulActs UnquantizedActs(const float* x, int64_t rows, int64_t K, ExponentRange w) {
+  MatmulActs a{x, nullptr, rows};
+  if (!bf16dot::Available() || !bf16dot::ActsSafe(x, rows * K, K, w)) return a;
+  a.dot_exact = true;
+  if (rows >= bf16dot::kMinRows) {
+    thread_local std::vector<uint32_t> pairs;
+    pairs.resize(static_cast<size_t>(rows * K / 2));
+    bf16dot::PackActs(x, rows, K, pairs.data());
+    a.bf16_pairs = pairs.data();
+  }
+  return a;
 }
 }  // namespace
 
 void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool) { Matmul(Acts(a), Fp8W(w), y, pool); }
 void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* pool) { Matmul(Acts(a), Fp4W(w), y, pool); }
 void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, ThreadPool* pool) {
-  Matmul({x, nullptr, rows}, Bf16W(w), y, pool);
+  Matmul(UnquantizedActs(x, rows, w.cols, w.exponents), Bf16W(w), y, pool);
 }
 void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, float* y, ThreadPool* pool) {
-  // bf16 activations (wo_a) may take the VDPBF16PS kernel too, when every value is safe for it. The
-  // packed copy is per calling thread and reused (a prefill's is a few MB).
-  thread_local std::vector<uint32_t> pairs;
-  const uint32_t* packed = nullptr;
-  if (rows >= bf16dot::kMinRows && bf16dot::Available()) {
-    pairs.resize(static_cast<size_t>(rows * w.in / 2));
-    if (bf16dot::PackActsIfSafe(x, rows, w.in, pairs.data())) packed = pairs.data();
-  }
-  Matmul({x, nullptr, rows, packed}, Fp8W(w), y, pool);
+  Matmul(UnquantizedActs(x, rows, w.in, kE4m3Exponents), Fp8W(w), y, pool);
 }
 
 namespace {

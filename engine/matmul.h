@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace ds41 {
 
@@ -18,6 +19,10 @@ struct MatmulActs {
   int64_t rows = 0;
   // Optional: `values` as bf16 pairs for the VDPBF16PS kernel (engine/matmul_bf16_dot.h's layout).
   const uint32_t* bf16_pairs = nullptr;
+  // The values are exactly bf16 and no product with the weights' values, nor any partial sum, is
+  // subnormal (always so for QDQ8 codes; bf16dot::ActsSafe proves it for others): the VDPBF16PS
+  // kernels, which flush subnormals, then give the canonical bits. Required with `bf16_pairs`.
+  bool dot_exact = false;
 };
 
 struct MatmulWeights {
@@ -40,6 +45,14 @@ void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t group, flo
 
 // The SIMD target the dispatcher chose on this CPU ("AVX3", "AVX2", ...).
 const char* MatmulTargetName();
+
+// Where the CPU has both exact kernel families (FMA, and VDPBF16PS: engine/matmul_bf16_dot.h),
+// which is faster depends on the machine, not only on its CPUID: the same cloud machine type has
+// run VDPBF16PS at 1.8x and at 0.5x the FMA rate. Both give the same bits, so this times both on
+// synthetic tile-major matrices on `pool` (about 0.1 s), keeps the faster for decode (1-7 rows) and
+// for blocks (8+ rows), and says what it chose. The first call decides; later ones return its
+// answer. DS41_BF16_DOT=1 keeps VDPBF16PS without timing; =0 leaves only FMA.
+std::string ChooseMatmulKernels(ThreadPool* pool);
 
 // Work counters (relaxed atomics, always on; one add per matmul): multiply-adds and weight bytes
 // streamed, for benchmarks that report FLOP/s and bytes/s against the machine's limits.

@@ -12,7 +12,7 @@
 namespace ds41::bf16dot {
 namespace {
 
-std::atomic<bool> g_enabled{true};
+std::atomic<bool> g_blocks{true}, g_decode{true};
 
 bool CpuHasIt() {
   // DS41_BF16_DOT=0 keeps the FMA kernels (same results; an escape hatch should some CPU's
@@ -29,20 +29,26 @@ bool CpuHasIt() {
 
 }  // namespace
 
-bool Available() {
+bool Supported() {
   static const bool has = CpuHasIt();
-  return has && g_enabled.load(std::memory_order_relaxed);
+  return has;
 }
 
-void SetEnabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
-
-bool DecodeAvailable() {
+bool DecodeSupported() {
 #if defined(__x86_64__)
   static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
-  return vbmi && Available();
+  return vbmi && Supported();
 #else
   return false;
 #endif
+}
+
+bool Available() { return Supported() && g_blocks.load(std::memory_order_relaxed); }
+bool DecodeAvailable() { return DecodeSupported() && g_decode.load(std::memory_order_relaxed); }
+
+void SetEnabled(bool blocks, bool decode) {
+  g_blocks.store(blocks, std::memory_order_relaxed);
+  g_decode.store(decode, std::memory_order_relaxed);
 }
 
 #if defined(__x86_64__)
@@ -67,20 +73,33 @@ DS41_BF16_TARGET void PackActs(const float* values, int64_t rows, int64_t K, uin
   }
 }
 
-DS41_BF16_TARGET bool PackActsIfSafe(const float* values, int64_t rows, int64_t K, uint32_t* pairs) {
-  const int64_t n = rows * K;
-  const __m512i low = _mm512_set1_epi32(0xFFFF), expo = _mm512_set1_epi32(0x7F800000);
-  const __m512i lo_e = _mm512_set1_epi32((127 - 100) << 23), hi_e = _mm512_set1_epi32((127 + 100) << 23);
-  for (int64_t i = 0; i < n; i += 16) {  // K % 32 == 0
+DS41_BF16_TARGET bool ActsSafe(const float* values, int64_t n, int64_t K, ExponentRange w) {
+  if (!w.known() || w.lo < -126 || w.hi > 127) return false;
+  // Biased exponent fields of the nonzero values (min) and of all (max); any bit below bf16's.
+  const __m512i low = _mm512_set1_epi32(0xFFFF), magnitude = _mm512_set1_epi32(0x7FFFFFFF);
+  __m512i lo = _mm512_set1_epi32(0xFF), hi = _mm512_setzero_si512();
+  __mmask16 inexact = 0;
+  for (int64_t i = 0; i < n; i += 16) {  // n is a multiple of K, K of 32
     const __m512i v = _mm512_loadu_si512(values + i);
-    const __m512i e = _mm512_and_si512(v, expo);
-    const __mmask16 nonzero = _mm512_test_epi32_mask(v, _mm512_set1_epi32(0x7FFFFFFF));
-    const __mmask16 inexact = _mm512_test_epi32_mask(v, low);
-    const __mmask16 out_of_range = _mm512_mask_cmplt_epu32_mask(nonzero, e, lo_e) | _mm512_cmpgt_epu32_mask(e, hi_e);
-    if ((inexact | out_of_range) != 0) return false;
+    const __m512i e = _mm512_maskz_srli_epi32(0xFFFF, _mm512_and_si512(v, magnitude), 23);
+    lo = _mm512_mask_min_epu32(lo, _mm512_test_epi32_mask(v, magnitude), lo, e);
+    hi = _mm512_maskz_max_epu32(0xFFFF, hi, e);
+    inexact |= _mm512_test_epi32_mask(v, low);
   }
-  PackActs(values, rows, K, pairs);
-  return true;
+  if (inexact != 0) return false;
+  alignas(64) uint32_t lo_lanes[16], hi_lanes[16];
+  _mm512_store_si512(lo_lanes, lo);
+  _mm512_store_si512(hi_lanes, hi);
+  const int lo_e = static_cast<int>(*std::min_element(lo_lanes, lo_lanes + 16));
+  const int hi_e = static_cast<int>(*std::max_element(hi_lanes, hi_lanes + 16));
+  if (lo_e == 0xFF) return true;  // all zeros
+  const int x_lo = lo_e - 127, x_hi = hi_e - 127;  // (a subnormal counts as -127, inf and NaN as 128)
+  if (x_lo < -126 || x_hi > 127 || x_lo + w.lo - 14 < -126) return false;
+  // Every product is below 2^(x_hi + w.hi + 2) in magnitude and a partial sum of K of them below
+  // K times that, which must stay below 2^127 (so that rounding never reaches infinity).
+  int log2k = 0;
+  while ((int64_t{1} << log2k) < K) ++log2k;
+  return x_hi + w.hi + 2 + log2k <= 127;
 }
 
 namespace {
@@ -217,6 +236,28 @@ struct Fp8Source {
   }
 };
 
+struct Bf16Source {
+  const uint8_t* codes;  // tile g's block b at (g * nb + b) * 1024: element k of row r at 2 (16 k + r)
+  int64_t nb;
+  static constexpr int kTileBytes = 1024;
+  __m512i interleave;
+  DS41_DECODE_TARGET Bf16Source(const uint8_t* c, const uint8_t*, int64_t n) : codes(c), nb(n) {
+    // Words 0..15 of a 64-byte load are k's 16 rows, 16..31 k + 1's: dword r = (k's r, k + 1's r),
+    // k in the high word.
+    alignas(64) uint16_t idx[32];
+    for (int r = 0; r < 16; ++r) {
+      idx[2 * r] = static_cast<uint16_t>(16 + r);
+      idx[2 * r + 1] = static_cast<uint16_t>(r);
+    }
+    interleave = _mm512_load_si512(idx);
+  }
+  DS41_DECODE_TARGET __m512bh Pair(int64_t b, int g, int p) const {
+    const __m512i src = _mm512_loadu_si512(codes + (g * nb + b) * kTileBytes + p * 64);
+    return reinterpret_cast<__m512bh>(_mm512_maskz_permutexvar_epi16(~0u, interleave, src));
+  }
+  DS41_DECODE_TARGET __m512 Scales(int64_t, int) const { return _mm512_set1_ps(1.0f); }
+};
+
 // R activation rows against one group: for each 32-block, 4R canonical chains of VDPBF16PS from -0
 // (the weights of a pair decoded once for all R rows), scaled by the activation's then the weights'
 // scale and added in block order.
@@ -254,7 +295,8 @@ DS41_DECODE_TARGET void DecodeGroup(const Source& source, const float* x, const 
       const __m512 sw = w.Scales(b, g);
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
-        const __m512 v = _mm512_mul_ps(_mm512_mul_ps(part[i][g], _mm512_set1_ps(xs[i * nb + b])), sw);
+        // (Multiplying by 1 where there are no scales changes no bits.)
+        const __m512 v = _mm512_mul_ps(_mm512_mul_ps(part[i][g], _mm512_set1_ps(xs != nullptr ? xs[i * nb + b] : 1.0f)), sw);
         sum[i][g] = b == 0 ? v : _mm512_add_ps(sum[i][g], v);
       }
     }
@@ -285,13 +327,19 @@ void DecodeFp8Group(int rows, const float* x, const float* xs, int64_t K, const 
   DecodeRows(rows, Fp8Source{codes, scales, K / 32}, x, xs, K, y);
 }
 
+void DecodeBf16Group(int rows, const float* x, const float* xs, int64_t K, const uint8_t* codes, const uint8_t* scales,
+                     float* y) {
+  DecodeRows(rows, Bf16Source{codes, scales, K / 32}, x, xs, K, y);
+}
+
 #else  // not x86-64: Available() is false, so these are never called.
 
 void PackActs(const float*, int64_t, int64_t, uint32_t*) {}
-bool PackActsIfSafe(const float*, int64_t, int64_t, uint32_t*) { return false; }
+bool ActsSafe(const float*, int64_t, int64_t, ExponentRange) { return false; }
 void BlockRows(const uint32_t*, const float*, int64_t, const uint32_t*, const float*, int, bool, float*, int64_t) {}
 void DecodeFp4Group(int, const float*, const float*, int64_t, const uint8_t*, const uint8_t*, float*) {}
 void DecodeFp8Group(int, const float*, const float*, int64_t, const uint8_t*, const uint8_t*, float*) {}
+void DecodeBf16Group(int, const float*, const float*, int64_t, const uint8_t*, const uint8_t*, float*) {}
 
 #endif
 

@@ -369,9 +369,9 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
   // 8 chains in flight (4 rows x 2 column vectors) cover the FMA latency; fewer rows use more columns.
   constexpr int kMb = 4, kNv = 2;
 #if DS41_BF16_DOT_TARGET
-  // Activations packed as bf16 pairs against FP8/FP4 codes: the VDPBF16PS kernel.
+  // Activations packed as bf16 pairs (only where the kernel is exact for them): the VDPBF16PS kernel.
   static_assert(kRowChunk == bf16dot::kChunkRows, "row chunks are the packed activations' chunks");
-  const bool dot = a.bf16_pairs != nullptr && scaled && bf16dot::Available();
+  const bool dot = a.bf16_pairs != nullptr && a.dot_exact && bf16dot::Available();
 #endif
   for (int64_t b = 0; b < nb; ++b) {
     // Software prefetch, one per cache line, ~1 KB ahead in every row of the group: with 16-64 rows
@@ -531,18 +531,23 @@ HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t g
   const int64_t t0 = group * kTilesPerGroup, t1 = std::min(tiles, t0 + kTilesPerGroup);
   if (a.rows < kDirectRows && w.tiles != nullptr && t1 - t0 == kTilesPerGroup) {
 #if DS41_BF16_DOT_TARGET
-    // FP8 or FP4 against quantized activations (bf16-exact E4M3 values): the VDPBF16PS decode kernels.
+    // Activations the VDPBF16PS kernels are exact for (E4M3 code values, or bf16 values checked by
+    // the caller) against FP8, FP4 or bf16 weights: the VDPBF16PS decode kernels.
     const bool fp4 = w.format == MatmulWeights::kFp4 && w.tile_scales != nullptr;
-    if ((fp4 || w.format == MatmulWeights::kFp8) && a.scales != nullptr && bf16dot::DecodeAvailable()) {
+    if ((fp4 || w.format != MatmulWeights::kFp4) && a.dot_exact && bf16dot::DecodeAvailable()) {
       static_assert(kTilesPerGroup * kTileRows == 64, "the kernels take groups of four tiles");
       const int64_t nb = w.k / 32, n0 = t0 * kTileRows, cnt = std::min<int64_t>(64, w.n - n0);
       const uint8_t* codes = w.tiles + t0 * nb * TileBytes(w.format);
-      const uint8_t* scales = fp4 ? w.tile_scales + t0 * nb * kTileRows : w.scales + (n0 / 32) * nb;
+      const uint8_t* scales = fp4                                 ? w.tile_scales + t0 * nb * kTileRows
+                              : w.format == MatmulWeights::kFp8 ? w.scales + (n0 / 32) * nb
+                                                                : nullptr;
+      const bf16dot::DecodeGroupFn kernel = fp4                                 ? bf16dot::DecodeFp4Group
+                                            : w.format == MatmulWeights::kFp8 ? bf16dot::DecodeFp8Group
+                                                                              : bf16dot::DecodeBf16Group;
       alignas(64) float out[bf16dot::kDecodeRows * 64];
       for (int64_t r = 0; r < a.rows; r += bf16dot::kDecodeRows) {
         const int rows = static_cast<int>(std::min<int64_t>(bf16dot::kDecodeRows, a.rows - r));
-        (fp4 ? bf16dot::DecodeFp4Group : bf16dot::DecodeFp8Group)(rows, a.values + r * w.k, a.scales + r * nb, w.k, codes,
-                                                                  scales, out);
+        kernel(rows, a.values + r * w.k, a.scales != nullptr ? a.scales + r * nb : nullptr, w.k, codes, scales, out);
         for (int i = 0; i < rows; ++i)
           std::memcpy(Y + (r + i) * w.n + n0, out + i * 64, static_cast<size_t>(cnt) * sizeof(float));
       }

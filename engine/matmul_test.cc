@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "engine/kernels.h"
@@ -72,6 +75,8 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
   bf.p = reinterpret_cast<const uint8_t*>(wb.data());
   bf.rows = c.n;
   bf.cols = c.k;
+  bf.exponents = Bf16ExponentRange(wb.data(), static_cast<int64_t>(wb.size()));  // (as PackedWeights sets it)
+  ASSERT_TRUE(bf.exponents.known());
   std::vector<uint8_t> tb(static_cast<size_t>(Bf16TilesBytes(c.n, c.k)));
   PackBf16Tiles(bf.p, c.n, c.k, tb.data());
   Bf16View bf_tiles = bf;
@@ -172,6 +177,94 @@ TEST(MatmulTest, TinyUnquantizedActivationsKeepTheirSubnormalProducts) {
   EXPECT_NE(0.0f, ref[0]);
   EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4));
   EXPECT_EQ(0, std::memcmp(yt.data(), ref.data(), ref.size() * 4));
+}
+
+// bf16 weights small enough that some products with ordinary activations are subnormal: the
+// VDPBF16PS kernels would flush them, so these activations must take the FMA kernels (rows 1 and 8:
+// the decode kernel and the block kernel).
+TEST(MatmulTest, TinyBf16WeightsKeepTheirSubnormalProducts) {
+  constexpr int64_t n = 64, k = 64;
+  std::mt19937 rng(9);
+  std::vector<uint16_t> wb(static_cast<size_t>(n * k));
+  for (auto& v : wb) v = F32ToBf16(RandomBf16Values(rng, 1)[0]);
+  wb[0] = F32ToBf16(std::ldexp(1.0f, -125));  // times 2^-3 (below) is 2^-128
+  Bf16View bf;
+  bf.p = reinterpret_cast<const uint8_t*>(wb.data());
+  bf.rows = n;
+  bf.cols = k;
+  bf.exponents = Bf16ExponentRange(wb.data(), n * k);
+  std::vector<uint8_t> tb(static_cast<size_t>(Bf16TilesBytes(n, k)));
+  PackBf16Tiles(bf.p, n, k, tb.data());
+  bf.tiles = tb.data();
+  for (int64_t m : {1, 8}) {
+    // Row 0 is one product, 2^-128; the other rows are ordinary.
+    std::vector<float> x = RandomBf16Values(rng, static_cast<size_t>(m * k));
+    std::fill(x.begin(), x.begin() + k, 0.0f);
+    x[0] = 0.125f;
+    std::vector<float> ref(static_cast<size_t>(m * n)), y(ref.size());
+    reference::MatMulBf16(x.data(), m, bf, ref.data());
+    ASSERT_EQ(std::ldexp(1.0f, -128), ref[0]);
+    MatMulBf16(x.data(), m, bf, y.data(), nullptr);
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4)) << m << " rows";
+  }
+}
+
+// What ActsSafe accepts: exactly-bf16 values whose products with the weights' exponents keep every
+// partial sum normal and finite.
+TEST(MatmulTest, ActsSafeProvesProductsNormalAndFinite) {
+  if (!bf16dot::Available()) GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  const ExponentRange w{-20, 3};
+  std::vector<float> x(64, 0.0f);
+  EXPECT_TRUE(bf16dot::ActsSafe(x.data(), 64, 64, w));  // all zeros
+  EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, ExponentRange{}));  // weights unknown
+  x[5] = 1.5f;
+  x[40] = -std::ldexp(1.0f, -92);  // -92 - 20 - 14 = -126: the grid is still normal
+  EXPECT_TRUE(bf16dot::ActsSafe(x.data(), 64, 64, w));
+  x[40] = -std::ldexp(1.0f, -93);
+  EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, w));
+  x[40] = 0.0f;
+  x[7] = 1.0f + std::ldexp(1.0f, -10);  // not a bf16 value
+  EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, w));
+  x[7] = std::ldexp(1.0f, 116);  // 116 + 3 + 2 + log2(64) = 127: finite
+  EXPECT_TRUE(bf16dot::ActsSafe(x.data(), 64, 64, w));
+  x[7] = std::ldexp(1.0f, 117);
+  EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, w));
+  x[7] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, w));
+  x[7] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, w));
+  x[7] = std::ldexp(1.0f, -130);  // subnormal
+  EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, ExponentRange{0, 0}));
+}
+
+TEST(MatmulTest, Bf16ExponentRangeIgnoresZeros) {
+  const std::vector<uint16_t> v = {0x0000, 0x8000, F32ToBf16(0.25f), F32ToBf16(-48.0f), 0x0000};
+  const ExponentRange r = Bf16ExponentRange(v.data(), static_cast<int64_t>(v.size()));
+  EXPECT_EQ(-2, r.lo);
+  EXPECT_EQ(5, r.hi);
+  EXPECT_FALSE(Bf16ExponentRange(v.data(), 2).known());
+  const uint16_t sub = 0x0001;  // a subnormal
+  EXPECT_EQ(-127, Bf16ExponentRange(&sub, 1).lo);
+}
+
+// The choice is made once, applied, and reported as applied.
+TEST(MatmulTest, KernelChoiceIsTimedOnceAndApplied) {
+  ThreadPool pool(2);
+  const std::string first = ChooseMatmulKernels(&pool);
+  std::printf("[ kernels ] %s\n", first.c_str());
+  EXPECT_EQ(first, ChooseMatmulKernels(nullptr));
+  const char* env = std::getenv("DS41_BF16_DOT");
+  if (env != nullptr && std::string(env) == "1") {
+    EXPECT_TRUE(bf16dot::Available() || !bf16dot::Supported());
+  } else if (bf16dot::Supported()) {
+    const size_t split = first.find(';');
+    ASSERT_NE(std::string::npos, split) << first;
+    EXPECT_EQ(bf16dot::Available(), first.substr(0, split).find("-> VDPBF16PS") != std::string::npos) << first;
+    EXPECT_EQ(bf16dot::DecodeAvailable(), first.substr(split).find("-> VDPBF16PS") != std::string::npos) << first;
+  } else {
+    EXPECT_FALSE(bf16dot::Available());
+  }
+  bf16dot::SetEnabled(true);
 }
 
 TEST(MatmulTest, TargetsAreReported) {

@@ -43,11 +43,22 @@ inline uint16_t F32ToBf16(float f) {
 
 inline float RoundBf16(float f) { return Bf16ToF32(F32ToBf16(f)); }
 
+// Binary exponents (floor of log2) of the smallest and largest nonzero magnitudes among a set of
+// values; lo > hi when unknown or when there are none. Subnormal bf16 values count as -127, inf and
+// NaN as 128. The VDPBF16PS kernels use it to prove that no product or partial sum is subnormal.
+struct ExponentRange {
+  int lo = 1, hi = 0;
+  bool known() const { return lo <= hi; }
+};
+ExponentRange Bf16ExponentRange(const uint16_t* v, int64_t n);
+
 // ---- E4M3 (e4m3fn: bias 7, max 448, 0x7F/0xFF = NaN, no inf) ------------------------------------
 inline constexpr float kFp8Max = 448.0f;
 inline constexpr float kFp4Max = 6.0f;
 
 float E4m3ToF32(uint8_t code);
+// Every nonzero E4M3 value lies in [2^-9, 448].
+inline constexpr ExponentRange kE4m3Exponents{-9, 8};
 // Round-to-nearest-even with saturation to +-448 (the reference clamps before casting). NaN -> 0x7F.
 uint8_t F32ToE4m3(float x);
 

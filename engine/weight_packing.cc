@@ -27,6 +27,7 @@ struct Target {
   const uint8_t* codes = nullptr;
   const uint8_t** tiles = nullptr;
   size_t offset = 0;  // from the data start
+  ExponentRange* exponents = nullptr;  // bf16: the view's range, measured on the bound copy
   size_t bytes() const {
     switch (format) {
       case kFp8: return static_cast<size_t>(Fp8TilesBytes(n, k));
@@ -58,7 +59,9 @@ std::vector<Target> Targets(ModelWeights* w) {
     out.push_back({name + ".scales", Target::kFp4Scales, l.out, l.in, l.scales, &l.tile_scales});
   };
   auto bf16 = [&](const std::string& name, Bf16View& v) {
-    if (v.p != nullptr && v.cols % 32 == 0) out.push_back({name, Target::kBf16, v.rows, v.cols, v.p, &v.tiles});
+    if (v.p == nullptr || v.cols % 32 != 0) return;
+    out.push_back({name, Target::kBf16, v.rows, v.cols, v.p, &v.tiles});
+    out.back().exponents = &v.exponents;
   };
   bf16("head", w->head);
   for (size_t i = 0; i < w->layers.size(); ++i) {
@@ -251,7 +254,12 @@ StatusOr<PackedWeights> PackedWeights::Bind(const std::string& ckpt_dir, const S
     base = out.memory_->p;
     out.summary_ = "in memory (" + GiB(data) + why_memory + ")";
   }
-  for (const Target& t : targets) *t.tiles = base + t.offset;
+  for (const Target& t : targets) {
+    *t.tiles = base + t.offset;
+    // (Rows past the end repeat the last row: the copy holds the same set of values.)
+    if (t.exponents != nullptr)
+      *t.exponents = Bf16ExponentRange(reinterpret_cast<const uint16_t*>(*t.tiles), static_cast<int64_t>(t.bytes() / 2));
+  }
   return out;
 }
 

@@ -18,6 +18,7 @@ struct Bf16View {
   const uint8_t* p = nullptr;
   int64_t rows = 0, cols = 0;
   const uint8_t* tiles = nullptr;  // matmul weights: the same values tile-major, when packed
+  ExponentRange exponents;         // matmul weights, when packed: for the VDPBF16PS kernels
   float at(int64_t i) const { return Bf16ToF32(LoadU16(p + 2 * i)); }
   float at(int64_t r, int64_t c) const { return at(r * cols + c); }
   bool present() const { return p != nullptr; }

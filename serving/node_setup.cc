@@ -4,6 +4,7 @@
 #include <iostream>
 #include <thread>
 
+#include "engine/matmul.h"
 #include "serving/node_runtime.h"
 
 namespace ds41 {
@@ -48,6 +49,7 @@ int SetUpNode(const std::string& name, const NodeFlags& f, NodeSetup* out) {
   out->cache = std::move(*cache);
   out->compute = std::make_unique<ThreadPool>(f.threads > 0 ? f.threads : static_cast<int>(std::thread::hardware_concurrency()),
                                               ThreadPool::Idle::kSpinThenSleep);
+  std::cerr << name << ": matmul kernels " << ChooseMatmulKernels(out->compute.get()) << "\n";
   return 0;
 }
 
