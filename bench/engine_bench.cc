@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   app.add_option("--prefill", prefill, "prefill length");
   app.add_option("--ced-prompt", ced, "prompt length for CED vs exact");
   app.add_option("--decode-steps", steps, "timed decode steps per figure");
+  std::vector<int> batches{1, 8, 32};
+  app.add_option("--batches", batches, "concurrent sequences of the batched figure (ratios are to 1, when measured)")
+      ->delimiter(',');
   app.add_option("--triad-mib", triad_mib, "MiB across the three STREAM arrays");
   std::string only = "decode,prefill,batched,ced", tiles = "file";
   app.add_option("--weight-tiles", tiles, "tile-major weight copy: file, memory or off (row-major kernels)");
@@ -126,7 +129,7 @@ int main(int argc, char** argv) {
   // Batched decode.
   if (want("batched")) {
     double tps1 = 0;
-    for (int batch : {1, 8, 32}) {
+    for (int batch : batches) {
       std::vector<SequenceState> states;
       std::vector<std::vector<float>> logits(batch);
       for (int b = 0; b < batch; ++b) {
@@ -153,9 +156,11 @@ int main(int argc, char** argv) {
       if (batch == 1) tps1 = tps;
       // More sequences route to more experts (the weight bytes a step reads grow with the batch) and
       // multiply the arithmetic: each line says how close it is to either limit.
-      std::printf("batched decode, %2d sequences: %.2f tokens/s (%.2fx one sequence); %.0f MB of weights per step = "
+      char ratio[48] = "";
+      if (tps1 > 0) std::snprintf(ratio, sizeof ratio, " (%.2fx one sequence)", tps / tps1);
+      std::printf("batched decode, %2d sequences: %.2f tokens/s%s; %.0f MB of weights per step = "
                   "%.3f of triad, %.1f GFLOP/s = %.3f of peak FMA%s\n",
-                  batch, tps, tps / tps1, bytes / 1e6, bytes * steps / secs / bw, flops / secs / 1e9, flops / secs / peak,
+                  batch, tps, ratio, bytes / 1e6, bytes * steps / secs / bw, flops / secs / 1e9, flops / secs / peak,
                   dot_share(flops / secs).c_str());
     }
   }

@@ -245,10 +245,7 @@ void RmsNormRow(const float* x, const Bf16View& w, int64_t n, float eps, float* 
 }
 
 void RoundToBf16(float* x, int64_t n, ThreadPool* pool) {
-  auto round = [x](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) x[i] = RoundBf16(x[i]);
-  };
-  ForRanges(pool, n, kParallelGrain, round);
+  ForRanges(pool, n, kParallelGrain, [x](int64_t i0, int64_t i1) { RoundBf16InPlace(x + i0, i1 - i0); });
 }
 
 void Lin8(const float* x, int64_t rows, const Fp8Linear& w, float* y, QuantActs* scratch, ThreadPool* pool) {

@@ -405,6 +405,7 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
     int64_t m = r0;
     for (; m + kMb <= r1; m += kMb) {
       int64_t c = 0;
+      for (; c + 4 <= C; c += 4) BlockRows<kMb, 4>(df, a, scaled, nb, b, K, m, r0, c, W, T, sw, acc);
       for (; c + kNv <= C; c += kNv) BlockRows<kMb, kNv>(df, a, scaled, nb, b, K, m, r0, c, W, T, sw, acc);
       for (; c < C; ++c) BlockRows<kMb, 1>(df, a, scaled, nb, b, K, m, r0, c, W, T, sw, acc);
     }

@@ -204,6 +204,23 @@ HWY_ATTR double DotF32Weights(const float* x, const uint8_t* w, int64_t K) {
   return s;
 }
 
+HWY_ATTR void RoundBf16InPlace(float* x, int64_t n) {
+  const hn::ScalableTag<uint32_t> du;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(du));
+  const auto inf = hn::Set(du, 0x7F800000u), magnitude = hn::Set(du, 0x7FFFFFFFu), high = hn::Set(du, 0xFFFF0000u);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    uint32_t* p = reinterpret_cast<uint32_t*>(x + i);
+    const auto u = hn::LoadU(du, p);
+    // F32ToBf16: round to nearest even on the bits; a NaN keeps its high half with the quiet bit set.
+    const auto rounded = hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u))));
+    const auto nan = hn::Gt(hn::And(u, magnitude), inf);
+    const auto bits = hn::IfThenElse(nan, hn::Or(u, hn::Set(du, 0x00400000u)), rounded);
+    hn::StoreU(hn::And(bits, high), du, p);
+  }
+  for (; i < n; ++i) x[i] = RoundBf16(x[i]);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace ds41
 HWY_AFTER_NAMESPACE();
@@ -214,6 +231,7 @@ HWY_EXPORT(HeadScores);
 HWY_EXPORT(BlockPv);
 HWY_EXPORT(QuantizeQdq8Blocks);
 HWY_EXPORT(DotF32Weights);
+HWY_EXPORT(RoundBf16InPlace);
 
 void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores) {
   HWY_DYNAMIC_DISPATCH(HeadScores)(qT, H, hd, keys, nkeys, scores);
@@ -225,5 +243,6 @@ void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* sc
   HWY_DYNAMIC_DISPATCH(QuantizeQdq8Blocks)(x, blocks, values, scales);
 }
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K) { return HWY_DYNAMIC_DISPATCH(DotF32Weights)(x, w, K); }
+void RoundBf16InPlace(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(RoundBf16InPlace)(x, n); }
 }  // namespace ds41
 #endif

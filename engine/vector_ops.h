@@ -20,6 +20,9 @@ void BlockPv(const double* p, int H, int nk, const float* keys, int hd, double* 
 // function's bits on every target (blocks with NaN or infinity take the scalar function).
 void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* scales);
 
+// x[i] = RoundBf16(x[i]) for i < n: the scalar function's bits (NaN stays a quiet NaN).
+void RoundBf16InPlace(float* x, int64_t n);
+
 // Float64 dot of x (floats) and w (fp32 weights at possibly unaligned bytes) over K.
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K);
 

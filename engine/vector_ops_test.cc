@@ -110,6 +110,26 @@ TEST(VectorOpsTest, QuantizeQdq8BlocksMatchesTheScalarQuantizerOnEveryTarget) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+TEST(VectorOpsTest, RoundBf16InPlaceMatchesTheScalarRoundingOnEveryTarget) {
+  std::mt19937 rng(12);
+  std::vector<uint32_t> bits(100003);  // (a length no vector width divides: the scalar tail too)
+  for (auto& u : bits) u = static_cast<uint32_t>(rng());
+  // Ties (the low half exactly 0x8000) either way, the largest finite values, infinities, NaNs.
+  for (uint32_t u : {0x3F808000u, 0x3F818000u, 0x7F7FFFFFu, 0xFF7F8000u, 0x7F800000u, 0xFF800000u, 0x7F800001u,
+                     0xFFC00000u, 0x00008000u, 0x80018000u})
+    bits.push_back(u);
+  std::vector<float> x(bits.size()), want(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  for (size_t i = 0; i < x.size(); ++i) want[i] = RoundBf16(x[i]);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    std::vector<float> v = x;
+    RoundBf16InPlace(v.data(), static_cast<int64_t>(v.size()));
+    EXPECT_EQ(0, std::memcmp(v.data(), want.data(), v.size() * 4)) << hwy::TargetName(target);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, VectorOpsTargetsTest,
                          ::testing::Values(Shape{64, 512, 5}, Shape{48, 64, 3}, Shape{32, 128, 64}, Shape{16, 32, 1},
                                            Shape{19, 96, 7}, Shape{3, 64, 2}));

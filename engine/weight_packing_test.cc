@@ -51,6 +51,12 @@ TEST(WeightPackingTest, EveryModeGivesTheRowMajorBits) {
   EXPECT_GT(file->packed().bytes(), 0u);
   EXPECT_NE(file->weights().layers[0].wq_a.tiles, nullptr);
   EXPECT_EQ(off->weights().layers[0].wq_a.tiles, nullptr);
+  // A bound bf16 matmul weight knows its values' exponent range (the VDPBF16PS kernels' guard).
+  const Bf16View& head = file->weights().head;
+  EXPECT_EQ(Bf16ExponentRange(reinterpret_cast<const uint16_t*>(head.p), head.rows * head.cols).lo, head.exponents.lo);
+  EXPECT_EQ(Bf16ExponentRange(reinterpret_cast<const uint16_t*>(head.p), head.rows * head.cols).hi, head.exponents.hi);
+  EXPECT_TRUE(head.exponents.known());
+  EXPECT_FALSE(off->weights().head.exponents.known());
   const auto a = Logits(*off), b = Logits(*file), c = Logits(*memory);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "file-backed tiles differ from row-major";
