@@ -70,9 +70,10 @@ MatmulActs Acts(const QuantActs& a) {
 // prefill's is a few MB).
 MatmulActs UnquantizedActs(const float* x, int64_t rows, int64_t K, ExponentRange w) {
   MatmulActs a{x, nullptr, rows};
-  if (!bf16dot::Available() || !bf16dot::ActsSafe(x, rows * K, K, w)) return a;
+  const bool blocks = rows >= bf16dot::kMinRows;  // else the decode kernels
+  if (!(blocks ? bf16dot::Available() : bf16dot::DecodeAvailable()) || !bf16dot::ActsSafe(x, rows * K, K, w)) return a;
   a.dot_exact = true;
-  if (rows >= bf16dot::kMinRows) {
+  if (blocks) {
     thread_local std::vector<uint32_t> pairs;
     pairs.resize(static_cast<size_t>(rows * K / 2));
     bf16dot::PackActs(x, rows, K, pairs.data());

@@ -366,7 +366,8 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
   const bool scaled = w.format != MatmulWeights::kBf16;
   const int64_t row_bytes = w.format == MatmulWeights::kFp8 ? K : w.format == MatmulWeights::kFp4 ? K / 2 : 2 * K;
   const int64_t block_bytes = row_bytes / nb;
-  // 8 chains in flight (4 rows x 2 column vectors) cover the FMA latency; fewer rows use more columns.
+  // 16 chains in flight (4 rows x 4 column vectors: 8 loads per 16 FMAs) where the group has 4 tiles,
+  // else 8 (x 2); fewer rows use more columns.
   constexpr int kMb = 4, kNv = 2;
 #if DS41_BF16_DOT_TARGET
   // Activations packed as bf16 pairs (only where the kernel is exact for them): the VDPBF16PS kernel.

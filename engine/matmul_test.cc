@@ -90,11 +90,13 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
   reference::MatMulFp8Unquantized(x.data(), c.m, fp8, ru.data());
 
   ThreadPool pool3(3);
-  // On CPUs with AVX512-BF16 the AVX-512 targets run Lin8 blocks of 8+ rows on VDPBF16PS: both kernels.
-  const bool has_dot = bf16dot::Available();
-  for (bool dot : {true, false}) {
-    if (!dot && !has_dot) continue;
-    bf16dot::SetEnabled(dot);
+  // On CPUs with AVX512-BF16 the AVX-512 targets may run blocks of 8+ rows and decode rows on
+  // VDPBF16PS: every combination ChooseMatmulKernels can leave.
+  const bool has_dot = bf16dot::Supported();
+  for (int mode = 0; mode < 4; ++mode) {
+    const bool blocks = (mode & 1) != 0, decode = (mode & 2) != 0;
+    if ((blocks || decode) && !has_dot) continue;
+    bf16dot::SetEnabled(blocks, decode);
     for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
       hwy::SetSupportedTargetsForTest(target);
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
@@ -109,7 +111,7 @@ TEST_P(MatmulTargetsTest, EveryTargetAndThreadCountMatchesTheScalarReference) {
         MatMulBf16(x.data(), c.m, bf, yb.data(), pool);
         MatMulFp8Unquantized(x.data(), c.m, fp8, yu.data(), pool);
         const std::string where = std::string(hwy::TargetName(target)) + (pool ? " threads=3" : " threads=1") +
-                                  (dot ? "" : " bf16-dot off");
+                                  (blocks ? "" : " bf16-dot blocks off") + (decode ? "" : " bf16-dot decode off");
         EXPECT_EQ(0, std::memcmp(y8.data(), r8.data(), out * 4)) << "fp8 " << where;
         EXPECT_EQ(0, std::memcmp(y4.data(), r4.data(), out * 4)) << "fp4 " << where;
         EXPECT_EQ(0, std::memcmp(y8t.data(), r8.data(), out * 4)) << "fp8 tile-major " << where;
