@@ -171,11 +171,10 @@ void NodeTable::PollAll() {
 void NodeTable::StartPolling() {
   poller_ = std::thread([this] {
     std::unique_lock<std::mutex> l(mu_);
-    while (!stop_) {
+    while (!cv_.wait_for(l, opt_.poll_interval, [this] { return stop_; })) {
       l.unlock();
       PollAll();
       l.lock();
-      cv_.wait_for(l, opt_.poll_interval, [this] { return stop_; });
     }
   });
 }

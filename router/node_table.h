@@ -57,6 +57,8 @@ class NodeTable {
   // it does not answer (it stays in the table and joins when it does).
   Status Register(NodeRole role, const std::string& address);
   void PollAll();                       // one round of Status calls
+  // A round every poll_interval on a thread of its own, the first one interval from now (the caller
+  // has just polled: a second round at once would only repeat it).
   void StartPolling();
   void MarkDown(const std::string& address, const std::string& why);
 
