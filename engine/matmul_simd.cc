@@ -345,14 +345,17 @@ HWY_INLINE void BlockRows(D df, const MatmulActs& a, bool scaled, int64_t nb, in
   }
   hn::Vec<D> part[MB * NV];
   BlockChains<MB, NV>(df, x, t, part);
+  // Unrolled, so that the chains stay in registers (a loop over them spilled them to the stack).
+  const float* HWY_RESTRICT xs = a.scales;
+#pragma GCC unroll 8
   for (int i = 0; i < MB; ++i) {
-    const float as = a.scales ? a.scales[(m + i) * nb + b] : 1.0f;
+    float* HWY_RESTRICT dst = acc + (m + i - r0) * W;
+#pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) {
       auto p = part[i * NV + j];
-      if (a.scales) p = hn::Mul(p, hn::Set(df, as));
+      if (xs != nullptr) p = hn::Mul(p, hn::Set(df, xs[(m + i) * nb + b]));
       if (scaled) p = hn::Mul(p, hn::Load(df, sw + col[j]));
-      float* HWY_RESTRICT dst = acc + (m + i - r0) * W + col[j];
-      hn::StoreU(b == 0 ? p : hn::Add(hn::LoadU(df, dst), p), df, dst);
+      hn::StoreU(b == 0 ? p : hn::Add(hn::LoadU(df, dst + col[j]), p), df, dst + col[j]);
     }
   }
 }
