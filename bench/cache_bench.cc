@@ -2,10 +2,11 @@
 //
 //   1. sequential disk bandwidth with O_DIRECT (the limit);
 //   2. Put and Get throughput of real-size units (the release's layout: 56,960-byte payload per
-//      64-token unit) over gRPC on loopback with 1, 4 and 16 concurrent clients, as ratios to that
-//      limit, and the same against the store alone (in process, no RPC: what the disk layout
-//      allows). Puts are timed until the data is on disk (syncfs); Gets read after the page cache
-//      was emptied, so both are device-bound figures;
+//      64-token unit) with 1, 4 and 16 concurrent clients, as ratios to that limit: through the
+//      real CacheClient over the bulk data path (docs/cache_data_path.md), over plain gRPC streams
+//      (the control plane's Put/Get), and against the store alone (in process, no transport: what
+//      the disk layout allows). Puts are timed until the data is on disk (syncfs); Gets read after
+//      the page cache was emptied, so all are device-bound figures;
 //   3. LookupPrefix latency p50/p99 for 1,000-unit chains;
 //   4. on-disk bytes per cached token after compaction.
 #include <CLI/CLI.hpp>
@@ -22,6 +23,7 @@
 #include "bench/disk_bandwidth.h"
 #include "cache.grpc.pb.h"
 #include "cache_client/cache_client.h"
+#include "cache_service/data_server.h"
 #include "cache_service/service.h"
 #include "cache_service/store/unit_store.h"
 #include "engine/presets.h"
@@ -59,10 +61,14 @@ std::string RealUnit(const UnitLayout& l, uint32_t seed) {
   return EncodeUnit(l, u);
 }
 
+// The service as cache_service runs it: the store, its bulk data path and the gRPC service.
 struct Server {
   prometheus::Registry registry;
   StoreMetrics metrics{registry};
+  DataPathMetrics data_metrics{registry};
+  RequestChecks checks{kFp, 65536};
   std::unique_ptr<UnitStore> store;
+  std::unique_ptr<DataServer> data;
   std::unique_ptr<CacheService> service;
   RpcServer rpc;
   std::string addr;
@@ -72,13 +78,19 @@ struct Server {
     so.path = path;
     so.capacity_bytes = uint64_t{1} << 40;
     store = std::move(UnitStore::Open(so, &metrics)).value();
-    service = std::make_unique<CacheService>(store.get(), &metrics, CacheServiceOptions{kFp});
+    data = std::move(DataServer::Start({}, store.get(), &checks, &data_metrics, TransportSecurity())).value();
+    CacheServiceOptions co{kFp};
+    co.data_port = data->port();
+    service = std::make_unique<CacheService>(store.get(), &metrics, co);
     RpcServerOptions ro;
     ro.threads = 32;
     rpc = std::move(StartRpcServer(ro, {service.get()})).value();
     addr = "127.0.0.1:" + std::to_string(rpc.port);
   }
-  ~Server() { rpc.server->Shutdown(); }
+  ~Server() {
+    rpc.server->Shutdown();
+    data.reset();
+  }
 };
 
 std::unique_ptr<pb::Cache::Stub> Stub(const std::string& addr, int id) {
@@ -102,6 +114,50 @@ std::string KeyBytes(uint32_t client, uint32_t i) {
   std::memcpy(k.data() + 4, &i, 4);
   k[31] = static_cast<char>(i * 131 + client);
   return k;
+}
+
+UnitKey Key(uint32_t client, uint32_t i) {
+  UnitKey k;
+  const std::string b = KeyBytes(client, i);
+  std::memcpy(k.data(), b.data(), 32);
+  return k;
+}
+
+struct Throughput {
+  double put_bps = 0, get_bps = 0;
+};
+
+// `clients` threads each put `per` units then, after the page cache was emptied, get them back;
+// put(c, begin, end) and get(c, begin, end) return the unit bytes they moved.
+template <typename Put, typename Get>
+Throughput Measure(const std::string& path, int clients, int per, size_t unit_bytes, Put put, Get get) {
+  auto run = [&](int batch, auto& fn) {
+    std::atomic<uint64_t> bytes{0};
+    std::vector<std::thread> th;
+    for (int c = 0; c < clients; ++c)
+      th.emplace_back([&, c] {
+        for (int b = 0; b < per; b += batch) bytes += fn(c, b, std::min(per, b + batch));
+      });
+    for (auto& t : th) t.join();
+    return bytes.load();
+  };
+  auto t0 = Steady::now();
+  const uint64_t put_bytes = run(256, put);
+  EvictFromPageCache(path);  // includes syncfs: the timing covers getting the bytes to disk
+  const double put_s = std::chrono::duration<double>(Steady::now() - t0).count();
+  if (put_bytes != static_cast<uint64_t>(per) * clients * unit_bytes) std::fprintf(stderr, "puts failed\n");
+  EvictFromPageCache(path);
+  t0 = Steady::now();
+  const uint64_t got = run(64, get);
+  const double get_s = std::chrono::duration<double>(Steady::now() - t0).count();
+  if (got != put_bytes) std::fprintf(stderr, "gets returned %lu of %lu bytes\n", static_cast<unsigned long>(got),
+                                     static_cast<unsigned long>(put_bytes));
+  return {static_cast<double>(put_bytes) / put_s, static_cast<double>(got) / get_s};
+}
+
+void PrintRow(int clients, const Throughput& t, const DiskBandwidth& disk) {
+  std::printf("%-8d %14.0f %10.2f %14.0f %10.2f\n", clients, t.put_bps / 1e6, t.put_bps / disk.write_bytes_per_s,
+              t.get_bps / 1e6, t.get_bps / disk.read_bytes_per_s);
 }
 
 }  // namespace
@@ -133,67 +189,81 @@ int main(int argc, char** argv) {
   std::printf("disk sequential (O_DIRECT %s): write %.0f MB/s, read %.0f MB/s\n", disk.direct_io ? "on" : "unavailable",
               disk.write_bytes_per_s / 1e6, disk.read_bytes_per_s / 1e6);
 
-  std::printf("\nover gRPC on loopback\n%-8s %14s %10s %14s %10s\n", "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
+  const char* kCols = "%-8s %14s %10s %14s %10s\n";
+  std::printf("\nthrough CacheClient over the bulk data path on loopback\n");
+  std::printf(kCols, "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
+  for (int clients : {1, 4, 16}) {
+    const std::string path = dir + "/data" + std::to_string(clients);
+    Server srv(path);
+    std::vector<std::unique_ptr<CacheClient>> cl;  // one per client, as every role process has its own
+    for (int c = 0; c < clients; ++c) {
+      CacheClientOptions co;
+      co.shards = {srv.addr};
+      co.deadline = std::chrono::milliseconds(20000);
+      cl.push_back(std::move(CacheClient::Create(co)).value());
+    }
+    const CacheNamespace ns = CacheNamespace::Make(kFp, "bench");
+    const Throughput t = Measure(
+        path, clients, units / clients, unit_bytes,
+        [&](int c, int b, int e) {
+          std::vector<UnitPut> puts;
+          for (int i = b; i < e; ++i) puts.push_back({Key(c, i), std::nullopt, pool[(c + i) % pool.size()]});
+          return static_cast<uint64_t>(cl[c]->Put(ns, puts).acked) * unit_bytes;
+        },
+        [&](int c, int b, int e) {
+          std::vector<UnitGet> gets;
+          for (int i = b; i < e; ++i) gets.push_back({Key(c, i), std::nullopt});
+          uint64_t n = 0;
+          for (const auto& g : cl[c]->Get(ns, gets)) n += g ? g->size() : 0;
+          return n;
+        });
+    PrintRow(clients, t, disk);
+    if (srv.data_metrics.put_ok.Value() < units / clients * clients) std::fprintf(stderr, "puts bypassed the data path\n");
+  }
+
+  std::printf("\nover plain gRPC streams on loopback\n");
+  std::printf(kCols, "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
   for (int clients : {1, 4, 16}) {
     const std::string path = dir + "/run" + std::to_string(clients);
     Server srv(path);
     const UnitKey root{};
-    const int per = units / clients;
     std::vector<std::unique_ptr<pb::Cache::Stub>> stubs;
     for (int c = 0; c < clients; ++c) stubs.push_back(Stub(srv.addr, c));
-
-    auto t0 = Steady::now();
-    std::vector<std::thread> th;
-    for (int c = 0; c < clients; ++c)
-      th.emplace_back([&, c] {
-        for (int b = 0; b < per; b += 256) {
+    const Throughput t = Measure(
+        path, clients, units / clients, unit_bytes,
+        [&](int c, int b, int e) -> uint64_t {
           grpc::ClientContext ctx;
           auto s = stubs[c]->Put(&ctx);
           pb::PutRequest r;
           *r.mutable_ns() = Ns(root);
-          for (int i = b; i < std::min(per, b + 256); ++i) {
+          for (int i = b; i < e; ++i) {
             r.mutable_ref()->set_key(KeyBytes(c, i));
             r.set_unit(pool[(c + i) % pool.size()]);
             s->Write(r);
           }
           s->WritesDone();
           pb::PutAck a;
-          while (s->Read(&a)) {
-          }
-          if (!s->Finish().ok()) std::fprintf(stderr, "put failed\n");
-        }
-      });
-    for (auto& t : th) t.join();
-    EvictFromPageCache(path);  // includes syncfs: the timing covers getting the bytes to disk
-    const double put_s = std::chrono::duration<double>(Steady::now() - t0).count();
-    const double put_bps = static_cast<double>(per) * clients * unit_bytes / put_s;
-
-    EvictFromPageCache(path);
-    th.clear();
-    t0 = Steady::now();
-    std::atomic<uint64_t> got{0};
-    for (int c = 0; c < clients; ++c)
-      th.emplace_back([&, c] {
-        for (int b = 0; b < per; b += 64) {
+          uint64_t acked = 0;
+          while (s->Read(&a)) ++acked;
+          return s->Finish().ok() ? acked * unit_bytes : 0;
+        },
+        [&](int c, int b, int e) {
           grpc::ClientContext ctx;
           pb::GetRequest g;
           *g.mutable_ns() = Ns(root);
-          for (int i = b; i < std::min(per, b + 64); ++i) g.add_refs()->set_key(KeyBytes(c, i));
+          for (int i = b; i < e; ++i) g.add_refs()->set_key(KeyBytes(c, i));
           auto rd = stubs[c]->Get(&ctx, g);
           pb::GetResponse r;
-          while (rd->Read(&r)) got += r.unit().size();
+          uint64_t n = 0;
+          while (rd->Read(&r)) n += r.unit().size();
           rd->Finish().IgnoreError();
-        }
-      });
-    for (auto& t : th) t.join();
-    const double get_s = std::chrono::duration<double>(Steady::now() - t0).count();
-    const double get_bps = static_cast<double>(got.load()) / get_s;
-    std::printf("%-8d %14.0f %10.2f %14.0f %10.2f\n", clients, put_bps / 1e6, put_bps / disk.write_bytes_per_s,
-                get_bps / 1e6, get_bps / disk.read_bytes_per_s);
+          return n;
+        });
+    PrintRow(clients, t, disk);
   }
 
-  std::printf("\nstore alone (in process, no RPC)\n%-8s %14s %10s %14s %10s\n", "threads", "put MB/s", "put/disk", "get MB/s",
-              "get/disk");
+  std::printf("\nstore alone (in process, no transport)\n");
+  std::printf(kCols, "threads", "put MB/s", "put/disk", "get MB/s", "get/disk");
   for (int threads : {1, 4, 16}) {
     const std::string path = dir + "/store" + std::to_string(threads);
     prometheus::Registry registry;
@@ -203,36 +273,23 @@ int main(int argc, char** argv) {
     so.capacity_bytes = uint64_t{1} << 40;
     auto store = std::move(UnitStore::Open(so, &metrics)).value();
     const Key32 ns{};
-    auto key = [](int t, int i) {
-      Key32 k{};
-      std::memcpy(k.data(), &t, 4);
-      std::memcpy(k.data() + 4, &i, 4);
-      return k;
-    };
-    const int per = units / threads;
-    auto run = [&](auto&& body) {
-      std::vector<std::thread> th;
-      for (int t = 0; t < threads; ++t) th.emplace_back([&, t] { body(t); });
-      for (auto& x : th) x.join();
-    };
-    auto t0 = Steady::now();
-    run([&](int t) {
-      for (int i = 0; i < per; ++i)
-        if (!store->Put(ns, key(t, i), nullptr, 64, pool[(t + i) % pool.size()]).ok()) std::fprintf(stderr, "put failed\n");
-    });
-    EvictFromPageCache(path);
-    const double put_s = std::chrono::duration<double>(Steady::now() - t0).count();
-    EvictFromPageCache(path);
-    std::atomic<uint64_t> got{0};
-    t0 = Steady::now();
-    run([&](int t) {
-      for (int i = 0; i < per; ++i)
-        if (auto g = store->Get(ns, key(t, i)); g.ok() && g->has_value()) got += (*g)->size();
-    });
-    const double get_s = std::chrono::duration<double>(Steady::now() - t0).count();
-    const double put_bps = static_cast<double>(per) * threads * unit_bytes / put_s, get_bps = static_cast<double>(got.load()) / get_s;
-    std::printf("%-8d %14.0f %10.2f %14.0f %10.2f\n", threads, put_bps / 1e6, put_bps / disk.write_bytes_per_s, get_bps / 1e6,
-                get_bps / disk.read_bytes_per_s);
+    const Throughput t = Measure(
+        path, threads, units / threads, unit_bytes,
+        [&](int c, int b, int e) {
+          uint64_t n = 0;
+          for (int i = b; i < e; ++i) {
+            const std::string& u = pool[(c + i) % pool.size()];
+            if (store->Put(ns, Key(c, i), nullptr, 64, u).ok()) n += u.size();
+          }
+          return n;
+        },
+        [&](int c, int b, int e) {
+          uint64_t n = 0;
+          for (int i = b; i < e; ++i)
+            if (auto g = store->Get(ns, Key(c, i)); g.ok() && g->has_value()) n += (*g)->size();
+          return n;
+        });
+    PrintRow(threads, t, disk);
   }
 
   {  // Lookup latency for 1,000-unit chains (64,000 tokens), all hits, and the on-disk footprint.

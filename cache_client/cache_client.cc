@@ -2,12 +2,15 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
 #include "cache.grpc.pb.h"
+#include "cache_client/shard_data_path.h"
 #include "rpc/channels.h"
 #include "rpc/status_map.h"
+#include "rpc/transport_security.h"
 #include "util/sha256.h"
 
 namespace ds41 {
@@ -23,6 +26,20 @@ uint64_t Mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// The host part of a gRPC target ("host:port", "[v6]:port", "dns:///host:port").
+std::string HostOf(std::string address) {
+  if (const size_t scheme = address.find(":///"); scheme != std::string::npos) address = address.substr(scheme + 4);
+  address = address.substr(0, address.rfind(':'));
+  if (address.size() >= 2 && address.front() == '[' && address.back() == ']') address = address.substr(1, address.size() - 2);
+  return address;
+}
+
+// gRPC takes system_clock deadlines; a call's deadline is a steady_clock one.
+std::chrono::system_clock::time_point SystemDeadline(std::chrono::steady_clock::time_point deadline) {
+  return std::chrono::system_clock::now() +
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(deadline - std::chrono::steady_clock::now());
+}
+
 bool Retryable(const grpc::Status& s) {
   return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
 }
@@ -33,6 +50,7 @@ struct CacheClient::Shard {
   std::string name;
   uint64_t seed = 0;
   std::unique_ptr<pb::Cache::Stub> stub;
+  std::unique_ptr<ShardDataPath> data;  // null: gRPC only
 };
 
 CacheNamespace CacheNamespace::Make(const std::string& fp_hex, const std::string& salt) {
@@ -47,6 +65,13 @@ StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(const CacheClientOpti
   if (o.shards.empty()) return InvalidArgumentError("cache client: no shards");
   std::unique_ptr<CacheClient> c(new CacheClient());
   c->opt_ = o;
+  const TransportSecurity security = ProcessTransportSecurity();
+  std::shared_ptr<asio::ssl::context> tls;
+  if (o.data_path && security.tls()) {
+    auto ctx = MakeClientTlsContext(security);
+    if (!ctx.ok()) return ctx.status();
+    tls = *ctx;
+  }
   for (const std::string& a : o.shards) {
     auto s = std::make_unique<Shard>();
     s->name = a;
@@ -55,6 +80,17 @@ StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(const CacheClientOpti
     auto d = h.Digest();
     std::memcpy(&s->seed, d.data(), 8);
     s->stub = pb::Cache::NewStub(MakeChannel(a, 64 << 20));
+    if (o.data_path) {
+      // The control plane says where the shard's data path is (Stats), so a shard is one address.
+      auto probe = [stub = s->stub.get()](DataChannel::Deadline deadline) -> StatusOr<DataEndpoint> {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(SystemDeadline(deadline));
+        pb::StatsResponse st;
+        if (const grpc::Status g = stub->Stats(&ctx, pb::StatsRequest(), &st); !g.ok()) return FromGrpc(g);
+        return DataEndpoint{static_cast<int>(st.data_port()), st.data_wire_version(), st.data_tls()};
+      };
+      s->data = std::make_unique<ShardDataPath>(HostOf(a), std::move(probe), tls, security);
+    }
     c->shards_.push_back(std::move(s));
   }
   c->pool_ = std::make_unique<ThreadPool>(std::max(2, o.io_threads));
@@ -86,7 +122,20 @@ void FillNs(const CacheNamespace& ns, pb::Namespace* out) {
   out->set_model_fingerprint(ns.model_fingerprint);
   out->set_format_version(ns.format_version);
 }
+
+std::string_view KeyView(const UnitKey& k) { return {reinterpret_cast<const char*>(k.data()), k.size()}; }
+
+wire::NamespaceView WireNs(const CacheNamespace& ns) { return {KeyView(ns.id), ns.model_fingerprint, ns.format_version}; }
+
+// A PUT frame carries at most kMaxUnitBytes unit bytes (cache_data/wire.h); a larger one is a
+// protocol error that closes the connection, so such a unit goes over gRPC, which refuses it as
+// the service does (INVALID_ARGUMENT).
+bool FitsDataPath(const UnitPut& u) { return u.bytes.size() <= kMaxUnitBytes; }
 }  // namespace
+
+CacheClient::Deadline CacheClient::CallDeadline(size_t units) const {
+  return std::chrono::steady_clock::now() + opt_.deadline * static_cast<int64_t>(1 + units / 64);
+}
 
 PrefixHit CacheClient::LookupPrefix(const CacheNamespace& ns, const std::vector<int32_t>& tokens, int U) {
   PrefixHit hit;
@@ -156,33 +205,7 @@ PutResult CacheClient::Put(const CacheNamespace& ns, const std::vector<UnitPut>&
   std::vector<std::future<std::pair<int, Status>>> futs;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (owned[s].empty()) continue;
-    futs.push_back(pool_->Submit([&, s]() -> std::pair<int, Status> {
-      // Streams of at most kBatch units: all writes, then the acks. Acks are tiny, so a batch's acks
-      // always fit the flow-control window and neither side can block the other.
-      constexpr size_t kBatch = 512;
-      int acked = 0;
-      for (size_t b = 0; b < owned[s].size(); b += kBatch) {
-        const size_t e = std::min(owned[s].size(), b + kBatch);
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + opt_.deadline * static_cast<int64_t>(1 + (e - b) / 64));
-        auto stream = shards_[s]->stub->Put(&ctx);
-        pb::PutRequest req;
-        FillNs(ns, req.mutable_ns());
-        for (size_t j = b; j < e; ++j) {
-          const UnitPut& u = units[owned[s][j]];
-          req.mutable_ref()->set_key(Bytes(u.key));
-          req.mutable_ref()->set_parent(u.parent ? Bytes(*u.parent) : std::string());
-          req.set_unit(u.bytes);
-          if (!stream->Write(req)) break;
-        }
-        stream->WritesDone();
-        pb::PutAck ack;
-        while (stream->Read(&ack)) ++acked;
-        const grpc::Status st = stream->Finish();
-        if (!st.ok()) return {acked, FromGrpc(st)};
-      }
-      return {acked, Status::Ok()};
-    }));
+    futs.push_back(pool_->Submit([&, s] { return PutOnShard(*shards_[s], ns, units, owned[s]); }));
   }
   PutResult r;
   size_t k = 0;
@@ -196,6 +219,76 @@ PutResult CacheClient::Put(const CacheNamespace& ns, const std::vector<UnitPut>&
   return r;
 }
 
+std::pair<int, Status> CacheClient::PutOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
+                                               std::vector<size_t> idx) {
+  const Deadline deadline = CallDeadline(idx.size());
+  int acked = 0;
+  Status first_error;
+  idx = DataPut(shard, ns, units, idx, deadline, &acked, &first_error);
+  if (idx.empty()) return {acked, first_error};
+  auto [more, st] = GrpcPut(shard, ns, units, idx, deadline);
+  return {acked + more, first_error.ok() ? st : first_error};
+}
+
+std::vector<size_t> CacheClient::DataPut(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
+                                         const std::vector<size_t>& idx, Deadline deadline, int* acked,
+                                         Status* first_error) {
+  if (!shard.data) return idx;
+  std::vector<size_t> sent, rest;
+  for (size_t i : idx) (FitsDataPath(units[i]) ? sent : rest).push_back(i);
+  if (sent.empty()) return rest;
+  std::vector<DataChannel::PutUnit> puts;
+  puts.reserve(sent.size());
+  for (size_t i : sent) {
+    const UnitPut& u = units[i];
+    puts.push_back({KeyView(u.key), u.parent ? KeyView(*u.parent) : std::string_view(), u.bytes});
+  }
+  std::vector<std::optional<Status>> answers(sent.size());  // all unanswered unless Run runs the call
+  shard.data->Run(deadline, [&](DataChannel& ch) {
+    ch.Put(WireNs(ns), puts, deadline, &answers).IgnoreError();  // what it left unanswered goes over gRPC
+    return std::any_of(answers.begin(), answers.end(), [](const auto& a) { return a.has_value(); });
+  });
+  for (size_t j = 0; j < sent.size(); ++j) {
+    if (!answers[j]) {
+      rest.push_back(sent[j]);
+    } else if (answers[j]->ok()) {
+      ++*acked;
+    } else if (first_error->ok()) {
+      *first_error = *answers[j];
+    }
+  }
+  return rest;
+}
+
+std::pair<int, Status> CacheClient::GrpcPut(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
+                                            const std::vector<size_t>& idx, Deadline deadline) {
+  // Streams of at most kBatch units: all writes, then the acks. Acks are tiny, so a batch's acks
+  // always fit the flow-control window and neither side can block the other.
+  constexpr size_t kBatch = 512;
+  int acked = 0;
+  for (size_t b = 0; b < idx.size(); b += kBatch) {
+    const size_t e = std::min(idx.size(), b + kBatch);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(SystemDeadline(deadline));  // what the data path left (none: fails at once)
+    auto stream = shard.stub->Put(&ctx);
+    pb::PutRequest req;
+    FillNs(ns, req.mutable_ns());
+    for (size_t j = b; j < e; ++j) {
+      const UnitPut& u = units[idx[j]];
+      req.mutable_ref()->set_key(Bytes(u.key));
+      req.mutable_ref()->set_parent(u.parent ? Bytes(*u.parent) : std::string());
+      req.set_unit(u.bytes);
+      if (!stream->Write(req)) break;
+    }
+    stream->WritesDone();
+    pb::PutAck ack;
+    while (stream->Read(&ack)) ++acked;
+    const grpc::Status st = stream->Finish();
+    if (!st.ok()) return {acked, FromGrpc(st)};
+  }
+  return {acked, Status::Ok()};
+}
+
 std::vector<std::optional<std::string>> CacheClient::Get(const CacheNamespace& ns, const std::vector<UnitGet>& units) {
   std::vector<std::optional<std::string>> out(units.size());
   std::vector<std::vector<size_t>> owned(shards_.size());
@@ -203,28 +296,60 @@ std::vector<std::optional<std::string>> CacheClient::Get(const CacheNamespace& n
   std::vector<std::future<void>> futs;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (owned[s].empty()) continue;
-    futs.push_back(pool_->Submit([&, s] {
-      for (int attempt = 0; attempt <= opt_.retries; ++attempt) {
-        if (attempt > 0) std::this_thread::sleep_for(opt_.backoff * attempt);
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + opt_.deadline * static_cast<int64_t>(1 + owned[s].size() / 64));
-        pb::GetRequest req;
-        FillNs(ns, req.mutable_ns());
-        for (size_t i : owned[s]) req.add_refs()->set_key(Bytes(units[i].key));
-        auto reader = shards_[s]->stub->Get(&ctx, req);
-        pb::GetResponse r;
-        size_t j = 0;
-        while (j < owned[s].size() && reader->Read(&r)) {
-          if (r.found()) out[owned[s][j]] = std::move(*r.mutable_unit());
-          ++j;
-        }
-        const grpc::Status st = reader->Finish();
-        if (st.ok() || !Retryable(st) || j > 0) return;  // partial answers are kept; the rest are misses
-      }
-    }));
+    futs.push_back(pool_->Submit([&, s] { GetOnShard(*shards_[s], ns, units, owned[s], &out); }));
   }
   for (auto& f : futs) f.get();
   return out;
+}
+
+void CacheClient::GetOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitGet>& units,
+                             std::vector<size_t> idx, std::vector<std::optional<std::string>>* out) {
+  const Deadline deadline = CallDeadline(idx.size());
+  idx = DataGet(shard, ns, units, idx, deadline, out);
+  if (!idx.empty()) GrpcGet(shard, ns, units, idx, deadline, out);
+}
+
+std::vector<size_t> CacheClient::DataGet(Shard& shard, const CacheNamespace& ns, const std::vector<UnitGet>& units,
+                                         const std::vector<size_t>& idx, Deadline deadline,
+                                         std::vector<std::optional<std::string>>* out) {
+  if (!shard.data) return idx;
+  std::vector<std::string_view> keys;
+  keys.reserve(idx.size());
+  for (size_t i : idx) keys.push_back(KeyView(units[i].key));
+  std::vector<std::optional<std::string>> got;
+  size_t answered = 0;  // 0 unless Run runs the call
+  shard.data->Run(deadline, [&](DataChannel& ch) {
+    ch.Get(WireNs(ns), keys, deadline, &got, &answered).IgnoreError();  // the rest goes over gRPC
+    return answered > 0;
+  });
+  for (size_t j = 0; j < answered; ++j) (*out)[idx[j]] = std::move(got[j]);
+  return {idx.begin() + static_cast<std::ptrdiff_t>(answered), idx.end()};
+}
+
+void CacheClient::GrpcGet(Shard& shard, const CacheNamespace& ns, const std::vector<UnitGet>& units,
+                          const std::vector<size_t>& idx, Deadline deadline,
+                          std::vector<std::optional<std::string>>* out) {
+  for (int attempt = 0; attempt <= opt_.retries; ++attempt) {
+    if (attempt > 0) {
+      const auto pause = opt_.backoff * attempt;
+      if (std::chrono::steady_clock::now() + pause >= deadline) return;  // no time left: the rest are misses
+      std::this_thread::sleep_for(pause);
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(SystemDeadline(deadline));  // what the data path left (none: fails at once)
+    pb::GetRequest req;
+    FillNs(ns, req.mutable_ns());
+    for (size_t i : idx) req.add_refs()->set_key(Bytes(units[i].key));
+    auto reader = shard.stub->Get(&ctx, req);
+    pb::GetResponse r;
+    size_t j = 0;
+    while (j < idx.size() && reader->Read(&r)) {
+      if (r.found()) (*out)[idx[j]] = std::move(*r.mutable_unit());
+      ++j;
+    }
+    const grpc::Status st = reader->Finish();
+    if (st.ok() || !Retryable(st) || j > 0) return;  // partial answers are kept; the rest are misses
+  }
 }
 
 StatusOr<uint64_t> CacheClient::DeleteNamespace(const CacheNamespace& ns) {

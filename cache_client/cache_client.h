@@ -4,6 +4,11 @@
 // shard in parallel; deadlines and bounded retries everywhere; a shard that is down turns its units
 // into misses, never into a caller error.
 //
+// Unit payloads (Put, Get) travel over a shard's bulk data path when it advertises one
+// (docs/cache_data_path.md; pooled connections); whatever that path does not answer (down, refused,
+// broken mid-stream, too large for its frames) is sent again over gRPC, with gRPC's retries. Both
+// share one deadline per shard's part of a call, so a fallback never extends the call.
+//
 // Thread-safe: one client per process, shared by all requests.
 #pragma once
 
@@ -21,10 +26,11 @@ namespace ds41 {
 
 struct CacheClientOptions {
   std::vector<std::string> shards;  // gRPC addresses; their order does not matter, their names do
-  std::chrono::milliseconds deadline{3000};
+  std::chrono::milliseconds deadline{3000};  // per 64 units of a shard's part of a Put / Get, both paths together
   int retries = 2;                  // extra attempts on UNAVAILABLE / DEADLINE_EXCEEDED
   std::chrono::milliseconds backoff{40};
   int io_threads = 16;
+  bool data_path = true;            // use shards' bulk data paths when advertised (false: gRPC only)
 };
 
 struct CacheNamespace {
@@ -77,7 +83,29 @@ class CacheClient {
 
  private:
   struct Shard;
+  using Deadline = std::chrono::steady_clock::time_point;
   CacheClient() = default;
+  // The deadline of a shard's part of a Put / Get of `units` units: the data path and gRPC after
+  // it (with its retries) share it.
+  Deadline CallDeadline(size_t units) const;
+  // One shard's part of a Put / Get: `idx` indexes `units`; the data path first, then gRPC for
+  // what it left unanswered.
+  std::pair<int, Status> PutOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
+                                    std::vector<size_t> idx);
+  void GetOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitGet>& units, std::vector<size_t> idx,
+                  std::vector<std::optional<std::string>>* out);
+  // Over the data path: returns the elements of `idx` it did not answer (all of them when the
+  // shard has no usable data path), units too large for its frames among them.
+  std::vector<size_t> DataPut(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
+                              const std::vector<size_t>& idx, Deadline deadline, int* acked, Status* first_error);
+  std::vector<size_t> DataGet(Shard& shard, const CacheNamespace& ns, const std::vector<UnitGet>& units,
+                              const std::vector<size_t>& idx, Deadline deadline,
+                              std::vector<std::optional<std::string>>* out);
+  std::pair<int, Status> GrpcPut(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
+                                 const std::vector<size_t>& idx, Deadline deadline);
+  void GrpcGet(Shard& shard, const CacheNamespace& ns, const std::vector<UnitGet>& units, const std::vector<size_t>& idx,
+               Deadline deadline, std::vector<std::optional<std::string>>* out);
+
   std::vector<std::unique_ptr<Shard>> shards_;
   CacheClientOptions opt_;
   std::unique_ptr<ThreadPool> pool_;

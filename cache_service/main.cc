@@ -1,5 +1,5 @@
-// cache_service: the persistent global-KV store node. Thin: options -> store -> gRPC service ->
-// metrics endpoint -> wait for a signal.
+// cache_service: the persistent global-KV store node. Thin: options -> store -> bulk data path ->
+// gRPC service (which advertises the data path) -> metrics endpoint -> wait for a signal.
 #include <CLI/CLI.hpp>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
@@ -10,6 +10,7 @@
 #include <iostream>
 #include <thread>
 
+#include "cache_service/data_server.h"
 #include "cache_service/service.h"
 #include "rpc/server.h"
 #include "rpc/transport_security.h"
@@ -21,12 +22,16 @@ int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
   ds41::TuneMallocForLargeBuffers();
   CLI::App app{"ds41 cache_service: cache units on SSD (payload segment files, RocksDB index), over gRPC"};
-  std::string listen = "127.0.0.1:7400", metrics_listen = "127.0.0.1:9400", path = "./cache-data", capacity = "64G",
+  std::string listen = "127.0.0.1:7400", data_listen, metrics_listen = "127.0.0.1:9400", path = "./cache-data", capacity = "64G",
               segment_size = "256M", fingerprint;
   double ttl_hours = 72;
   int sweep_seconds = 60;
   bool sync_writes = false, print_config = false;
   app.add_option("--listen", listen, "gRPC address (port 0: any free port)")->envname("DS41_CACHE_LISTEN");
+  app.add_option("--data-listen", data_listen,
+                 "bulk data path address for unit payloads (default: the --listen host, port 7401, or 0 when "
+                 "--listen's port is 0; port 0: any free port; off: none, clients use gRPC)")
+      ->envname("DS41_CACHE_DATA_LISTEN");
   app.add_option("--metrics-listen", metrics_listen, "Prometheus /metrics address")->envname("DS41_CACHE_METRICS_LISTEN");
   app.add_option("--path", path, "store directory on an SSD (RocksDB index, segments/ for payloads)")->envname("DS41_CACHE_PATH");
   app.add_option("--capacity", capacity, "bytes kept before LRU eviction (K/M/G/T)")->envname("DS41_CACHE_CAPACITY");
@@ -77,7 +82,28 @@ int main(int argc, char** argv) {
     std::cerr << store.status().ToString() << "\n";
     return 1;
   }
-  ds41::CacheService service(store->get(), &metrics, {fingerprint});
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  ds41::CacheServiceOptions co;
+  co.model_fingerprint = fingerprint;
+  ds41::DataPathMetrics data_metrics(*registry);
+  const ds41::RequestChecks checks(co.model_fingerprint, co.max_keys_per_request);
+  const ds41::TransportSecurity security = ds41::ProcessTransportSecurity();
+  std::unique_ptr<ds41::DataServer> data;
+  if (data_listen != "off") {
+    ds41::DataServerOptions dso;
+    // Default: beside gRPC on port 7401, or any free port when gRPC's is chosen that way too.
+    const bool grpc_any_port = listen.substr(listen.rfind(':') + 1) == "0";
+    dso.address = data_listen.empty() ? host + (grpc_any_port ? ":0" : ":7401") : data_listen;
+    auto d = ds41::DataServer::Start(dso, store->get(), &checks, &data_metrics, security);
+    if (!d.ok()) {
+      std::cerr << d.status().ToString() << "\n";
+      return 1;
+    }
+    data = std::move(*d);
+    co.data_port = data->port();
+    co.data_tls = security.tls();
+  }
+  ds41::CacheService service(store->get(), &metrics, co);
   ds41::RpcServerOptions ro;
   ro.address = listen;
   auto server = ds41::StartRpcServer(ro, {&service});
@@ -93,9 +119,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   exposer->RegisterCollectable(registry);
-  const std::string host = listen.substr(0, listen.rfind(':'));
+  const std::string dhost = data_listen.empty() || data_listen == "off" ? host : data_listen.substr(0, data_listen.rfind(':'));
   const std::string mhost = metrics_listen.substr(0, metrics_listen.rfind(':'));
-  std::cout << "cache_service ready grpc=" << host << ":" << server->port << " metrics=" << mhost << ":"
+  std::cout << "cache_service ready grpc=" << host << ":" << server->port << " data="
+            << (data ? dhost + ":" + std::to_string(data->port()) + (security.tls() ? " data_tls=on" : "") : "off")
+            << " metrics=" << mhost << ":"
             << exposer->GetListeningPorts().at(0) << " units=" << (*store)->stats().units << std::endl;
 
   std::mutex mu;
@@ -111,6 +139,7 @@ int main(int argc, char** argv) {
   const int sig = ds41::WaitForTerminationSignal();
   std::cerr << "cache_service: signal " << sig << ", shutting down\n";
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  data.reset();
   {
     std::lock_guard<std::mutex> l(mu);
     stopping = true;

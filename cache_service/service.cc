@@ -1,23 +1,16 @@
 #include "cache_service/service.h"
 
 #include <algorithm>
-#include <cstring>
 #include <deque>
 #include <future>
 
+#include "cache_data/wire.h"
 #include "rpc/status_map.h"
-#include "unit/unit_format.h"
 
 namespace ds41 {
 namespace {
 
 namespace pb = ds41::cache::v1;
-
-bool ToKey(const std::string& bytes, Key32* k) {
-  if (bytes.size() != 32) return false;
-  std::memcpy(k->data(), bytes.data(), 32);
-  return true;
-}
 
 std::string FromKey(const Key32& k) { return std::string(reinterpret_cast<const char*>(k.data()), 32); }
 
@@ -27,18 +20,11 @@ CacheService::CacheService(UnitStore* store, StoreMetrics* metrics, CacheService
     : store_(store),
       metrics_(metrics),
       opt_(std::move(options)),
+      checks_(opt_.model_fingerprint, opt_.max_keys_per_request),
       io_(std::make_unique<ThreadPool>(std::max(2, opt_.io_threads))) {}
 
 Status CacheService::CheckNamespace(const pb::Namespace& ns, Key32* id) const {
-  if (!ToKey(ns.id(), id)) return InvalidArgumentError("namespace id must be 32 bytes");
-  if (ns.format_version() != kUnitFormatVersion)
-    return InvalidArgumentError("unit format version " + std::to_string(ns.format_version()) + " is not served here (" +
-                                std::to_string(kUnitFormatVersion) + ")");
-  if (!ParseFingerprint(ns.model_fingerprint()).ok()) return InvalidArgumentError("namespace model fingerprint is malformed");
-  if (!opt_.model_fingerprint.empty() && ns.model_fingerprint() != opt_.model_fingerprint)
-    return InvalidArgumentError("foreign namespace: this cache serves model " + opt_.model_fingerprint.substr(0, 12) +
-                                "..., not " + ns.model_fingerprint().substr(0, 12) + "...");
-  return Status::Ok();
+  return checks_.CheckNamespace({ns.id(), ns.model_fingerprint(), ns.format_version()}, id);
 }
 
 grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWriter<pb::PutAck, pb::PutRequest>* stream) {
@@ -59,28 +45,12 @@ grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWrite
     return Status::Ok();
   };
   while (stream->Read(&req)) {
-    Key32 ns{}, key{}, parent{};
-    Status s = CheckNamespace(req.ns(), &ns);
-    if (s.ok() && !ToKey(req.ref().key(), &key)) s = InvalidArgumentError("unit key must be 32 bytes");
-    const bool tail = !req.ref().parent().empty();
-    if (s.ok() && tail && !ToKey(req.ref().parent(), &parent)) s = InvalidArgumentError("parent key must be 32 bytes");
-    if (s.ok() && req.unit().size() > kMaxUnitBytes) s = InvalidArgumentError("unit exceeds " + std::to_string(kMaxUnitBytes) + " bytes");
-    UnitHeader h;
-    if (s.ok()) {
-      auto hv = VerifyUnitBytes(req.unit());
-      if (!hv.ok()) {
-        s = InvalidArgumentError("malformed unit: " + hv.status().message());
-      } else {
-        h = *hv;
-        if (h.tail != tail) s = InvalidArgumentError("a tail unit needs a parent key and a full unit none");
-        auto fp = ParseFingerprint(req.ns().model_fingerprint());
-        if (s.ok() && (!fp.ok() || *fp != h.model)) s = InvalidArgumentError("unit was made by another model than its namespace");
-      }
-    }
-    if (!s.ok()) return ToGrpc(s);
-    inflight.push_back(io_->Submit([store = store_, ns, key, parent, tail, tokens = static_cast<uint32_t>(h.tokens),
-                                    unit = std::move(*req.mutable_unit())] {
-      return store->Put(ns, key, tail ? &parent : nullptr, tokens, unit);
+    const pb::Namespace& n = req.ns();
+    auto put = checks_.CheckPut({n.id(), n.model_fingerprint(), n.format_version()}, req.ref().key(), req.ref().parent(),
+                                req.unit());
+    if (!put.ok()) return ToGrpc(put.status());
+    inflight.push_back(io_->Submit([store = store_, p = *put, unit = std::move(*req.mutable_unit())] {
+      return store->Put(p.ns, p.key, p.parent_or_null(), p.tokens, unit);
     }));
     while (inflight.size() >= depth && !gone)
       if (Status a = ack_front(); !a.ok()) return ToGrpc(a);
@@ -94,7 +64,7 @@ grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWrite
 grpc::Status CacheService::Get(grpc::ServerContext* ctx, const pb::GetRequest* req, grpc::ServerWriter<pb::GetResponse>* w) {
   Key32 ns;
   if (Status s = CheckNamespace(req->ns(), &ns); !s.ok()) return ToGrpc(s);
-  if (static_cast<size_t>(req->refs_size()) > opt_.max_keys_per_request) return ToGrpc(InvalidArgumentError("too many keys"));
+  if (Status s = checks_.CheckKeyCount(req->refs_size()); !s.ok()) return ToGrpc(s);
   std::vector<Key32> keys(req->refs_size());
   for (int i = 0; i < req->refs_size(); ++i)
     if (!ToKey(req->refs(i).key(), &keys[i])) return ToGrpc(InvalidArgumentError("unit key must be 32 bytes"));
@@ -140,7 +110,7 @@ grpc::Status CacheService::Get(grpc::ServerContext* ctx, const pb::GetRequest* r
 grpc::Status CacheService::Lookup(grpc::ServerContext*, const pb::LookupRequest* req, pb::LookupResponse* resp) {
   Key32 ns;
   if (Status s = CheckNamespace(req->ns(), &ns); !s.ok()) return ToGrpc(s);
-  if (static_cast<size_t>(req->keys_size()) > opt_.max_keys_per_request) return ToGrpc(InvalidArgumentError("too many keys"));
+  if (Status s = checks_.CheckKeyCount(req->keys_size()); !s.ok()) return ToGrpc(s);
   if (req->first_is_root() && req->keys_size() == 0) return ToGrpc(InvalidArgumentError("first_is_root without keys"));
   std::vector<Key32> keys(req->keys_size());
   for (int i = 0; i < req->keys_size(); ++i)
@@ -200,6 +170,9 @@ grpc::Status CacheService::Stats(grpc::ServerContext*, const pb::StatsRequest*, 
   resp->set_bytes(st.bytes);
   resp->set_capacity_bytes(st.capacity);
   resp->set_model_fingerprint(opt_.model_fingerprint);
+  resp->set_data_port(opt_.data_port);
+  resp->set_data_wire_version(opt_.data_port > 0 ? wire::kWireVersion : 0);
+  resp->set_data_tls(opt_.data_port > 0 && opt_.data_tls);
   return grpc::Status::OK;
 }
 

@@ -1,6 +1,7 @@
 // CacheService: the gRPC face of the unit store. Every handler validates first (namespace, key and
-// unit sizes, unit framing and checksum, model fingerprint), then executes; anything malformed,
-// oversized or from a foreign namespace is INVALID_ARGUMENT and touches nothing.
+// unit sizes, unit framing and checksum, model fingerprint: cache_service/request_checks.h, shared
+// with the bulk data path), then executes; anything malformed, oversized or from a foreign
+// namespace is INVALID_ARGUMENT and touches nothing.
 //
 // Uses gRPC's synchronous API on purpose: handlers block on disk I/O, which the sync server's
 // thread pool is built for (callback reactors must never block).
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "cache_service/request_checks.h"
 #include "cache_service/store/unit_store.h"
 #include "util/thread_pool.h"
 #include "cache.grpc.pb.h"
@@ -24,6 +26,9 @@ struct CacheServiceOptions {
   int read_ahead = 8;
   int write_behind = 4;
   int io_threads = 16;
+  // Advertised in Stats so clients find the bulk data path with one address per shard (0: none).
+  int data_port = 0;
+  bool data_tls = false;
 };
 
 class CacheService final : public ds41::cache::v1::Cache::Service {
@@ -47,6 +52,7 @@ class CacheService final : public ds41::cache::v1::Cache::Service {
   UnitStore* store_;
   StoreMetrics* metrics_;
   CacheServiceOptions opt_;
+  RequestChecks checks_;
   std::unique_ptr<ThreadPool> io_;
 };
 

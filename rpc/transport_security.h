@@ -36,6 +36,12 @@ class TransportSecurity {
   std::shared_ptr<grpc::ServerCredentials> ServerCredentials() const;
   std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() const;
   void ApplyTo(grpc::ChannelArguments* args) const;  // the target name override, if any
+  // The same identity for transports other than gRPC (the cache's bulk data path).
+  bool client_auth() const { return client_auth_; }
+  const std::string& cert_pem() const { return cert_; }
+  const std::string& key_pem() const { return key_; }
+  const std::string& ca_pem() const { return ca_; }
+  const std::string& server_name() const { return server_name_; }
 
  private:
   bool tls_ = false;

@@ -55,7 +55,8 @@ start() {
 }
 
 echo "starting the local cluster (logs in $run/logs):"
-start cache "$bin/cache_service/cache_service" --listen "$(p 7400)" --metrics-listen "$(p 9400)" --path "$run/cache"
+start cache "$bin/cache_service/cache_service" --listen "$(p 7400)" --data-listen "$(p 7401)" \
+  --metrics-listen "$(p 9400)" --path "$run/cache"
 cache=$(p 7400)
 for i in 0 1; do
   start encoder$i "$bin/encoder_node/encoder_node" --model "$model" --listen "$(p $((7500 + i)))" \

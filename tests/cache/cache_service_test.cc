@@ -4,15 +4,19 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <thread>
 
 #include "cache.grpc.pb.h"
 #include "cache_client/cache_client.h"
+#include "cache_data/wire.h"
 #include "cache_service/service.h"
 #include "engine/presets.h"
 #include "rpc/server.h"
+#include "tests/cache/raw_data_client.h"
+#include "tests/cache/test_units.h"
 #include "tests/support/child_process.h"
 #include "tests/support/test_checkpoint.h"
 #include "unit/unit_format.h"
@@ -29,43 +33,10 @@ const UnitLayout& Layout() {
   return l;
 }
 
-std::string UnitBytes(int64_t first, int tokens, uint32_t seed) {
-  Unit u;
-  u.model = *ParseFingerprint(kFp);
-  u.first_position = first;
-  u.tokens = tokens;
-  for (const auto& s : Layout().sources) {
-    UnitSource us;
-    us.main_kv.resize(static_cast<size_t>(tokens / s.ratio) * s.main_bytes);
-    for (size_t i = 0; i < us.main_kv.size(); ++i) us.main_kv[i] = static_cast<uint8_t>(seed * 31 + i);
-    us.index_keys.assign(static_cast<size_t>(tokens / s.ratio) * s.index_bytes, static_cast<uint8_t>(seed));
-    us.carry_kv.assign(static_cast<size_t>(tokens % s.ratio) * s.head_dim, 0.25f);
-    us.carry_gate = us.carry_kv;
-    u.sources.push_back(us);
-  }
-  return EncodeUnit(Layout(), u);
-}
-
-std::vector<int32_t> Tokens(int n, int seed) {
-  std::vector<int32_t> t(n);
-  for (int i = 0; i < n; ++i) t[i] = (i * 13 + seed * 101) % 500;
-  return t;
-}
-
-// The units of a prompt: its full units and, when it does not end on a boundary, its tail.
+std::string UnitBytes(int64_t first, int tokens, uint32_t seed) { return testing::TestUnitBytes(kFp, first, tokens, seed); }
+std::vector<int32_t> Tokens(int n, int seed) { return testing::TestTokens(n, seed); }
 std::vector<UnitPut> PromptUnits(const CacheNamespace& ns, const std::vector<int32_t>& t, int seed) {
-  std::vector<UnitPut> out;
-  UnitKey prev = ns.id;
-  size_t i = 0;
-  for (; i + 64 <= t.size(); i += 64) {
-    prev = ChainKey(prev, t.data() + i, 64);
-    out.push_back({prev, std::nullopt, UnitBytes(static_cast<int64_t>(i), 64, seed + static_cast<uint32_t>(i))});
-  }
-  if (i < t.size()) {
-    const int rest = static_cast<int>(t.size() - i);
-    out.push_back({TailKey(prev, t.data() + i, rest), prev, UnitBytes(static_cast<int64_t>(i), rest, seed + 999)});
-  }
-  return out;
+  return testing::TestPromptUnits(ns, t, seed);
 }
 
 class InProcessCache : public ::testing::Test {
@@ -207,25 +178,51 @@ TEST_F(InProcessCache, BadRequestsAreInvalidArgumentAndTheServerStaysUp) {
   EXPECT_EQ(st.units(), 1u);  // only the good unit
 }
 
-std::vector<std::string> ServerArgs(const std::string& dir) {
-  return {testing::BinaryDir() + "/cache_service/cache_service", "--listen", "127.0.0.1:0", "--metrics-listen",
-          "127.0.0.1:0", "--path", dir, "--model-fingerprint", kFp};
+// The real binary on ephemeral ports; its bulk data path on (a free port, as gRPC's) or off.
+std::vector<std::string> ServerArgs(const std::string& dir, bool data_path = true) {
+  std::vector<std::string> a = {testing::BinaryDir() + "/cache_service/cache_service", "--listen", "127.0.0.1:0",
+                                "--metrics-listen", "127.0.0.1:0", "--path", dir, "--model-fingerprint", kFp};
+  if (!data_path) a.insert(a.end(), {"--data-listen", "off"});
+  return a;
+}
+
+// 2000 distinct full units to stream at a server that is killed part way.
+std::vector<std::pair<UnitKey, std::string>> CrashUnits(const CacheNamespace& ns) {
+  std::vector<std::pair<UnitKey, std::string>> sent;
+  for (int i = 0; i < 2000; ++i) {
+    const auto t = Tokens(64, 1000 + i);
+    sent.push_back({ChainKey(ns.id, t.data(), 64), UnitBytes(0, 64, static_cast<uint32_t>(i))});
+  }
+  return sent;
+}
+
+// Starts the server again (`args`) and checks that the first `acked` units of `sent` are all there, intact.
+void ExpectAcknowledgedUnitsAfterRestart(const std::vector<std::string>& args, const CacheNamespace& ns,
+                                         const std::vector<std::pair<UnitKey, std::string>>& sent, int acked,
+                                         const char* path) {
+  testing::ChildProcess server(args, "cache_service ready");
+  ASSERT_TRUE(server.ready());
+  auto client = std::move(CacheClient::Create({{server.fields()["grpc"]}})).value();
+  std::vector<UnitGet> want;
+  for (int i = 0; i < acked; ++i) want.push_back({sent[i].first, std::nullopt});
+  auto got = client->Get(ns, want);
+  int intact = 0;
+  for (int i = 0; i < acked; ++i) intact += got[i].has_value() && *got[i] == sent[i].second;
+  EXPECT_EQ(intact, acked) << "units acknowledged over " << path << " lost or damaged by kill -9";
+  std::printf("[ crash ] %s: %d units acknowledged before kill -9, %d present and intact after restart\n", path, acked,
+              intact);
 }
 
 TEST(CacheServiceProcessTest, AcknowledgedUnitsSurviveKill9) {
   const std::string dir = testing::TempDir("crash");
-  auto server = std::make_unique<testing::ChildProcess>(ServerArgs(dir), "cache_service ready");
+  auto server = std::make_unique<testing::ChildProcess>(ServerArgs(dir, false), "cache_service ready");
   ASSERT_TRUE(server->ready());
   const std::string addr = server->fields()["grpc"];
   auto stub = pb::Cache::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
   const CacheNamespace ns = CacheNamespace::Make(kFp, "t");
   // Stream distinct units; count acknowledgements; kill -9 the server after 150 of them while
   // more writes are in flight.
-  std::vector<std::pair<UnitKey, std::string>> sent;
-  for (int i = 0; i < 2000; ++i) {
-    const auto t = Tokens(64, 1000 + i);
-    sent.push_back({ChainKey(ns.id, t.data(), 64), UnitBytes(0, 64, static_cast<uint32_t>(i))});
-  }
+  const auto sent = CrashUnits(ns);
   grpc::ClientContext ctx;
   auto stream = stub->Put(&ctx);
   std::atomic<int> acked{0};
@@ -251,17 +248,78 @@ TEST(CacheServiceProcessTest, AcknowledgedUnitsSurviveKill9) {
   stream->Finish().IgnoreError();
   const int n_acked = acked.load();
   ASSERT_GE(n_acked, 150);
+  ExpectAcknowledgedUnitsAfterRestart(ServerArgs(dir, false), ns, sent, n_acked, "gRPC");
+}
 
-  server = std::make_unique<testing::ChildProcess>(ServerArgs(dir), "cache_service ready");
+// The same guarantee over the bulk data path: a PUT_OK is sent only once the unit is committed.
+TEST(CacheServiceProcessTest, UnitsAcknowledgedOverTheDataPathSurviveKill9) {
+  const std::string dir = testing::TempDir("datacrash");
+  auto server = std::make_unique<testing::ChildProcess>(ServerArgs(dir), "cache_service ready");
   ASSERT_TRUE(server->ready());
-  auto client = std::move(CacheClient::Create({{server->fields()["grpc"]}})).value();
-  std::vector<UnitGet> want;
-  for (int i = 0; i < n_acked; ++i) want.push_back({sent[i].first, std::nullopt});
-  auto got = client->Get(ns, want);
-  int intact = 0;
-  for (int i = 0; i < n_acked; ++i) intact += got[i].has_value() && *got[i] == sent[i].second;
-  EXPECT_EQ(intact, n_acked) << "acknowledged units lost or damaged by kill -9";
-  std::printf("[ crash ] %d units acknowledged before kill -9, %d present and intact after restart\n", n_acked, intact);
+  const CacheNamespace ns = CacheNamespace::Make(kFp, "t");
+  const wire::NamespaceView wns{std::string_view(reinterpret_cast<const char*>(ns.id.data()), 32), kFp, kUnitFormatVersion};
+  const auto sent = CrashUnits(ns);
+  testing::RawDataClient conn(server->fields()["data"]);
+  ASSERT_TRUE(conn.connected());
+  std::atomic<int> acked{0};
+  std::thread reader([&] {
+    while (auto f = conn.Read(std::chrono::seconds(20))) {
+      if (f->header.op != wire::Op::kPutOk) break;
+      EXPECT_EQ(f->header.id, static_cast<uint32_t>(acked.load() + 1));
+      ++acked;
+    }
+  });
+  for (size_t i = 0; i < sent.size() && acked.load() < 150; ++i) {
+    const std::string key(reinterpret_cast<const char*>(sent[i].first.data()), 32);
+    if (!conn.Send(wire::EncodePutPrefix(static_cast<uint32_t>(i + 1), wns, key, "", sent[i].second.size()) + sent[i].second))
+      break;
+  }
+  for (int i = 0; i < 1000 && acked.load() < 150; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  server->Kill(SIGKILL);
+  reader.join();
+  const int n_acked = acked.load();
+  ASSERT_GE(n_acked, 150);
+  ExpectAcknowledgedUnitsAfterRestart(ServerArgs(dir), ns, sent, n_acked, "the data path");
+}
+
+// A shard killed while the client streams units from it over the data path: what arrived is
+// intact, the rest are misses, and nothing is an error.
+TEST(CacheServiceProcessTest, ShardKilledMidStreamOverTheDataPathIsMisses) {
+  auto server = std::make_unique<testing::ChildProcess>(ServerArgs(testing::TempDir("midstream")), "cache_service ready");
+  ASSERT_TRUE(server->ready());
+  CacheClientOptions o;
+  o.shards = {server->fields()["grpc"]};
+  o.deadline = std::chrono::milliseconds(1500);
+  auto client = std::move(CacheClient::Create(o)).value();
+  const CacheNamespace ns = CacheNamespace::Make(kFp, "t");
+  const auto units = PromptUnits(ns, Tokens(64 * 400, 8), 8);
+  ASSERT_EQ(client->Put(ns, units).acked, static_cast<int>(units.size()));
+  std::vector<UnitGet> all;
+  for (const auto& u : units) all.push_back({u.key, u.parent});
+  std::atomic<bool> killed{false};
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    server->Kill(SIGKILL);
+    killed = true;
+  });
+  int rounds_after_kill = 0;
+  while (rounds_after_kill < 2) {
+    const bool was_killed = killed.load();
+    auto got = client->Get(ns, all);
+    for (size_t i = 0; i < units.size(); ++i) {
+      if (got[i].has_value()) {
+        ASSERT_EQ(*got[i], units[i].bytes) << i;
+      }
+    }
+    if (was_killed) {
+      ++rounds_after_kill;
+      EXPECT_EQ(std::count_if(got.begin(), got.end(), [](const auto& g) { return g.has_value(); }), 0);
+    }
+  }
+  killer.join();
+  PutResult pr = client->Put(ns, units);
+  EXPECT_EQ(pr.acked, 0);
+  EXPECT_EQ(pr.failed, static_cast<int>(units.size()));  // reported, not thrown
 }
 
 TEST(CacheServiceProcessTest, ThreeShardsWithOneKilledDegradeToMisses) {
@@ -290,6 +348,9 @@ TEST(CacheServiceProcessTest, ThreeShardsWithOneKilledDegradeToMisses) {
   const std::string metrics = testing::HttpGet(shards[0]->fields()["metrics"], "/metrics");
   EXPECT_NE(metrics.find("ds41_store_lookups_total"), std::string::npos);
   EXPECT_NE(metrics.find("ds41_store_units"), std::string::npos);
+  EXPECT_NE(metrics.find("ds41_cache_data_frames_total{opcode=\"put\",result=\"ok\"} "), std::string::npos);
+  EXPECT_EQ(metrics.find("ds41_cache_data_frames_total{opcode=\"put\",result=\"ok\"} 0"), std::string::npos)
+      << "the puts did not use the data path";
 
   shards[1]->Kill(SIGKILL);
   int first_dead = -1;

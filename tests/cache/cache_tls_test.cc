@@ -11,7 +11,10 @@
 
 #include "cache.grpc.pb.h"
 #include "cache_client/cache_client.h"
+#include "cache_client/data_channel.h"
 #include "rpc/transport_security.h"
+#include "tests/cache/raw_data_client.h"
+#include "tests/cache/test_units.h"
 #include "tests/support/child_process.h"
 #include "tests/support/test_checkpoint.h"
 #include "tests/support/test_pki.h"
@@ -95,6 +98,61 @@ TEST(CacheTlsTest, OnlyPeersWithTheClustersCertificateGetIn) {
   SetProcessTransportSecurity(TransportSecurity());
   auto plain = std::move(CacheClient::Create({{addr}})).value();
   EXPECT_EQ(plain->LookupPrefix(ns, tokens, 64).shards_down, 1);  // a miss, never an error
+}
+
+// The bulk data path of a TLS server is TLS too, with the same certificates and mutual auth.
+TEST(CacheTlsTest, TheDataPathIsTlsWithTheSameCertificates) {
+  const testing::TestPki pki = testing::MakeTestPki();
+  ASSERT_FALSE(pki.dir.empty()) << "openssl failed";
+  testing::ChildProcess server({testing::BinaryDir() + "/cache_service/cache_service", "--listen", "127.0.0.1:0",
+                               "--metrics-listen", "127.0.0.1:0", "--path", testing::TempDir("tlsdata"),
+                               "--model-fingerprint", kFp, "--tls-cert", pki.cert, "--tls-key", pki.key, "--tls-ca",
+                               pki.ca},
+                              "cache_service ready");
+  ASSERT_TRUE(server.ready());
+  EXPECT_EQ(server.fields()["data_tls"], "on");
+  const std::string name = testing::TestPki::kServerName;
+  const TransportSecurity good = Load({pki.cert, pki.key, pki.ca, true, name});
+  SetProcessTransportSecurity(good);
+  auto client = std::move(CacheClient::Create({{server.fields()["grpc"]}})).value();
+  SetProcessTransportSecurity(TransportSecurity());
+  const CacheNamespace ns = CacheNamespace::Make(kFp, "t");
+  const auto units = testing::TestPromptUnits(ns, testing::TestTokens(64 * 6 + 5, 3), 3);
+  const PutResult pr = client->Put(ns, units);
+  EXPECT_EQ(pr.acked, static_cast<int>(units.size())) << pr.first_error.ToString();
+  std::vector<UnitGet> want;
+  for (const auto& u : units) want.push_back({u.key, u.parent});
+  auto got = client->Get(ns, want);
+  for (size_t i = 0; i < units.size(); ++i) EXPECT_EQ(got[i], units[i].bytes) << i;
+  const std::string metrics = testing::HttpGet(server.fields()["metrics"], "/metrics");
+  EXPECT_NE(metrics.find("ds41_cache_data_frames_total{opcode=\"put\",result=\"ok\"} 7"), std::string::npos)
+      << "the units did not travel over the (TLS) data path";
+
+  const std::string data = server.fields()["data"];
+  {  // Plaintext frames get nothing back.
+    testing::RawDataClient raw(data);
+    ASSERT_TRUE(raw.connected());
+    raw.Send(wire::EncodeGet(1, {std::string(32, 'n'), kFp, kUnitFormatVersion}, std::string(32, 'k')));
+    EXPECT_FALSE(raw.Read(std::chrono::milliseconds(3000)).has_value());
+  }
+  // A certificate from another CA is refused (at the handshake or at the first exchange).
+  const TransportSecurity rogue = Load({pki.rogue_cert, pki.rogue_key, pki.ca, true, name});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  auto ch = DataChannel::Connect("127.0.0.1", std::stoi(data.substr(data.rfind(':') + 1)), *MakeClientTlsContext(rogue), rogue,
+                                 deadline);
+  std::vector<std::optional<std::string>> out;
+  size_t answered = 0;
+  const std::string key(32, 'k');
+  EXPECT_TRUE(!ch.ok() || !(*ch)->Get({std::string_view(key), kFp, kUnitFormatVersion}, {key}, deadline, &out, &answered).ok());
+
+  // The refusals were the server's choice, not a dead server: it still serves the cluster's peers,
+  // and it counted the plaintext peer as a TLS failure.
+  auto again = client->Get(ns, want);
+  for (size_t i = 0; i < units.size(); ++i) EXPECT_EQ(again[i], units[i].bytes) << i;
+  const std::string after = testing::HttpGet(server.fields()["metrics"], "/metrics");
+  EXPECT_NE(after.find("ds41_cache_data_frames_total{opcode=\"get\",result=\"ok\"} 2"), std::string::npos) << after;
+  EXPECT_EQ(after.find("ds41_cache_data_protocol_errors_total{reason=\"tls\"} 0"), std::string::npos)
+      << "no TLS refusal was counted";
 }
 
 TEST(CacheTlsTest, UnreadableTlsFilesStopTheBinaryWithExit2) {

@@ -19,13 +19,13 @@ export DS41_OPENAI_MODULES
 DS41_OPENAI_MODULES=$("$root/tools/replay/ensure_openai.sh" "$build/npm")
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ds41-client-tests.XXXXXX")
-# A port offset whose every port (scripts/run.sh: 7400, 7500-7501, 7600-7601, 8000, 9400-9601,
+# A port offset whose every port (scripts/run.sh: 7400-7401, 7500-7501, 7600-7601, 8000, 9400-9601,
 # 50050) is free now: the router's gRPC port lands in the ephemeral range, where other tests'
 # connections may hold it.
 free_offset() {
   /usr/bin/python3 - "$$" <<'PY'
 import random, socket, sys
-bases = [7400, 7500, 7501, 7600, 7601, 8000, 9400, 9500, 9501, 9600, 9601, 50050]
+bases = [7400, 7401, 7500, 7501, 7600, 7601, 8000, 9400, 9500, 9501, 9600, 9601, 50050]
 rng = random.Random(int(sys.argv[1]))
 for _ in range(200):
     o = rng.randrange(100, 1000)

@@ -150,6 +150,15 @@ if cache and headless:
     sc = V["cacheService"]["persistence"]["storageClassName"]
     check(vct.get("storageClassName", "") == sc, f"cache: storageClassName {vct.get('storageClassName')} != {sc!r}")
     check(vct["resources"]["requests"]["storage"] == V["cacheService"]["persistence"]["size"], "cache: PVC size")
+    # The bulk data path: listened on, exposed by the pod and by the headless Service.
+    cv = V["cacheService"]
+    c0 = cache["spec"]["template"]["spec"]["containers"][0]
+    cports = {p["name"]: p["containerPort"] for p in c0.get("ports") or []}
+    sports = {p["name"]: p["port"] for p in headless[0]["spec"]["ports"]}
+    check(cports.get("data") == cv["dataPort"], f"cache: container data port {cports.get('data')} != {cv['dataPort']}")
+    check(sports.get("data") == cv["dataPort"], f"cache: headless Service data port {sports.get('data')} != {cv['dataPort']}")
+    cenv = {e["name"]: e.get("value") for e in c0.get("env") or []}
+    check(cenv.get("DS41_CACHE_DATA_LISTEN") == f"0.0.0.0:{cv['dataPort']}", "cache: DS41_CACHE_DATA_LISTEN differs from dataPort")
     cms = [d for d in docs if d["kind"] == "ConfigMap" and "DS41_CACHE_SHARDS" in d.get("data", {})]
     check(len(cms) == 1, "ConfigMap with DS41_CACHE_SHARDS missing")
     if cms:

@@ -1,0 +1,33 @@
+// Asio with TLS for the cache's data path: the same certificates, CA and mutual authentication as
+// the process's gRPC transport security (rpc/transport_security.h), as asio::ssl contexts.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "http/asio_include.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpedantic"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include <asio/ssl.hpp>
+#pragma GCC diagnostic pop
+
+#include "rpc/transport_security.h"
+#include "util/status.h"
+
+namespace ds41 {
+
+// Server side: presents the certificate; requires and verifies a client certificate chaining to
+// the CA when client_auth. REQUIRES: security.tls().
+StatusOr<std::shared_ptr<asio::ssl::context>> MakeServerTlsContext(const TransportSecurity& security);
+// Client side: presents the certificate and verifies the server's against the CA. The peer's name
+// is checked per connection (VerifyServerName).
+StatusOr<std::shared_ptr<asio::ssl::context>> MakeClientTlsContext(const TransportSecurity& security);
+// The name a server's certificate must carry: the configured server name, else the dialled host.
+template <typename Stream>
+void VerifyServerName(asio::ssl::stream<Stream>& s, const TransportSecurity& security, const std::string& host) {
+  s.set_verify_callback(asio::ssl::host_name_verification(security.server_name().empty() ? host : security.server_name()));
+}
+
+}  // namespace ds41

@@ -1,0 +1,404 @@
+#include "cache_service/data_session.h"
+
+#include <algorithm>
+
+namespace ds41::data_internal {
+namespace {
+
+constexpr size_t kBodyChunk = 1 << 20;    // a body is read (and its buffer grown) this much at a time
+constexpr size_t kKeysPerTask = 2;        // GET keys per store task, as the gRPC Get
+constexpr size_t kMaxWriteBytes = 8 << 20;  // responses coalesced into one write
+
+bool CleanEof(const std::error_code& ec) {
+  return ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::ssl::error::stream_truncated;
+}
+
+}  // namespace
+
+DataSession::DataSession(asio::ip::tcp::socket socket, std::shared_ptr<DataShared> shared)
+    : socket_(std::move(socket)),
+      read_timer_(socket_.get_executor()),
+      write_timer_(socket_.get_executor()),
+      budget_timer_(socket_.get_executor()),
+      shared_(std::move(shared)) {
+  if (shared_->tls) tls_.emplace(socket_, *shared_->tls);
+}
+
+template <typename F>
+void DataSession::WithStream(F&& f) {
+  if (tls_) {
+    f(*tls_);
+  } else {
+    f(socket_);
+  }
+}
+
+void DataSession::Start() {
+  {
+    std::lock_guard<std::mutex> l(shared_->mu);
+    shared_->sessions[this] = weak_from_this();
+  }
+  shared_->metrics->connections_accepted.Increment();
+  shared_->metrics->connections_open.Increment();
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Begin(); });
+}
+
+void DataSession::Begin() {
+  std::error_code ignored;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  if (!tls_) {
+    Pump();
+    return;
+  }
+  read_stopped_ = true;  // no frames, and no error frame, before the handshake: a timeout just closes
+  ArmRead(shared_->options.io_timeout);
+  tls_->async_handshake(asio::ssl::stream_base::server, [self = shared_from_this()](std::error_code ec) {
+    self->CancelRead();
+    if (self->closed_) return;
+    self->read_stopped_ = false;
+    if (ec) {
+      self->shared_->metrics->error_tls.Increment();
+      self->CloseOnStrand();
+      return;
+    }
+    self->Pump();
+  });
+}
+
+void DataSession::Close() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->CloseOnStrand(); });
+}
+
+void DataSession::CloseOnStrand() {
+  if (closed_) return;
+  closed_ = true;
+  CancelRead();
+  CancelWrite();
+  budget_timer_.cancel();
+  budget_waiters_.clear();
+  Hold(-held_);  // what slots still in flight hold goes with them
+  std::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  shared_->metrics->connections_open.Decrement();
+  std::lock_guard<std::mutex> l(shared_->mu);
+  shared_->sessions.erase(this);
+}
+
+void DataSession::CancelRead() {
+  ++read_gen_;
+  read_timer_.cancel();
+}
+
+void DataSession::CancelWrite() {
+  ++write_gen_;
+  write_timer_.cancel();
+}
+
+void DataSession::Hold(int64_t n) {
+  held_ += n;
+  if (n >= 0) {
+    shared_->metrics->held_bytes.Increment(static_cast<double>(n));
+  } else {
+    shared_->metrics->held_bytes.Decrement(static_cast<double>(-n));
+  }
+}
+
+void DataSession::AfterBudget(std::function<void()> then) {
+  budget_waiters_.push_back(std::move(then));
+  if (budget_waiters_.size() == 1) ArmBudget();
+}
+
+void DataSession::ArmBudget() {
+  // Other sessions free the budget without knowing who waits: look again shortly.
+  budget_timer_.expires_after(std::chrono::milliseconds(2));
+  budget_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+    if (ec || self->closed_) return;
+    if (self->shared_->OverBudget()) {
+      self->ArmBudget();
+      return;
+    }
+    auto waiters = std::move(self->budget_waiters_);
+    self->budget_waiters_.clear();
+    for (auto& f : waiters) f();
+  });
+}
+
+void DataSession::ArmRead(std::chrono::milliseconds d) {
+  const uint64_t gen = ++read_gen_;
+  read_timer_.expires_after(d);
+  read_timer_.async_wait([self = shared_from_this(), gen](std::error_code ec) {
+    if (ec || self->closed_ || gen != self->read_gen_) return;
+    if (self->read_stopped_) {
+      self->CloseOnStrand();
+      return;
+    }
+    // Tell the peer why while its side still reads; one that does not is closed by the write timeout.
+    self->Fatal(self->shared_->metrics->error_timeout, DeadlineExceededError("data path: connection idle or stalled"),
+                self->in_body_ ? self->header_.id : 0);
+  });
+}
+
+void DataSession::ReadHeader() {
+  reading_ = true;
+  in_body_ = false;
+  ArmRead(shared_->options.idle_timeout);
+  WithStream([&](auto& s) {
+    asio::async_read(s, asio::buffer(head_), [self = shared_from_this()](std::error_code ec, size_t n) { self->OnHeader(ec, n); });
+  });
+}
+
+void DataSession::OnHeader(std::error_code ec, size_t n) {
+  reading_ = false;
+  if (closed_ || read_stopped_) return;
+  shared_->metrics->bytes_in.Increment(static_cast<double>(n));
+  if (ec) {
+    if (n == 0 && CleanEof(ec)) {  // between frames: answer what was asked, then close
+      read_stopped_ = peer_done_ = true;
+      CancelRead();
+      Pump();
+      return;
+    }
+    shared_->metrics->error_io.Increment();  // gone mid-frame
+    CloseOnStrand();
+    return;
+  }
+  auto h = wire::ParseHeader(head_, /*requests=*/true, shared_->checks->max_keys_per_request());
+  if (!h.ok()) {
+    Fatal(shared_->metrics->error_framing, h.status(), 0);  // (no id: the header did not parse)
+    return;
+  }
+  header_ = *h;
+  body_.clear();
+  body_got_ = 0;
+  in_body_ = true;
+  ArmRead(shared_->options.io_timeout);
+  ReadBody();
+}
+
+void DataSession::ReadBody() {
+  if (body_got_ == header_.body_length) {
+    CancelRead();
+    in_body_ = false;
+    OnFrame();
+    return;
+  }
+  if (shared_->OverBudget()) {
+    reading_ = true;  // (still inside the frame: Pump must not start a header read meanwhile)
+    AfterBudget([this] { ReadBodyChunk(); });
+  } else {
+    ReadBodyChunk();
+  }
+}
+
+void DataSession::ReadBodyChunk() {
+  // Grown as bytes arrive: a header that lies about its length costs nothing until they do.
+  const size_t chunk = std::min<size_t>(header_.body_length - body_got_, kBodyChunk);
+  body_.resize(body_got_ + chunk);
+  Hold(static_cast<int64_t>(chunk));
+  body_held_ += static_cast<int64_t>(chunk);
+  reading_ = true;
+  WithStream([&](auto& s) {
+    asio::async_read(s, asio::buffer(body_.data() + body_got_, chunk), [self = shared_from_this()](std::error_code ec, size_t n) {
+      self->reading_ = false;
+      if (self->closed_ || self->read_stopped_) return;
+      self->shared_->metrics->bytes_in.Increment(static_cast<double>(n));
+      if (ec) {
+        self->shared_->metrics->error_io.Increment();
+        self->CloseOnStrand();
+        return;
+      }
+      self->body_got_ += n;
+      self->ReadBody();
+    });
+  });
+}
+
+void DataSession::OnFrame() {
+  if (header_.op == wire::Op::kPut) {
+    DispatchPut();
+  } else {
+    DispatchGet();
+  }
+  // A PUT's body went to its slot; anything else read (a GET's keys, a refused frame) is done with.
+  Hold(-body_held_);
+  body_held_ = 0;
+  Pump();
+}
+
+void DataSession::DispatchPut() {
+  auto v = wire::ParsePut(body_);
+  if (!v.ok()) {
+    Fatal(shared_->metrics->error_framing, v.status(), header_.id);
+    return;
+  }
+  const uint32_t id = header_.id;
+  auto put = shared_->checks->CheckPut({v->ns.id, v->ns.model_fingerprint, v->ns.format_version}, v->key, v->parent, v->unit);
+  if (!put.ok()) {
+    shared_->metrics->put_rejected.Increment();
+    Answer({wire::EncodeError(id, put.status(), false)}, false);
+    return;
+  }
+  const size_t offset = static_cast<size_t>(v->unit.data() - body_.data());
+  Slot s;
+  s.work = [store = shared_->store, metrics = shared_->metrics, p = *put, id, offset,
+            body = std::make_shared<std::string>(std::move(body_))]() -> std::vector<std::string> {
+    const Status st = store->Put(p.ns, p.key, p.parent_or_null(), p.tokens, std::string_view(*body).substr(offset));
+    (st.ok() ? metrics->put_ok : metrics->put_failed).Increment();
+    return {st.ok() ? wire::EncodePutOk(id) : wire::EncodeError(id, st, false)};
+  };
+  s.put = true;
+  s.held = body_held_;
+  body_held_ = 0;
+  slots_.push_back(std::move(s));
+}
+
+void DataSession::DispatchGet() {
+  auto v = wire::ParseGet(body_, shared_->checks->max_keys_per_request());
+  if (!v.ok()) {
+    Fatal(shared_->metrics->error_framing, v.status(), header_.id);
+    return;
+  }
+  const uint32_t id = header_.id;
+  Key32 ns;
+  if (Status st = shared_->checks->CheckNamespace({v->ns.id, v->ns.model_fingerprint, v->ns.format_version}, &ns); !st.ok()) {
+    shared_->metrics->get_rejected.Increment();
+    Answer({wire::EncodeError(id, st, false)}, false);
+    return;
+  }
+  shared_->metrics->get_ok.Increment();
+  for (size_t i = 0; i < v->count(); i += kKeysPerTask) {
+    std::vector<Key32> keys(std::min(kKeysPerTask, v->count() - i));
+    for (size_t j = 0; j < keys.size(); ++j) ToKey(v->key(i + j), &keys[j]);
+    Slot s;
+    s.work = [store = shared_->store, ns, keys = std::move(keys), id]() -> std::vector<std::string> {
+      std::vector<std::string> parts;
+      for (const Key32& k : keys) {
+        const std::string_view key(reinterpret_cast<const char*>(k.data()), k.size());
+        auto r = store->Get(ns, k);  // verified: a corrupt unit is deleted, counted, and a miss
+        if (!r.ok()) {
+          const std::string msg = r.status().ToString().substr(0, wire::kMaxErrorMessage);
+          parts.push_back(wire::EncodeUnitPrefix(id, key, wire::UnitResult::kReadFailed, msg.size()) + msg);
+        } else if (!r->has_value()) {
+          parts.push_back(wire::EncodeUnitPrefix(id, key, wire::UnitResult::kMiss, 0));
+        } else {
+          parts.push_back(wire::EncodeUnitPrefix(id, key, wire::UnitResult::kFound, (*r)->size()));
+          parts.push_back(std::move(**r));
+        }
+      }
+      return parts;
+    };
+    slots_.push_back(std::move(s));
+  }
+}
+
+void DataSession::Answer(std::vector<std::string> parts, bool fatal) {
+  Slot s;
+  s.parts = std::move(parts);
+  s.done = true;
+  s.fatal = fatal;
+  slots_.push_back(std::move(s));
+}
+
+void DataSession::Fatal(prometheus::Counter& reason, const Status& status, uint32_t id) {
+  if (read_stopped_) return;
+  reason.Increment();
+  read_stopped_ = true;
+  Answer({wire::EncodeError(id, status, true)}, true);
+  Pump();
+}
+
+void DataSession::Pump() {
+  if (closed_) return;
+  const int window = std::max(1, shared_->options.window);
+  while (active_ < window && next_start_ < first_seq_ + slots_.size()) {
+    Slot& s = slots_[next_start_ - first_seq_];
+    // A GET waits for this connection's earlier PUTs (their completion pumps again) and for room in
+    // the budget for its answer.
+    if (!s.done && !s.put && puts_running_ > 0) break;
+    if (!s.done && !s.put && shared_->OverBudget()) {
+      AfterBudget([this] { Pump(); });
+      break;
+    }
+    ++active_;
+    if (!s.done) {
+      if (s.put) ++puts_running_;
+      shared_->io->Submit([self = shared_from_this(), seq = next_start_, work = std::move(s.work)] {
+        std::vector<std::string> parts = work();
+        asio::post(self->socket_.get_executor(),
+                   [self, seq, parts = std::move(parts)]() mutable { self->OnWorkDone(seq, std::move(parts)); });
+      });
+    }
+    ++next_start_;
+  }
+  if (!writing_ && !slots_.empty() && slots_.front().done && first_seq_ < next_start_) {
+    wparts_.clear();
+    wbufs_.clear();
+    size_t bytes = 0;
+    bool fatal = false;
+    while (!slots_.empty() && slots_.front().done && first_seq_ < next_start_ && bytes < kMaxWriteBytes && !fatal) {
+      for (std::string& p : slots_.front().parts) {
+        bytes += p.size();
+        wparts_.push_back(std::move(p));
+      }
+      fatal = slots_.front().fatal;
+      write_held_ += slots_.front().held;
+      slots_.pop_front();
+      ++first_seq_;
+      --active_;
+    }
+    for (const std::string& p : wparts_) wbufs_.push_back(asio::buffer(p));
+    writing_ = true;
+    const uint64_t gen = ++write_gen_;
+    write_timer_.expires_after(shared_->options.io_timeout);
+    write_timer_.async_wait([self = shared_from_this(), gen](std::error_code ec) {
+      if (ec || self->closed_ || gen != self->write_gen_) return;
+      self->shared_->metrics->error_timeout.Increment();
+      self->CloseOnStrand();
+    });
+    WithStream([&](auto& s) {
+      asio::async_write(s, wbufs_, [self = shared_from_this(), fatal](std::error_code ec, size_t n) { self->OnWrite(ec, n, fatal); });
+    });
+  }
+  if (!reading_ && !read_stopped_ && next_start_ == first_seq_ + slots_.size() && slots_.size() < static_cast<size_t>(window))
+    ReadHeader();
+  if (peer_done_ && slots_.empty() && !writing_) CloseOnStrand();
+}
+
+void DataSession::OnWorkDone(uint64_t seq, std::vector<std::string> parts) {
+  if (closed_) return;
+  Slot& s = slots_[seq - first_seq_];
+  s.parts = std::move(parts);
+  s.done = true;
+  if (s.put) {  // its body is freed
+    --puts_running_;
+    Hold(-s.held);
+    s.held = 0;
+  } else {  // its answer is held until written
+    for (const std::string& p : s.parts) s.held += static_cast<int64_t>(p.size());
+    Hold(s.held);
+  }
+  Pump();
+}
+
+void DataSession::OnWrite(std::error_code ec, size_t n, bool fatal) {
+  writing_ = false;
+  CancelWrite();
+  Hold(-write_held_);
+  write_held_ = 0;
+  if (closed_) return;
+  shared_->metrics->bytes_out.Increment(static_cast<double>(n));
+  if (ec) {
+    if (!CleanEof(ec)) shared_->metrics->error_io.Increment();
+    CloseOnStrand();
+    return;
+  }
+  if (fatal) {
+    CloseOnStrand();
+    return;
+  }
+  if (reading_ && !in_body_) ArmRead(shared_->options.idle_timeout);  // the peer is busy reading: not idle
+  Pump();
+}
+
+}  // namespace ds41::data_internal

@@ -1,0 +1,118 @@
+// Internal to DataServer: one accepted data-path connection. Reads frames one at a time, turns each
+// into store operations run on the I/O pool (at most `window` started and unanswered at once:
+// reading stops while the window is full), and writes their responses strictly in request order.
+// A GET starts only once every earlier PUT of the connection is in the store (read-your-writes on a
+// connection). All sessions together hold at most about DataServerOptions::max_held_bytes of frame
+// bodies and answers: past it they stop reading bodies and starting GETs until it frees. All state lives on
+// the socket's strand.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cache_data/asio_tls.h"
+#include "cache_data/wire.h"
+#include "cache_service/data_server.h"
+#include "util/thread_pool.h"
+
+namespace ds41::data_internal {
+
+class DataSession;
+
+// What the server shares with its sessions; held by shared_ptr so it outlives queued handlers.
+struct DataShared {
+  DataServerOptions options;
+  UnitStore* store = nullptr;
+  const RequestChecks* checks = nullptr;
+  DataPathMetrics* metrics = nullptr;
+  ThreadPool* io = nullptr;
+  std::shared_ptr<asio::ssl::context> tls;  // null: plaintext
+
+  std::mutex mu;
+  std::unordered_map<DataSession*, std::weak_ptr<DataSession>> sessions;  // guarded by mu
+
+  // What all sessions hold (metrics->held_bytes) against options.max_held_bytes.
+  bool OverBudget() const { return metrics->held_bytes.Value() >= static_cast<double>(options.max_held_bytes); }
+};
+
+class DataSession : public std::enable_shared_from_this<DataSession> {
+ public:
+  DataSession(asio::ip::tcp::socket socket, std::shared_ptr<DataShared> shared);
+
+  void Start();  // registers with the server, then Begin() on the strand
+  void Close();  // thread-safe, idempotent
+
+ private:
+  // One response, possibly several frames (a GET's units), in parts so payloads are never copied.
+  struct Slot {
+    std::function<std::vector<std::string>()> work;  // runs on the I/O pool
+    std::vector<std::string> parts;
+    bool done = false;
+    bool fatal = false;  // the connection closes once this is written
+    bool put = false;    // store work that writes (a GET after it waits for it)
+    int64_t held = 0;    // budget bytes this slot holds (a PUT's body, a GET's answer)
+  };
+
+  template <typename F>
+  void WithStream(F&& f);
+  void Begin();  // on the strand: the TLS handshake (if any), then reading
+  void ReadHeader();
+  void OnHeader(std::error_code ec, size_t n);
+  void ReadBody();
+  void ReadBodyChunk();
+  void OnFrame();
+  void DispatchPut();
+  void DispatchGet();
+  void Answer(std::vector<std::string> parts, bool fatal);  // a slot answered without store work
+  // Answers an ERROR with FATAL set (for request `id`, 0 when there is none) and stops reading.
+  void Fatal(prometheus::Counter& reason, const Status& status, uint32_t id);
+  void Pump();  // starts store work, writes finished responses in order, resumes reading
+  void OnWorkDone(uint64_t seq, std::vector<std::string> parts);
+  void OnWrite(std::error_code ec, size_t n, bool fatal);
+  void ArmRead(std::chrono::milliseconds d);
+  void CancelRead();
+  void CancelWrite();
+  void Hold(int64_t n);
+  // Calls `then` on the strand once the budget has room (the caller found it full). The waiters
+  // run from the timer's handler, which holds the session.
+  void AfterBudget(std::function<void()> then);
+  void ArmBudget();
+  void CloseOnStrand();
+
+  asio::ip::tcp::socket socket_;
+  std::optional<asio::ssl::stream<asio::ip::tcp::socket&>> tls_;
+  asio::steady_timer read_timer_, write_timer_, budget_timer_;
+  // A timer's handler acts only if its generation is still current: cancel() cannot stop a handler
+  // already queued with success, which would otherwise close a connection that just made progress.
+  uint64_t read_gen_ = 0, write_gen_ = 0;
+  int64_t held_ = 0;  // budget bytes this session holds (in slots, the body being read, a write)
+  int64_t body_held_ = 0, write_held_ = 0;
+  int puts_running_ = 0;
+  std::vector<std::function<void()>> budget_waiters_;
+  std::shared_ptr<DataShared> shared_;
+
+  std::array<uint8_t, wire::kHeaderBytes> head_{};
+  wire::Header header_;
+  std::string body_;
+  size_t body_got_ = 0;
+  bool reading_ = false, in_body_ = false, read_stopped_ = false;
+  bool peer_done_ = false;  // the peer closed its side between frames
+
+  std::deque<Slot> slots_;  // slots_[i] has sequence number first_seq_ + i
+  uint64_t first_seq_ = 0, next_start_ = 0;
+  int active_ = 0;          // started (or answered) and not yet written
+  bool writing_ = false;
+  std::vector<std::string> wparts_;
+  std::vector<asio::const_buffer> wbufs_;
+  bool closed_ = false;
+};
+
+}  // namespace ds41::data_internal
