@@ -7,7 +7,8 @@ helm/ds41-serve/rules/alerts.yaml:
      and `promtool check rules` must accept it;
   2. every metric name it references exists: the known families are extracted from the C++
      sources (serving/node_metrics.cc for ds41_encoder_* / ds41_decoder_*,
-     cache_service/store/store_metrics.cc for ds41_store_*) plus the router's families (fixed
+     cache_service/store/store_metrics.cc for ds41_store_*, cache_service/data_metrics.cc for
+     ds41_cache_data_*) plus the router's families (fixed
      list below, the router's contract); histogram series may add _bucket/_count/_sum;
   3. the label names used in selector matchers exist on that family (or are target labels).
 
@@ -53,7 +54,8 @@ def extract_cpp_metrics(repo):
     """Returns name -> (type, labels) from the C++ metric definitions."""
     out = {}
     sources = [("serving/node_metrics.cc", ["encoder", "decoder"]),
-               ("cache_service/store/store_metrics.cc", [None])]
+               ("cache_service/store/store_metrics.cc", [None]),
+               ("cache_service/data_metrics.cc", [None])]
     build_re = re.compile(
         r'(\w+)\(prometheus::Build(Counter|Gauge|Histogram)\(\)\.Name\(("ds41_"\s*\+\s*role\s*\+\s*"(\w+)"|"(\w+)")\)')
     for rel, roles in sources:

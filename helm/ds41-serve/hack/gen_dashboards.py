@@ -199,6 +199,17 @@ transfer = dashboard("ds41-transfer-store", "ds41-serve / Transfer and store hea
         panel("Checksum failures/s",
               [("sum by (pod) (rate(ds41_store_checksum_failures_total[5m]))", "{{pod}}")], "ops"),
     ]),
+    ("Cache data path (unit payloads beside gRPC)", [
+        panel("Data path bytes/s by direction",
+              [("sum by (direction) (rate(ds41_cache_data_bytes_total[5m]))", "{{direction}}")], "Bps"),
+        panel("Data path frames/s by opcode and result",
+              [("sum by (opcode, result) (rate(ds41_cache_data_frames_total[5m]))", "{{opcode}} {{result}}")], "ops"),
+        panel("Data path connections and memory held",
+              [("sum by (pod) (ds41_cache_data_connections)", "{{pod}} connections"),
+               ("sum by (pod) (ds41_cache_data_held_bytes) / 1048576", "{{pod}} MiB held")]),
+        panel("Data path protocol errors/s by reason",
+              [("sum by (reason) (rate(ds41_cache_data_protocol_errors_total[5m]))", "{{reason}}")], "ops"),
+    ]),
 ])
 
 for name, d in [("overview", overview), ("prefix-cache", prefix), ("pools", pools), ("transfer-store", transfer)]:
