@@ -294,6 +294,11 @@ TEST(CacheServiceProcessTest, ShardKilledMidStreamOverTheDataPathIsMisses) {
   const CacheNamespace ns = CacheNamespace::Make(kFp, "t");
   const auto units = PromptUnits(ns, Tokens(64 * 400, 8), 8);
   ASSERT_EQ(client->Put(ns, units).acked, static_cast<int>(units.size()));
+  // (What follows is about the data path: the puts must have taken it.)
+  const std::string metrics = testing::HttpGet(server->fields()["metrics"], "/metrics");
+  ASSERT_NE(metrics.find("ds41_cache_data_frames_total{opcode=\"put\",result=\"ok\"} " + std::to_string(units.size())),
+            std::string::npos)
+      << "the puts did not use the data path";
   std::vector<UnitGet> all;
   for (const auto& u : units) all.push_back({u.key, u.parent});
   std::atomic<bool> killed{false};
