@@ -92,7 +92,7 @@ DS41_BF16_TARGET bool ActsSafe(const float* values, int64_t n, int64_t K, Expone
   _mm512_store_si512(hi_lanes, hi);
   const int lo_e = static_cast<int>(*std::min_element(lo_lanes, lo_lanes + 16));
   const int hi_e = static_cast<int>(*std::max_element(hi_lanes, hi_lanes + 16));
-  if (lo_e == 0xFF) return true;  // all zeros
+  if (lo_e == 0xFF && hi_e == 0) return true;  // all zeros (inf and NaN alone leave lo_e at 0xFF too)
   const int x_lo = lo_e - 127, x_hi = hi_e - 127;  // (a subnormal counts as -127, inf and NaN as 128)
   if (x_lo < -126 || x_hi > 127 || x_lo + w.lo - 14 < -126) return false;
   // Every product is below 2^(x_hi + w.hi + 2) in magnitude and a partial sum of K of them below

@@ -235,6 +235,11 @@ TEST(MatmulTest, ActsSafeProvesProductsNormalAndFinite) {
   EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, w));
   x[7] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, w));
+  x[5] = 0.0f;  // inf or NaN the only nonzero values
+  EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, w));
+  x[7] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, w));
+  x[5] = 1.5f;
   x[7] = std::ldexp(1.0f, -130);  // subnormal
   EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, ExponentRange{0, 0}));
 }
