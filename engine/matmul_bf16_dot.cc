@@ -17,7 +17,7 @@ std::atomic<bool> g_blocks{true}, g_decode{true};
 bool CpuHasIt() {
   // DS41_BF16_DOT=0 keeps the FMA kernels (same results; an escape hatch should some CPU's
   // instruction round differently from the one matmul_test verified).
-  if (const char* e = std::getenv("DS41_BF16_DOT"); e != nullptr && std::string_view(e) == "0") return false;
+  if (FromEnvironment() == Setting::kOff) return false;
 #if defined(__x86_64__)
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -28,6 +28,15 @@ bool CpuHasIt() {
 }
 
 }  // namespace
+
+Setting FromEnvironment() {
+  static const Setting s = [] {
+    const char* e = std::getenv("DS41_BF16_DOT");
+    if (e == nullptr) return Setting::kTimed;
+    return std::string_view(e) == "0" ? Setting::kOff : std::string_view(e) == "1" ? Setting::kOn : Setting::kTimed;
+  }();
+  return s;
+}
 
 bool Supported() {
   static const bool has = CpuHasIt();

@@ -23,7 +23,12 @@
 
 namespace ds41::bf16dot {
 
-// True when the CPU has AVX512-BF16 and the environment's DS41_BF16_DOT is not 0 at start.
+// The environment's DS41_BF16_DOT at start: 0 the FMA kernels only, 1 these kernels without
+// timing, else (or unset) ChooseMatmulKernels times both.
+enum class Setting { kTimed, kOff, kOn };
+Setting FromEnvironment();
+
+// True when the CPU has AVX512-BF16 and DS41_BF16_DOT is not 0.
 bool Supported();
 // Whether the matmul uses the block kernel (8+ rows), where supported: on unless SetEnabled (tests,
 // or ChooseMatmulKernels in engine/matmul.h, which times both kernel families) turned it off.

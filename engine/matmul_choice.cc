@@ -3,16 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <random>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "engine/kernels.h"
 #include "engine/matmul.h"
 #include "engine/matmul_bf16_dot.h"
+#include "engine/vector_ops.h"
 #include "engine/weight_tiles.h"
 
 namespace ds41 {
@@ -91,33 +90,29 @@ std::string Verdict(const char* shape, double dot, double fma, bool use_dot) {
 
 std::string Choose(ThreadPool* pool) {
   if (!bf16dot::Supported()) return "FMA kernels (no AVX512-BF16, or DS41_BF16_DOT=0)";
-  if (const char* e = std::getenv("DS41_BF16_DOT"); e != nullptr && std::string_view(e) == "1") {
-    bf16dot::SetEnabled(true);
-    return "VDPBF16PS kernels (DS41_BF16_DOT=1)";
-  }
+  if (bf16dot::FromEnvironment() == bf16dot::Setting::kOn) return "VDPBF16PS kernels (DS41_BF16_DOT=1)";
   Synthetic s;
   bf16dot::SetEnabled(true);
   s.Quantize();
   s.Run(s.q32, s.x32, pool);  // warm the pool and the caches
   // Alternating rounds, the best of each: another tenant's bursts hit both kernels alike.
+  // best[family][shape]: family 0 FMA, 1 VDPBF16PS; shape 0 blocks, 1 decode.
   constexpr int kRounds = 5;
-  double dot_blocks = 1e9, fma_blocks = 1e9, dot_decode = 1e9, fma_decode = 1e9;
+  double best[2][2] = {{1e9, 1e9}, {1e9, 1e9}};
   for (int r = 0; r < kRounds; ++r) {
-    for (bool dot : {true, false}) {
-      bf16dot::SetEnabled(dot);
-      const double blocks = Seconds([&] { s.Run(s.q32, s.x32, pool); });
-      const double decode = Seconds([&] {
-        for (int i = 0; i < 4; ++i) s.Run(s.q1, s.x1, pool);
-      });
-      (dot ? dot_blocks : fma_blocks) = std::min(dot ? dot_blocks : fma_blocks, blocks);
-      (dot ? dot_decode : fma_decode) = std::min(dot ? dot_decode : fma_decode, decode);
+    for (int dot : {1, 0}) {
+      bf16dot::SetEnabled(dot == 1);
+      best[dot][0] = std::min(best[dot][0], Seconds([&] { s.Run(s.q32, s.x32, pool); }));
+      best[dot][1] = std::min(best[dot][1], Seconds([&] {
+                                for (int i = 0; i < 4; ++i) s.Run(s.q1, s.x1, pool);
+                              }));
     }
   }
-  const bool blocks = dot_blocks < fma_blocks, decode = bf16dot::DecodeSupported() && dot_decode < fma_decode;
+  const bool blocks = best[1][0] < best[0][0], decode = bf16dot::DecodeSupported() && best[1][1] < best[0][1];
   bf16dot::SetEnabled(blocks, decode);
-  std::string out = Verdict("blocks (8+ rows)", dot_blocks, fma_blocks, blocks) + "; ";
+  std::string out = Verdict("blocks (8+ rows)", best[1][0], best[0][0], blocks) + "; ";
   if (!bf16dot::DecodeSupported()) return out + "decode (1-7 rows): FMA (no AVX512-VBMI)";
-  return out + Verdict("decode (1-7 rows)", dot_decode, fma_decode, decode);
+  return out + Verdict("decode (1-7 rows)", best[1][1], best[0][1], decode);
 }
 
 }  // namespace

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -14,6 +13,7 @@
 #include "engine/kernels.h"
 #include "engine/matmul_bf16_dot.h"
 #include "engine/numerics.h"
+#include "engine/vector_ops.h"
 #include "engine/weight_tiles.h"
 #include "util/thread_pool.h"
 
@@ -244,24 +244,13 @@ TEST(MatmulTest, ActsSafeProvesProductsNormalAndFinite) {
   EXPECT_FALSE(bf16dot::ActsSafe(x.data(), 64, 64, ExponentRange{0, 0}));
 }
 
-TEST(MatmulTest, Bf16ExponentRangeIgnoresZeros) {
-  const std::vector<uint16_t> v = {0x0000, 0x8000, F32ToBf16(0.25f), F32ToBf16(-48.0f), 0x0000};
-  const ExponentRange r = Bf16ExponentRange(v.data(), static_cast<int64_t>(v.size()));
-  EXPECT_EQ(-2, r.lo);
-  EXPECT_EQ(5, r.hi);
-  EXPECT_FALSE(Bf16ExponentRange(v.data(), 2).known());
-  const uint16_t sub = 0x0001;  // a subnormal
-  EXPECT_EQ(-127, Bf16ExponentRange(&sub, 1).lo);
-}
-
 // The choice is made once, applied, and reported as applied.
 TEST(MatmulTest, KernelChoiceIsTimedOnceAndApplied) {
   ThreadPool pool(2);
   const std::string first = ChooseMatmulKernels(&pool);
   std::printf("[ kernels ] %s\n", first.c_str());
   EXPECT_EQ(first, ChooseMatmulKernels(nullptr));
-  const char* env = std::getenv("DS41_BF16_DOT");
-  if (env != nullptr && std::string(env) == "1") {
+  if (bf16dot::FromEnvironment() == bf16dot::Setting::kOn) {
     EXPECT_TRUE(bf16dot::Available() || !bf16dot::Supported());
   } else if (bf16dot::Supported()) {
     const size_t split = first.find(';');

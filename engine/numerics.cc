@@ -45,21 +45,6 @@ uint8_t F32ToE4m3(float x) {
   return sign | static_cast<uint8_t>(std::min<uint32_t>(code, 0x7E));
 }
 
-ExponentRange Bf16ExponentRange(const uint16_t* v, int64_t n) {
-  // Biased exponent fields, zeros excluded from the minimum (a loop the compiler vectorizes).
-  uint32_t lo = 0xFF, hi = 0;
-  bool any = false;
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t m = v[i] & 0x7FFFu, e = m >> 7;
-    lo = std::min(lo, m != 0 ? e : 0xFFu);
-    hi = std::max(hi, e);
-    any |= m != 0;
-  }
-  if (!any) return {};
-  // A zero field with a nonzero mantissa is a subnormal (below 2^-126); field 255 is inf or NaN.
-  return {static_cast<int>(lo) - 127, static_cast<int>(hi) - 127};
-}
-
 float E2m1ToF32(uint8_t code) {
   static constexpr float kValue[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                        -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};

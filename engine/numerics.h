@@ -50,7 +50,7 @@ struct ExponentRange {
   int lo = 1, hi = 0;
   bool known() const { return lo <= hi; }
 };
-ExponentRange Bf16ExponentRange(const uint16_t* v, int64_t n);
+// (Bf16ExponentRange, in engine/vector_ops.h, measures it for bf16 values.)
 
 // ---- E4M3 (e4m3fn: bias 7, max 448, 0x7F/0xFF = NaN, no inf) ------------------------------------
 inline constexpr float kFp8Max = 448.0f;

@@ -3,6 +3,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/vector_ops.h"
@@ -204,6 +205,31 @@ HWY_ATTR double DotF32Weights(const float* x, const uint8_t* w, int64_t K) {
   return s;
 }
 
+HWY_ATTR ExponentRange Bf16ExponentRange(const uint16_t* v, int64_t n) {
+  // Biased exponent fields: the smallest of the nonzero values', the largest of all.
+  const hn::ScalableTag<uint16_t> d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  const auto magnitude = hn::Set(d, 0x7FFF), none = hn::Set(d, 0xFF);
+  auto lo = none, hi = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const auto m = hn::And(hn::LoadU(d, v + i), magnitude);
+    const auto e = hn::ShiftRight<7>(m);
+    lo = hn::Min(lo, hn::IfThenElse(hn::Eq(m, hn::Zero(d)), none, e));
+    hi = hn::Max(hi, e);
+  }
+  uint32_t l = hn::GetLane(hn::MinOfLanes(d, lo)), h = hn::GetLane(hn::MaxOfLanes(d, hi));
+  for (; i < n; ++i) {
+    const uint32_t m = v[i] & 0x7FFFu;
+    if (m != 0) l = std::min(l, m >> 7);
+    h = std::max(h, m >> 7);
+  }
+  // Nothing nonzero leaves both at their start (inf and NaN raise h to 0xFF; a subnormal lowers l
+  // to 0, -127 as an exponent).
+  if (l == 0xFF && h == 0) return {};
+  return {static_cast<int>(l) - 127, static_cast<int>(h) - 127};
+}
+
 HWY_ATTR void RoundBf16InPlace(float* x, int64_t n) {
   const hn::ScalableTag<uint32_t> du;
   const int64_t L = static_cast<int64_t>(hn::Lanes(du));
@@ -232,6 +258,7 @@ HWY_EXPORT(BlockPv);
 HWY_EXPORT(QuantizeQdq8Blocks);
 HWY_EXPORT(DotF32Weights);
 HWY_EXPORT(RoundBf16InPlace);
+HWY_EXPORT(Bf16ExponentRange);
 
 void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores) {
   HWY_DYNAMIC_DISPATCH(HeadScores)(qT, H, hd, keys, nkeys, scores);
@@ -244,5 +271,6 @@ void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* sc
 }
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K) { return HWY_DYNAMIC_DISPATCH(DotF32Weights)(x, w, K); }
 void RoundBf16InPlace(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(RoundBf16InPlace)(x, n); }
+ExponentRange Bf16ExponentRange(const uint16_t* v, int64_t n) { return HWY_DYNAMIC_DISPATCH(Bf16ExponentRange)(v, n); }
 }  // namespace ds41
 #endif

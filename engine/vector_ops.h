@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "engine/numerics.h"
+
 namespace ds41 {
 
 // scores[k * H + h] = canonical block dot of q_h and keys[k] over hd dims, for H heads and nkeys
@@ -19,6 +21,9 @@ void BlockPv(const double* p, int H, int nk, const float* keys, int hd, double* 
 // E4M3 code QuantizeQdq8 gives x[i] (not scaled back), scales[b] = the block's scale. The scalar
 // function's bits on every target (blocks with NaN or infinity take the scalar function).
 void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* scales);
+
+// The ExponentRange of n bf16 values (zeros ignored; none nonzero: unknown).
+ExponentRange Bf16ExponentRange(const uint16_t* v, int64_t n);
 
 // x[i] = RoundBf16(x[i]) for i < n: the scalar function's bits (NaN stays a quiet NaN).
 void RoundBf16InPlace(float* x, int64_t n);

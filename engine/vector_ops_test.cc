@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -126,6 +127,34 @@ TEST(VectorOpsTest, RoundBf16InPlaceMatchesTheScalarRoundingOnEveryTarget) {
     std::vector<float> v = x;
     RoundBf16InPlace(v.data(), static_cast<int64_t>(v.size()));
     EXPECT_EQ(0, std::memcmp(v.data(), want.data(), v.size() * 4)) << hwy::TargetName(target);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(VectorOpsTest, Bf16ExponentRangeIgnoresZerosOnEveryTarget) {
+  const std::vector<uint16_t> v = {0x0000, 0x8000, F32ToBf16(0.25f), F32ToBf16(-48.0f), 0x0000};
+  std::mt19937 rng(13);
+  std::vector<uint16_t> random(10007);  // (no vector width divides it: the tail too)
+  for (auto& u : random) u = static_cast<uint16_t>(rng());
+  int lo = 1000, hi = -1000;  // the loop the function must agree with
+  for (uint16_t u : random)
+    if ((u & 0x7FFF) != 0) lo = std::min(lo, ((u & 0x7FFF) >> 7) - 127), hi = std::max(hi, ((u & 0x7FFF) >> 7) - 127);
+  const uint16_t sub = 0x0001, inf = 0x7F80;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    const ExponentRange r = Bf16ExponentRange(v.data(), static_cast<int64_t>(v.size()));
+    EXPECT_EQ(-2, r.lo) << hwy::TargetName(target);
+    EXPECT_EQ(5, r.hi) << hwy::TargetName(target);
+    EXPECT_FALSE(Bf16ExponentRange(v.data(), 2).known()) << hwy::TargetName(target);
+    EXPECT_EQ(-127, Bf16ExponentRange(&sub, 1).lo) << "a subnormal";
+    EXPECT_TRUE(Bf16ExponentRange(&inf, 1).known()) << "an infinity alone is not 'none'";
+    EXPECT_EQ(128, Bf16ExponentRange(&inf, 1).hi);
+    const ExponentRange rr = Bf16ExponentRange(random.data(), static_cast<int64_t>(random.size()));
+    EXPECT_EQ(lo, rr.lo) << hwy::TargetName(target);
+    EXPECT_EQ(hi, rr.hi) << hwy::TargetName(target);
+    std::vector<uint16_t> zeros(100, 0x8000);
+    zeros[97] = F32ToBf16(3.0f);  // in the scalar tail on wide targets
+    EXPECT_EQ(1, Bf16ExponentRange(zeros.data(), 100).lo) << hwy::TargetName(target);
   }
   hwy::SetSupportedTargetsForTest(0);
 }

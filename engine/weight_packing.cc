@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/vector_ops.h"
 #include "engine/weight_tiles.h"
 
 namespace ds41 {

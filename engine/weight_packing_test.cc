@@ -12,6 +12,7 @@
 #include "engine/model.h"
 #include "engine/presets.h"
 #include "engine/sampling.h"
+#include "engine/vector_ops.h"
 #include "tests/support/test_checkpoint.h"
 
 namespace ds41 {

@@ -13,7 +13,6 @@
 #include "cache_client/cache_client.h"
 #include "cache_data/wire.h"
 #include "cache_service/service.h"
-#include "engine/presets.h"
 #include "rpc/server.h"
 #include "tests/cache/raw_data_client.h"
 #include "tests/cache/test_units.h"
@@ -27,11 +26,6 @@ namespace {
 
 namespace pb = ds41::cache::v1;
 const std::string kFp(64, 'a');
-
-const UnitLayout& Layout() {
-  static const UnitLayout l = *UnitLayout::FromConfig(TinyConfig(), 64);
-  return l;
-}
 
 std::string UnitBytes(int64_t first, int tokens, uint32_t seed) { return testing::TestUnitBytes(kFp, first, tokens, seed); }
 std::vector<int32_t> Tokens(int n, int seed) { return testing::TestTokens(n, seed); }
@@ -111,7 +105,7 @@ TEST_F(InProcessCache, RoundTripAndLongestPrefixWithTail) {
   EXPECT_EQ(got[0], units[0].bytes);
   EXPECT_EQ(got[1], units[2].bytes);
   EXPECT_FALSE(got[2].has_value());
-  auto decoded = DecodeUnit(Layout(), *got[1]);
+  auto decoded = DecodeUnit(testing::TestLayout(), *got[1]);
   ASSERT_TRUE(decoded.ok());
   EXPECT_EQ(decoded->tokens, 22);
   EXPECT_GT(metrics_.hit_tokens.Value(), 0);

@@ -5,21 +5,17 @@
 #include "unit/unit_key.h"
 
 namespace ds41::testing {
-namespace {
-
-const UnitLayout& Layout() {
+const UnitLayout& TestLayout() {
   static const UnitLayout l = *UnitLayout::FromConfig(TinyConfig(), 64);
   return l;
 }
-
-}  // namespace
 
 std::string TestUnitBytes(const std::string& fingerprint, int64_t first, int tokens, uint32_t seed) {
   Unit u;
   u.model = *ParseFingerprint(fingerprint);
   u.first_position = first;
   u.tokens = tokens;
-  for (const auto& s : Layout().sources) {
+  for (const auto& s : TestLayout().sources) {
     UnitSource us;
     us.main_kv.resize(static_cast<size_t>(tokens / s.ratio) * s.main_bytes);
     for (size_t i = 0; i < us.main_kv.size(); ++i) us.main_kv[i] = static_cast<uint8_t>(seed * 31 + i);
@@ -28,7 +24,7 @@ std::string TestUnitBytes(const std::string& fingerprint, int64_t first, int tok
     us.carry_gate = us.carry_kv;
     u.sources.push_back(us);
   }
-  return EncodeUnit(Layout(), u);
+  return EncodeUnit(TestLayout(), u);
 }
 
 std::vector<int32_t> TestTokens(int n, int seed) {

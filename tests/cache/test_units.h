@@ -7,8 +7,12 @@
 #include <vector>
 
 #include "cache_client/cache_client.h"
+#include "unit/unit_format.h"
 
 namespace ds41::testing {
+
+// The unit layout of the tiny config with 64-token units, which every test unit has.
+const UnitLayout& TestLayout();
 
 // A unit of `tokens` tokens from position `first`, made by model `fingerprint`, filled from `seed`.
 std::string TestUnitBytes(const std::string& fingerprint, int64_t first, int tokens, uint32_t seed);
