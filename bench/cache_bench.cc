@@ -172,6 +172,8 @@ int main(int argc, char** argv) {
   app.add_option("--units", units, "units per throughput run");
   app.add_option("--disk-mib", disk_mib, "MiB for the sequential bandwidth measurement");
   app.add_option("--lookups", lookups, "lookups for the latency figures");
+  std::string only = "data,grpc,store,lookup";
+  app.add_option("--only", only, "sections to run, comma-separated: data, grpc, store, lookup");
   CLI11_PARSE(app, argc, argv);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -190,9 +192,13 @@ int main(int argc, char** argv) {
               disk.write_bytes_per_s / 1e6, disk.read_bytes_per_s / 1e6);
 
   const char* kCols = "%-8s %14s %10s %14s %10s\n";
-  std::printf("\nthrough CacheClient over the bulk data path on loopback\n");
-  std::printf(kCols, "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
-  for (int clients : {1, 4, 16}) {
+  auto section = [&](const char* name) { return ("," + only + ",").find(std::string(",") + name + ",") != std::string::npos; };
+  const std::vector<int> kCounts = {1, 4, 16}, kNone;
+  if (section("data")) {
+    std::printf("\nthrough CacheClient over the bulk data path on loopback\n");
+    std::printf(kCols, "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
+  }
+  for (int clients : section("data") ? kCounts : kNone) {
     const std::string path = dir + "/data" + std::to_string(clients);
     Server srv(path);
     std::vector<std::unique_ptr<CacheClient>> cl;  // one per client, as every role process has its own
@@ -221,9 +227,11 @@ int main(int argc, char** argv) {
     if (srv.data_metrics.put_ok.Value() < units / clients * clients) std::fprintf(stderr, "puts bypassed the data path\n");
   }
 
-  std::printf("\nover plain gRPC streams on loopback\n");
-  std::printf(kCols, "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
-  for (int clients : {1, 4, 16}) {
+  if (section("grpc")) {
+    std::printf("\nover plain gRPC streams on loopback\n");
+    std::printf(kCols, "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
+  }
+  for (int clients : section("grpc") ? kCounts : kNone) {
     const std::string path = dir + "/run" + std::to_string(clients);
     Server srv(path);
     const UnitKey root{};
@@ -262,9 +270,11 @@ int main(int argc, char** argv) {
     PrintRow(clients, t, disk);
   }
 
-  std::printf("\nstore alone (in process, no transport)\n");
-  std::printf(kCols, "threads", "put MB/s", "put/disk", "get MB/s", "get/disk");
-  for (int threads : {1, 4, 16}) {
+  if (section("store")) {
+    std::printf("\nstore alone (in process, no transport)\n");
+    std::printf(kCols, "threads", "put MB/s", "put/disk", "get MB/s", "get/disk");
+  }
+  for (int threads : section("store") ? kCounts : kNone) {
     const std::string path = dir + "/store" + std::to_string(threads);
     prometheus::Registry registry;
     StoreMetrics metrics(registry);
@@ -292,7 +302,7 @@ int main(int argc, char** argv) {
     PrintRow(threads, t, disk);
   }
 
-  {  // Lookup latency for 1,000-unit chains (64,000 tokens), all hits, and the on-disk footprint.
+  if (section("lookup")) {  // Lookup latency for 1,000-unit chains (64,000 tokens), all hits, and the on-disk footprint.
     const std::string path = dir + "/lookup";
     Server srv(path);
     CacheClientOptions co;

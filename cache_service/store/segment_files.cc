@@ -6,13 +6,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <filesystem>
 
 namespace ds41 {
 namespace {
 
 Status Errno(const std::string& what) { return UnavailableError("segment files: " + what + ": " + std::strerror(errno)); }
+Status Errno(const std::string& what, int err) { return UnavailableError("segment files: " + what + ": " + std::strerror(err)); }
 
 // "<digits>.seg" -> id.
 std::optional<uint32_t> ParseName(std::string_view name) {
@@ -28,13 +31,40 @@ std::optional<uint32_t> ParseName(std::string_view name) {
   return id;
 }
 
+// O_DIRECT offsets, lengths and buffers are multiples of this (every logical block size in use).
+constexpr uint64_t kDirectAlign = 4096;
+// A batch's staging buffer: ~16 units; a larger unit gets a buffer of its own.
+constexpr size_t kBatchBytes = 4 << 20;
+
+using Buffer = std::unique_ptr<uint8_t[], void (*)(void*)>;
+
+Buffer AlignedBuffer(size_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, kDirectAlign, bytes) != 0) throw std::bad_alloc();
+  return Buffer(static_cast<uint8_t*>(p), std::free);
+}
+
 }  // namespace
 
 struct SegmentFiles::File {
-  int fd = -1;
+  int fd = -1;          // reads (through the page cache, which read-ahead serves well)
+  int write_fd = -1;    // appends: O_DIRECT where the file system allows it
+  uint64_t align = 1;   // kDirectAlign with O_DIRECT
   ~File() {
     if (fd >= 0) close(fd);
+    if (write_fd >= 0) close(write_fd);
   }
+};
+
+struct SegmentFiles::Batch {
+  std::shared_ptr<File> file;
+  uint64_t start = 0;  // file offset of buf[0]: a multiple of file->align
+  Buffer buf{nullptr, std::free};
+  size_t capacity = 0, len = 0;
+  size_t fresh = 0;    // buf[0, fresh) was carried from the previous batch (already written)
+  bool sync = false;
+  bool done = false;
+  Status status;
 };
 
 SegmentFiles::~SegmentFiles() = default;
@@ -45,10 +75,11 @@ std::string SegmentFiles::PathOf(uint32_t id) const {
   return dir_ + "/" + name;
 }
 
-StatusOr<std::unique_ptr<SegmentFiles>> SegmentFiles::Open(const std::string& dir, uint64_t segment_bytes) {
+StatusOr<std::unique_ptr<SegmentFiles>> SegmentFiles::Open(const std::string& dir, uint64_t segment_bytes, bool direct_io) {
   if (segment_bytes == 0) return InvalidArgumentError("segment files: segment size must be positive");
   std::unique_ptr<SegmentFiles> s(new SegmentFiles());
   s->dir_ = dir;
+  s->direct_io_ = direct_io;
   s->segment_bytes_ = segment_bytes;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -60,7 +91,7 @@ StatusOr<std::unique_ptr<SegmentFiles>> SegmentFiles::Open(const std::string& di
     const auto id = ParseName(e->d_name);
     if (!id) continue;
     auto f = std::make_shared<File>();
-    f->fd = open(s->PathOf(*id).c_str(), O_RDWR | O_CLOEXEC);
+    f->fd = open(s->PathOf(*id).c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st {};
     if (f->fd < 0 || fstat(f->fd, &st) != 0) {
       closedir(d);
@@ -72,16 +103,29 @@ StatusOr<std::unique_ptr<SegmentFiles>> SegmentFiles::Open(const std::string& di
   }
   closedir(d);
   s->active_ = max_id;
-  std::lock_guard<std::mutex> l(s->mu_);
-  DS41_RETURN_IF_ERROR(s->StartSegmentLocked(/*drop_previous=*/false));  // (not counted yet)
+  {
+    std::lock_guard<std::mutex> l(s->mu_);
+    DS41_RETURN_IF_ERROR(s->StartSegmentLocked(/*drop_previous=*/false));  // (not counted yet)
+  }
   return s;
 }
 
 Status SegmentFiles::StartSegmentLocked(bool drop_previous) {
   const uint32_t id = active_ + 1;
   auto f = std::make_shared<File>();
-  f->fd = open(PathOf(id).c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (f->fd < 0) return Errno("create " + PathOf(id));
+  f->write_fd = open(PathOf(id).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (f->write_fd < 0) return Errno("create " + PathOf(id));
+  if (direct_io_) {
+    // Refused by some file systems (tmpfs): appends then stay buffered, still grouped.
+    const int direct = open(PathOf(id).c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
+    if (direct >= 0) {
+      close(f->write_fd);
+      f->write_fd = direct;
+      f->align = kDirectAlign;
+    }
+  }
+  f->fd = open(PathOf(id).c_str(), O_RDONLY | O_CLOEXEC);
+  if (f->fd < 0) return Errno("open " + PathOf(id));
   // The new name must survive a power loss before anything it holds is acknowledged as synced.
   const int dfd = open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
@@ -91,8 +135,31 @@ Status SegmentFiles::StartSegmentLocked(bool drop_previous) {
   const uint32_t previous = active_;
   segments_[id] = Segment{f, 0, 0, 0};
   active_ = id;
+  // The finished segment's last appends are written before anything of the new one.
+  if (open_ != nullptr && open_->fresh < open_->len) {
+    sealed_.push_back(std::move(open_));
+  }
+  open_ = NewBatchLocked(0, nullptr);
   if (drop_previous) MaybeDropLocked(previous);  // e.g. all it held was removed already
   return Status::Ok();
+}
+
+std::shared_ptr<SegmentFiles::Batch> SegmentFiles::NewBatchLocked(uint64_t start, const Batch* previous) {
+  auto b = std::make_shared<Batch>();
+  b->file = segments_[active_].file;
+  b->start = start - start % b->file->align;
+  if (spare_buffers_.empty()) {
+    b->buf = AlignedBuffer(kBatchBytes);
+  } else {
+    b->buf = std::move(spare_buffers_.back());
+    spare_buffers_.pop_back();
+  }
+  b->capacity = kBatchBytes;
+  if (previous != nullptr) {  // the partial block at the start, as the previous batch wrote it
+    b->fresh = b->len = static_cast<size_t>(start - b->start);
+    std::memcpy(b->buf.get(), previous->buf.get() + (b->start - previous->start), b->len);
+  }
+  return b;
 }
 
 void SegmentFiles::MaybeDropLocked(uint32_t id) {
@@ -104,37 +171,80 @@ void SegmentFiles::MaybeDropLocked(uint32_t id) {
 }
 
 StatusOr<SegmentLocation> SegmentFiles::Append(std::string_view bytes, bool sync) {
-  SegmentLocation loc;
-  std::shared_ptr<File> file;
-  {
-    std::lock_guard<std::mutex> l(mu_);
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
     if (segments_[active_].size > 0 && segments_[active_].size + bytes.size() > segment_bytes_)
       DS41_RETURN_IF_ERROR(StartSegmentLocked(/*drop_previous=*/true));
-    Segment& a = segments_[active_];
-    loc = {active_, a.size, static_cast<uint32_t>(bytes.size())};
-    a.size += bytes.size();
-    a.pending += 1;
-    file_bytes_ += bytes.size();
-    file = a.file;
+    // A full batch waits for the writer to take it; a unit larger than a batch gets one alone.
+    if (open_->len + bytes.size() <= open_->capacity || open_->fresh == open_->len) break;
+    done_cv_.wait(l);
   }
-  // Written outside the lock: concurrent appends fill their own ranges of the file.
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = pwrite(file->fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(loc.offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const Status s = Errno("write " + PathOf(loc.segment));
-      Abandon(loc);
-      return s;
+  Batch& b = *open_;
+  if (b.len + bytes.size() > b.capacity) {
+    const size_t capacity = (b.len + bytes.size() + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+    Buffer grown = AlignedBuffer(capacity);
+    std::memcpy(grown.get(), b.buf.get(), b.len);
+    b.buf = std::move(grown);
+    b.capacity = capacity;
+  }
+  Segment& a = segments_[active_];
+  const SegmentLocation loc{active_, b.start + b.len, static_cast<uint32_t>(bytes.size())};
+  std::memcpy(b.buf.get() + b.len, bytes.data(), bytes.size());
+  b.len += bytes.size();
+  b.sync = b.sync || sync;
+  a.size += bytes.size();
+  a.pending += 1;
+  file_bytes_ += bytes.size();
+  const std::shared_ptr<Batch> mine = open_;
+  // Group commit without a writer thread: whoever waits while no write is running writes the next
+  // batch (sealed ones first, so a file's batches land in order), then wakes the others.
+  while (!mine->done) {
+    if (writing_) {
+      done_cv_.wait(l);
+      continue;
     }
-    done += static_cast<size_t>(n);
+    std::shared_ptr<Batch> next;
+    if (!sealed_.empty()) {
+      next = std::move(sealed_.front());
+      sealed_.pop_front();
+    } else {
+      next = std::move(open_);
+      open_ = NewBatchLocked(next->start + next->len, next.get());
+    }
+    writing_ = true;
+    done_cv_.notify_all();  // appenders waiting for room in the open batch
+    l.unlock();
+    Status st = WriteBatch(*next);
+    l.lock();
+    writing_ = false;
+    next->status = st.ok() ? std::move(st) : UnavailableError(st.message() + " (" + dir_ + ")");
+    next->done = true;
+    if (next->capacity == kBatchBytes && spare_buffers_.size() < 2) spare_buffers_.push_back(std::move(next->buf));
+    done_cv_.notify_all();
   }
-  if (sync && fdatasync(file->fd) != 0) {
-    const Status s = Errno("sync " + PathOf(loc.segment));
-    Abandon(loc);
-    return s;
+  if (!mine->status.ok()) {
+    AbandonLocked(loc);
+    return mine->status;
   }
   return loc;
+}
+
+Status SegmentFiles::WriteBatch(const Batch& b) {
+  const File& f = *b.file;
+  // With O_DIRECT the whole batch from its aligned start, padded to a block; else only what is new.
+  size_t from = f.align > 1 ? 0 : b.fresh;
+  const size_t to = f.align > 1 ? (b.len + f.align - 1) / f.align * f.align : b.len;
+  if (to > b.len) std::memset(b.buf.get() + b.len, 0, to - b.len);
+  while (from < to) {
+    const ssize_t n = pwrite(f.write_fd, b.buf.get() + from, to - from, static_cast<off_t>(b.start + from));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Errno("write", n < 0 ? errno : EIO);
+    from += static_cast<size_t>(n);
+  }
+  // The padding is not part of the file: its length stays the bytes appended.
+  if (to > b.len && ftruncate(f.write_fd, static_cast<off_t>(b.start + b.len)) != 0) return Errno("truncate");
+  if (b.sync && fdatasync(f.write_fd) != 0) return Errno("sync");
+  return Status::Ok();
 }
 
 void SegmentFiles::Commit(const SegmentLocation& loc) {
@@ -147,6 +257,10 @@ void SegmentFiles::Commit(const SegmentLocation& loc) {
 
 void SegmentFiles::Abandon(const SegmentLocation& loc) {
   std::lock_guard<std::mutex> l(mu_);
+  AbandonLocked(loc);
+}
+
+void SegmentFiles::AbandonLocked(const SegmentLocation& loc) {
   auto it = segments_.find(loc.segment);
   if (it == segments_.end()) return;
   it->second.pending -= 1;
@@ -213,6 +327,11 @@ std::vector<SegmentUsage> SegmentFiles::Usage() const {
 uint64_t SegmentFiles::FileBytes() const {
   std::lock_guard<std::mutex> l(mu_);
   return file_bytes_;
+}
+
+bool SegmentFiles::DirectIo() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return open_->file->align > 1;
 }
 
 size_t SegmentFiles::FileCount() const {

@@ -12,11 +12,19 @@
 // copied forward, then released). Bytes appended but never committed (a crash between the two
 // steps, a failed index write) are dead from the start.
 //
+// Writes are grouped: concurrent appends are copied into one staging buffer, which one of them then
+// writes with O_DIRECT (one large write instead of a page-cache copy per unit; buffered where the
+// file system refuses O_DIRECT, or when asked), and each Append returns once its batch is written. A
+// batch that ends inside a 4 KiB block rewrites that block in the next batch (unchanged bytes), and
+// the file is cut back to its logical length after each write.
+//
 // Thread-safe. Readers keep a file open while they read, so deleting it never fails a read in
 // flight.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,12 +52,14 @@ struct SegmentUsage {
 class SegmentFiles {
  public:
   // Opens `dir` (created if missing) and starts a new active segment; the segments already there
-  // stay readable. Call Recount for every live location, then DropUnreferenced.
-  static StatusOr<std::unique_ptr<SegmentFiles>> Open(const std::string& dir, uint64_t segment_bytes);
+  // stay readable. Call Recount for every live location, then DropUnreferenced. `direct_io` false:
+  // appends go through the page cache even where O_DIRECT works.
+  static StatusOr<std::unique_ptr<SegmentFiles>> Open(const std::string& dir, uint64_t segment_bytes,
+                                                      bool direct_io = true);
   ~SegmentFiles();
 
-  // Writes `bytes` (to the page cache; durably with `sync`) and returns its location, pending
-  // until Commit or Abandon.
+  // Writes `bytes` (to the device, or the page cache where O_DIRECT is refused; with `sync` also
+  // flushed to stable storage) and returns its location, pending until Commit or Abandon.
   StatusOr<SegmentLocation> Append(std::string_view bytes, bool sync);
   // The index now points at `loc`: its bytes are live.
   void Commit(const SegmentLocation& loc);
@@ -73,10 +83,12 @@ class SegmentFiles {
   // Every segment, for compaction decisions.
   std::vector<SegmentUsage> Usage() const;
   uint64_t FileBytes() const;  // on disk, dead bytes included
+  bool DirectIo() const;       // the active segment is appended to with O_DIRECT
   size_t FileCount() const;
 
  private:
   struct File;
+  struct Batch;
   struct Segment {
     std::shared_ptr<File> file;
     uint64_t size = 0;  // bytes reserved (the file's length once appends finish)
@@ -88,13 +100,28 @@ class SegmentFiles {
   Status StartSegmentLocked(bool drop_previous);
   // Deletes segment `id` if it is inactive, without live bytes or pending appends.
   void MaybeDropLocked(uint32_t id);
+  void AbandonLocked(const SegmentLocation& loc);
+  // An empty batch appending to the active segment at `start`, carrying the bytes of `previous`
+  // from the block `start` lies in (null: none).
+  std::shared_ptr<Batch> NewBatchLocked(uint64_t start, const Batch* previous);
+  static Status WriteBatch(const Batch& b);
 
   std::string dir_;
   uint64_t segment_bytes_ = 0;
+  bool direct_io_ = true;
   mutable std::mutex mu_;
   std::map<uint32_t, Segment> segments_;
   uint32_t active_ = 0;
   uint64_t file_bytes_ = 0;
+
+  // Group writes (guarded by mu_): appends fill open_; a writer takes sealed_ batches (the last of a
+  // finished segment) first, then open_, one write at a time, and wakes every appender when it takes
+  // or finishes one.
+  std::shared_ptr<Batch> open_;
+  std::deque<std::shared_ptr<Batch>> sealed_;
+  std::vector<std::unique_ptr<uint8_t[], void (*)(void*)>> spare_buffers_;
+  std::condition_variable done_cv_;
+  bool writing_ = false;
 };
 
 }  // namespace ds41

@@ -138,7 +138,7 @@ StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options
   rocksdb::DB* db = nullptr;
   DS41_RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(dbo, options.path, cfs, &st->cf_, &db), "open"));
   st->db_.reset(db);
-  auto segments = SegmentFiles::Open(options.path + "/segments", options.segment_bytes);
+  auto segments = SegmentFiles::Open(options.path + "/segments", options.segment_bytes, options.direct_io);
   DS41_RETURN_IF_ERROR(segments.status());
   st->segments_ = std::move(segments).value();
 

@@ -47,6 +47,7 @@ struct StoreOptions {
   int64_t ttl_seconds = 72 * 3600;               // since last access; <= 0: never expire
   bool sync_writes = false;  // WAL is always on; sync also survives power loss (kill -9 needs only the WAL)
   uint64_t segment_bytes = uint64_t{256} << 20;  // payload segment file size
+  bool direct_io = true;  // payloads written with O_DIRECT where the file system allows it
   const Clock* clock = nullptr;                  // default: system clock
 };
 
