@@ -24,7 +24,7 @@ struct CacheServiceOptions {
   // while the next are received (each acknowledged only once written, in order): a lone client
   // keeps this many store operations in flight instead of one. One pool of io_threads serves all.
   int read_ahead = 8;
-  int write_behind = 4;
+  int write_behind = 16;  // as the data path's window: concurrent puts share one segment write
   int io_threads = 16;
   // Advertised in Stats so clients find the bulk data path with one address per shard (0: none).
   int data_port = 0;

@@ -216,6 +216,16 @@ StatusOr<SegmentLocation> SegmentFiles::Append(std::string_view bytes, bool sync
     l.unlock();
     Status st = WriteBatch(*next);
     l.lock();
+    // O_DIRECT padding is cut off once no later batch of the file is waiting (under load the next
+    // write covers it anyway), so an idle or finished file holds exactly the bytes appended.
+    const uint64_t end = next->start + next->len;
+    const bool more = (!sealed_.empty() && sealed_.front()->file == next->file) ||
+                      (open_->file == next->file && open_->fresh < open_->len);
+    if (st.ok() && end % next->file->align != 0 && !more) {
+      l.unlock();
+      if (ftruncate(next->file->write_fd, static_cast<off_t>(end)) != 0) st = Errno("truncate");
+      l.lock();
+    }
     writing_ = false;
     next->status = st.ok() ? std::move(st) : UnavailableError(st.message() + " (" + dir_ + ")");
     next->done = true;
@@ -241,8 +251,6 @@ Status SegmentFiles::WriteBatch(const Batch& b) {
     if (n <= 0) return Errno("write", n < 0 ? errno : EIO);
     from += static_cast<size_t>(n);
   }
-  // The padding is not part of the file: its length stays the bytes appended.
-  if (to > b.len && ftruncate(f.write_fd, static_cast<off_t>(b.start + b.len)) != 0) return Errno("truncate");
   if (b.sync && fdatasync(f.write_fd) != 0) return Errno("sync");
   return Status::Ok();
 }

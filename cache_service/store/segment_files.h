@@ -15,8 +15,8 @@
 // Writes are grouped: concurrent appends are copied into one staging buffer, which one of them then
 // writes with O_DIRECT (one large write instead of a page-cache copy per unit; buffered where the
 // file system refuses O_DIRECT, or when asked), and each Append returns once its batch is written. A
-// batch that ends inside a 4 KiB block rewrites that block in the next batch (unchanged bytes), and
-// the file is cut back to its logical length after each write.
+// batch that ends inside a 4 KiB block rewrites that block in the next batch (unchanged bytes); the
+// zero padding to the block's end is cut off whenever no further batch of the file is waiting.
 //
 // Thread-safe. Readers keep a file open while they read, so deleting it never fails a read in
 // flight.
