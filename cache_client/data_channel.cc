@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "cache_client/resolve.h"
+
 namespace ds41 {
 
 template <typename F>
@@ -20,9 +22,8 @@ StatusOr<std::unique_ptr<DataChannel>> DataChannel::Connect(const std::string& h
                                                             const TransportSecurity& security, Deadline deadline) {
   std::unique_ptr<DataChannel> c(new DataChannel());
   std::error_code ec;
-  asio::ip::tcp::resolver resolver(c->io_);
-  auto eps = resolver.resolve(host, std::to_string(port), ec);
-  if (ec) return UnavailableError("data path: cannot resolve " + host + ": " + ec.message());
+  auto eps = ResolveBefore(host, port, deadline);
+  if (!eps.ok()) return Status(eps.status().code(), "data path: " + eps.status().message());
   // Runs the operation started with `done` false until it completes or the deadline passes; in the
   // latter case the socket is closed and the handler (which writes to these locals) drained before
   // returning, so nothing completes into a dead frame later.
@@ -38,7 +39,7 @@ StatusOr<std::unique_ptr<DataChannel>> DataChannel::Connect(const std::string& h
     c->io_.run();
     return false;
   };
-  asio::async_connect(c->socket_, eps, [&](std::error_code e, const asio::ip::tcp::endpoint&) {
+  asio::async_connect(c->socket_, *eps, [&](std::error_code e, const asio::ip::tcp::endpoint&) {
     ec = e;
     done = true;
   });
