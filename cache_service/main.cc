@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
               segment_size = "256M", fingerprint;
   double ttl_hours = 72;
   int sweep_seconds = 60;
-  bool sync_writes = false, print_config = false;
+  bool sync_writes = false, buffered_writes = false, print_config = false;
   app.add_option("--listen", listen, "gRPC address (port 0: any free port)")->envname("DS41_CACHE_LISTEN");
   app.add_option("--data-listen", data_listen,
                  "bulk data path address for unit payloads (default: the --listen host, port 7401, or 0 when "
@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 86400));
   app.add_flag("--sync-writes", sync_writes, "fsync every acknowledged write (survives power loss, not only kill -9)")
       ->envname("DS41_CACHE_SYNC_WRITES");
+  app.add_flag("--buffered-writes", buffered_writes,
+               "write payload segments through the page cache instead of O_DIRECT (used where the file system refuses it)")
+      ->envname("DS41_CACHE_BUFFERED_WRITES");
   app.add_option("--model-fingerprint", fingerprint, "accept only this model's units")->envname("DS41_MODEL_FINGERPRINT");
   app.add_flag("--print-config", print_config, "print the effective configuration and exit");
   ds41::TlsOptions tls;
@@ -77,6 +80,7 @@ int main(int argc, char** argv) {
   so.ttl_seconds = static_cast<int64_t>(ttl_hours * 3600);
   so.sync_writes = sync_writes;
   so.segment_bytes = *seg;
+  so.direct_io = !buffered_writes;
   auto store = ds41::UnitStore::Open(so, &metrics);
   if (!store.ok()) {
     std::cerr << store.status().ToString() << "\n";
