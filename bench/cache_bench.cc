@@ -39,6 +39,7 @@ namespace pb = ds41::cache::v1;
 using Steady = std::chrono::steady_clock;
 
 const std::string kFp(64, 'c');
+bool g_direct_io = StoreOptions().direct_io;  // --direct-io
 
 std::string RealUnit(const UnitLayout& l, uint32_t seed) {
   Unit u;
@@ -77,6 +78,7 @@ struct Server {
     StoreOptions so;
     so.path = path;
     so.capacity_bytes = uint64_t{1} << 40;
+    so.direct_io = g_direct_io;
     store = std::move(UnitStore::Open(so, &metrics)).value();
     data = std::move(DataServer::Start({}, store.get(), &checks, &data_metrics, TransportSecurity())).value();
     CacheServiceOptions co{kFp};
@@ -173,6 +175,7 @@ int main(int argc, char** argv) {
   app.add_option("--disk-mib", disk_mib, "MiB for the sequential bandwidth measurement");
   app.add_option("--lookups", lookups, "lookups for the latency figures");
   std::string only = "data,grpc,store,lookup";
+  app.add_option("--direct-io", g_direct_io, "store payload writes with O_DIRECT (true) or through the page cache (false)");
   app.add_option("--only", only, "sections to run, comma-separated: data, grpc, store, lookup");
   CLI11_PARSE(app, argc, argv);
   std::filesystem::remove_all(dir);
@@ -183,9 +186,10 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < 64; ++i) pool.push_back(RealUnit(layout, i));
   const size_t unit_bytes = pool[0].size();
   std::printf("inputs: %d units per run, %zu bytes per unit (payload %zu = %zu B/token), disk test %lu MiB, "
-              "%u hardware threads\n",
+              "%u hardware threads, store writes %s\n",
               units, unit_bytes, layout.PayloadBytes(64), layout.PayloadBytes(64) / 64,
-              static_cast<unsigned long>(disk_mib), std::thread::hardware_concurrency());
+              static_cast<unsigned long>(disk_mib), std::thread::hardware_concurrency(),
+              g_direct_io ? "O_DIRECT" : "buffered");
 
   const DiskBandwidth disk = MeasureDiskBandwidth(dir, disk_mib << 20);
   std::printf("disk sequential (O_DIRECT %s): write %.0f MB/s, read %.0f MB/s\n", disk.direct_io ? "on" : "unavailable",
@@ -281,6 +285,7 @@ int main(int argc, char** argv) {
     StoreOptions so;
     so.path = path;
     so.capacity_bytes = uint64_t{1} << 40;
+    so.direct_io = g_direct_io;
     auto store = std::move(UnitStore::Open(so, &metrics)).value();
     const Key32 ns{};
     const Throughput t = Measure(

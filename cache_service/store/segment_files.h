@@ -17,6 +17,11 @@
 // file system refuses O_DIRECT, or when asked), and each Append returns once its batch is written. A
 // batch that ends inside a 4 KiB block rewrites that block in the next batch (unchanged bytes); the
 // zero padding to the block's end is cut off whenever no further batch of the file is waiting.
+// Trade-off: O_DIRECT leaves freshly written units out of the page cache, so a read soon after a
+// write goes to the device (the encoder hands a turn's new KV to its decoder directly, so only later
+// turns read them back); a lone writer waits for its own device write. Buffered mode keeps them
+// cached and suits a single writer; O_DIRECT writes more under concurrency (cache_bench
+// --direct-io true|false compares both).
 //
 // Thread-safe. Readers keep a file open while they read, so deleting it never fails a read in
 // flight.
