@@ -7,6 +7,7 @@ namespace {
 
 constexpr size_t kBodyChunk = 1 << 20;    // a body is read (and its buffer grown) this much at a time
 constexpr size_t kKeysPerTask = 2;        // GET keys per store task, as the gRPC Get
+constexpr int kPutGroups = 2;            // store calls of one connection's PUTs at once
 constexpr size_t kMaxWriteBytes = 8 << 20;  // responses coalesced into one write
 
 bool CleanEof(const std::error_code& ec) {
@@ -241,12 +242,7 @@ void DataSession::DispatchPut() {
   }
   const size_t offset = static_cast<size_t>(v->unit.data() - body_.data());
   Slot s;
-  s.work = [store = shared_->store, metrics = shared_->metrics, p = *put, id, offset,
-            body = std::make_shared<std::string>(std::move(body_))]() -> std::vector<std::string> {
-    const Status st = store->Put(p.ns, p.key, p.parent_or_null(), p.tokens, std::string_view(*body).substr(offset));
-    (st.ok() ? metrics->put_ok : metrics->put_failed).Increment();
-    return {st.ok() ? wire::EncodePutOk(id) : wire::EncodeError(id, st, false)};
-  };
+  s.job = PutJob{*put, id, offset, std::make_shared<const std::string>(std::move(body_))};
   s.put = true;
   s.held = body_held_;
   body_held_ = 0;
@@ -320,9 +316,15 @@ void DataSession::Pump() {
       AfterBudget([this] { Pump(); });
       break;
     }
+    if (!s.done && s.put) {
+      // At most two store calls of this connection's PUTs at once: the PUTs read meanwhile queue up
+      // and go together in the next one (one segment write, one index write for all of them).
+      if (put_groups_running_ >= kPutGroups) break;
+      StartPutGroup(window);
+      continue;
+    }
     ++active_;
     if (!s.done) {
-      if (s.put) ++puts_running_;
       shared_->io->Submit([self = shared_from_this(), seq = next_start_, work = std::move(s.work)] {
         std::vector<std::string> parts = work();
         asio::post(self->socket_.get_executor(),
@@ -360,9 +362,44 @@ void DataSession::Pump() {
       asio::async_write(s, wbufs_, [self = shared_from_this(), fatal](std::error_code ec, size_t n) { self->OnWrite(ec, n, fatal); });
     });
   }
-  if (!reading_ && !read_stopped_ && next_start_ == first_seq_ + slots_.size() && slots_.size() < static_cast<size_t>(window))
+  // Reading goes on while every slot has started, or while the next one is a PUT waiting for the
+  // running store calls (so that the next call takes all PUTs read meanwhile), up to the window.
+  const bool all_started = next_start_ == first_seq_ + slots_.size();
+  const bool puts_queue = !all_started && slots_[next_start_ - first_seq_].put && !slots_[next_start_ - first_seq_].done;
+  if (!reading_ && !read_stopped_ && (all_started || puts_queue) && slots_.size() < static_cast<size_t>(window))
     ReadHeader();
   if (peer_done_ && slots_.empty() && !writing_) CloseOnStrand();
+}
+
+void DataSession::StartPutGroup(int window) {
+  std::vector<std::pair<uint64_t, PutJob>> group;
+  while (active_ < window && next_start_ < first_seq_ + slots_.size()) {
+    Slot& s = slots_[next_start_ - first_seq_];
+    if (s.done || !s.put) break;
+    group.emplace_back(next_start_, std::move(*s.job));
+    s.job.reset();
+    ++active_;
+    ++puts_running_;
+    ++next_start_;
+  }
+  ++put_groups_running_;
+  shared_->io->Submit([self = shared_from_this(), group = std::move(group)] {
+    std::vector<UnitStore::PutItem> items;
+    items.reserve(group.size());
+    for (const auto& [seq, j] : group)
+      items.push_back({j.put.ns, j.put.key, j.put.parent_or_null(), j.put.tokens, std::string_view(*j.body).substr(j.offset)});
+    const std::vector<Status> st = self->shared_->store->PutMany(items);
+    std::vector<std::pair<uint64_t, std::vector<std::string>>> answers;
+    for (size_t i = 0; i < group.size(); ++i) {
+      (st[i].ok() ? self->shared_->metrics->put_ok : self->shared_->metrics->put_failed).Increment();
+      answers.push_back({group[i].first, {st[i].ok() ? wire::EncodePutOk(group[i].second.id)
+                                                     : wire::EncodeError(group[i].second.id, st[i], false)}});
+    }
+    asio::post(self->socket_.get_executor(), [self, answers = std::move(answers)]() mutable {
+      --self->put_groups_running_;
+      for (auto& [seq, parts] : answers) self->OnWorkDone(seq, std::move(parts));
+    });
+  });
 }
 
 void DataSession::OnWorkDone(uint64_t seq, std::vector<std::string> parts) {

@@ -52,8 +52,16 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
 
  private:
   // One response, possibly several frames (a GET's units), in parts so payloads are never copied.
+  // A checked PUT waiting for the store: its unit is body->substr(offset).
+  struct PutJob {
+    CheckedPut put;
+    uint32_t id = 0;
+    size_t offset = 0;
+    std::shared_ptr<const std::string> body;
+  };
   struct Slot {
-    std::function<std::vector<std::string>()> work;  // runs on the I/O pool
+    std::function<std::vector<std::string>()> work;  // runs on the I/O pool (a GET's reads)
+    std::optional<PutJob> job;                        // a PUT's (run with the PUTs queued beside it)
     std::vector<std::string> parts;
     bool done = false;
     bool fatal = false;  // the connection closes once this is written
@@ -76,6 +84,8 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   void Fatal(prometheus::Counter& reason, const Status& status, uint32_t id);
   void Pump();  // starts store work, writes finished responses in order, resumes reading
   void OnWorkDone(uint64_t seq, std::vector<std::string> parts);
+  // Hands the PUT slots from next_start_ on (consecutive, up to the window) to one store call.
+  void StartPutGroup(int window);
   void OnWrite(std::error_code ec, size_t n, bool fatal);
   void ArmRead(std::chrono::milliseconds d);
   void CancelRead();
@@ -95,7 +105,8 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   uint64_t read_gen_ = 0, write_gen_ = 0;
   int64_t held_ = 0;  // budget bytes this session holds (in slots, the body being read, a write)
   int64_t body_held_ = 0, write_held_ = 0;
-  int puts_running_ = 0;
+  int puts_running_ = 0;     // PUT slots started, not finished
+  int put_groups_running_ = 0;  // store calls they were handed to
   std::vector<std::function<void()>> budget_waiters_;
   std::shared_ptr<DataShared> shared_;
 

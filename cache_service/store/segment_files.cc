@@ -171,16 +171,47 @@ void SegmentFiles::MaybeDropLocked(uint32_t id) {
 }
 
 StatusOr<SegmentLocation> SegmentFiles::Append(std::string_view bytes, bool sync) {
+  return std::move(AppendMany({bytes}, sync).front());
+}
+
+std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vector<std::string_view>& units, bool sync) {
   std::unique_lock<std::mutex> l(mu_);
-  for (;;) {
-    if (segments_[active_].size > 0 && segments_[active_].size + bytes.size() > segment_bytes_)
-      DS41_RETURN_IF_ERROR(StartSegmentLocked(/*drop_previous=*/true));
-    // A full batch waits for the writer to take it; a unit larger than a batch gets one alone.
-    if (open_->len + bytes.size() <= open_->capacity || open_->fresh == open_->len) break;
-    done_cv_.wait(l);
+  std::vector<StatusOr<SegmentLocation>> out;
+  std::vector<std::shared_ptr<Batch>> batches;  // each unit's
+  out.reserve(units.size());
+  for (std::string_view bytes : units) {
+    auto r = ReserveLocked(bytes, sync);
+    if (!r.ok()) {
+      out.push_back(r.status());
+      batches.push_back(nullptr);
+      continue;
+    }
+    out.push_back(r->first);
+    batches.push_back(std::move(r->second));
+  }
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (batches[i] == nullptr) continue;
+    AwaitLocked(l, batches[i]);
+    if (!batches[i]->status.ok()) {
+      AbandonLocked(*out[i]);
+      out[i] = batches[i]->status;
+    }
+  }
+  return out;
+}
+
+StatusOr<std::pair<SegmentLocation, std::shared_ptr<SegmentFiles::Batch>>> SegmentFiles::ReserveLocked(std::string_view bytes,
+                                                                                                        bool sync) {
+  if (segments_[active_].size > 0 && segments_[active_].size + bytes.size() > segment_bytes_)
+    DS41_RETURN_IF_ERROR(StartSegmentLocked(/*drop_previous=*/true));
+  if (open_->len + bytes.size() > open_->capacity && open_->fresh < open_->len) {
+    // Full: queued for writing as it is (its appenders wait for it), and a new batch continues it.
+    std::shared_ptr<Batch> full = std::move(open_);
+    open_ = NewBatchLocked(full->start + full->len, full.get());
+    sealed_.push_back(std::move(full));
   }
   Batch& b = *open_;
-  if (b.len + bytes.size() > b.capacity) {
+  if (b.len + bytes.size() > b.capacity) {  // a unit larger than a batch: one of its own size
     const size_t capacity = (b.len + bytes.size() + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
     Buffer grown = AlignedBuffer(capacity);
     std::memcpy(grown.get(), b.buf.get(), b.len);
@@ -195,7 +226,10 @@ StatusOr<SegmentLocation> SegmentFiles::Append(std::string_view bytes, bool sync
   a.size += bytes.size();
   a.pending += 1;
   file_bytes_ += bytes.size();
-  const std::shared_ptr<Batch> mine = open_;
+  return std::make_pair(loc, open_);
+}
+
+void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& mine) {
   // Group commit without a writer thread: whoever waits while no write is running writes the next
   // batch (sealed ones first, so a file's batches land in order), then wakes the others.
   while (!mine->done) {
@@ -212,7 +246,6 @@ StatusOr<SegmentLocation> SegmentFiles::Append(std::string_view bytes, bool sync
       open_ = NewBatchLocked(next->start + next->len, next.get());
     }
     writing_ = true;
-    done_cv_.notify_all();  // appenders waiting for room in the open batch
     l.unlock();
     Status st = WriteBatch(*next);
     l.lock();
@@ -232,11 +265,6 @@ StatusOr<SegmentLocation> SegmentFiles::Append(std::string_view bytes, bool sync
     if (next->capacity == kBatchBytes && spare_buffers_.size() < 2) spare_buffers_.push_back(std::move(next->buf));
     done_cv_.notify_all();
   }
-  if (!mine->status.ok()) {
-    AbandonLocked(loc);
-    return mine->status;
-  }
-  return loc;
 }
 
 Status SegmentFiles::WriteBatch(const Batch& b) {

@@ -36,6 +36,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "util/status.h"
@@ -66,6 +67,8 @@ class SegmentFiles {
   // Writes `bytes` (to the device, or the page cache where O_DIRECT is refused; with `sync` also
   // flushed to stable storage) and returns its location, pending until Commit or Abandon.
   StatusOr<SegmentLocation> Append(std::string_view bytes, bool sync);
+  // Append for several units at once (their bytes share batches); one result per unit, in order.
+  std::vector<StatusOr<SegmentLocation>> AppendMany(const std::vector<std::string_view>& units, bool sync);
   // The index now points at `loc`: its bytes are live.
   void Commit(const SegmentLocation& loc);
   // The index write failed: `loc` is dead.
@@ -106,6 +109,10 @@ class SegmentFiles {
   // Deletes segment `id` if it is inactive, without live bytes or pending appends.
   void MaybeDropLocked(uint32_t id);
   void AbandonLocked(const SegmentLocation& loc);
+  // Copies `bytes` into the open batch (queueing a full one for writing first); its location and batch.
+  StatusOr<std::pair<SegmentLocation, std::shared_ptr<Batch>>> ReserveLocked(std::string_view bytes, bool sync);
+  // Returns once `b` is written (mu_ held by `l`), writing batches itself while no write runs.
+  void AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& b);
   // An empty batch appending to the active segment at `start`, carrying the bytes of `previous`
   // from the block `start` lies in (null: none).
   std::shared_ptr<Batch> NewBatchLocked(uint64_t start, const Batch* previous);
@@ -119,9 +126,9 @@ class SegmentFiles {
   uint32_t active_ = 0;
   uint64_t file_bytes_ = 0;
 
-  // Group writes (guarded by mu_): appends fill open_; a writer takes sealed_ batches (the last of a
-  // finished segment) first, then open_, one write at a time, and wakes every appender when it takes
-  // or finishes one.
+  // Group writes (guarded by mu_): appends fill open_; a writer takes sealed_ batches (full ones,
+  // and the last of a finished segment) first, then open_, one write at a time, and wakes every
+  // appender when it finishes one.
   std::shared_ptr<Batch> open_;
   std::deque<std::shared_ptr<Batch>> sealed_;
   std::vector<std::unique_ptr<uint8_t[], void (*)(void*)>> spare_buffers_;

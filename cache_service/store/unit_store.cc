@@ -231,64 +231,110 @@ Status UnitStore::Commit(rocksdb::WriteBatch* batch) {
 }
 
 Status UnitStore::Put(const Key32& ns, const Key32& key, const Key32* parent, uint32_t tokens, std::string_view unit) {
+  return std::move(PutMany({{ns, key, parent, tokens, unit}}).front());
+}
+
+std::vector<Status> UnitStore::PutMany(const std::vector<PutItem>& items) {
   const auto t0 = Now();
-  const std::string k = Join(ns, key);
   const int64_t now = clock_->NowMs();
-  // The payload first (outside the stripe lock: puts write in parallel), then the index that points
-  // at it.
-  auto loc = segments_->Append(unit, opt_.sync_writes);
-  DS41_RETURN_IF_ERROR(loc.status());
+  const size_t n = items.size();
+  std::vector<std::string> keys(n);
+  for (size_t i = 0; i < n; ++i) keys[i] = Join(items[i].ns, items[i].key);
   {
-    std::lock_guard<std::mutex> l(StripeFor(k));
-    std::string old;
-    Meta prev;
-    const rocksdb::Status gs = db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &old);
-    const bool existed = gs.ok() && Meta::Decode(old, &prev);
-    if (!gs.ok() && !gs.IsNotFound()) {
-      segments_->Abandon(*loc);
-      return FromRocks(gs, "read index");
+    // A key twice in one call: the later must replace the earlier, so they go one at a time.
+    std::vector<std::string_view> sorted(keys.begin(), keys.end());
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      std::vector<Status> out;
+      for (const PutItem& item : items) out.push_back(std::move(PutMany({item}).front()));
+      return out;
     }
-    Meta m;
-    m.size = static_cast<uint32_t>(unit.size());
-    m.tokens = tokens;
-    m.write_ms = now;
-    m.access_ms = now;
-    m.loc = *loc;
-    if (parent) {
-      m.has_parent = true;
-      m.parent = *parent;
-    }
+  }
+  // The payloads first (outside the stripe locks: puts write in parallel), then the index entries
+  // that point at them.
+  std::vector<std::string_view> payloads(n);
+  for (size_t i = 0; i < n; ++i) payloads[i] = items[i].unit;
+  std::vector<StatusOr<SegmentLocation>> locs = segments_->AppendMany(payloads, opt_.sync_writes);
+  std::vector<Status> out(n);
+  size_t stored = 0;
+  uint64_t stored_bytes = 0;
+  {
+    // Every stripe involved, in ascending order (as FlushTouches).
+    std::array<bool, std::tuple_size<decltype(stripes_)>::value> need{};
+    for (const std::string& k : keys) need[StripeIndex(k)] = true;
+    std::vector<std::unique_lock<std::mutex>> locks;
+    for (size_t i = 0; i < need.size(); ++i)
+      if (need[i]) locks.emplace_back(stripes_[i]);
     rocksdb::WriteBatch b;
-    b.Put(cf_[kIndex], k, m.Encode());
-    if (existed) b.Delete(cf_[kLru], LruKey(prev.access_ms, k));
-    b.Put(cf_[kLru], LruKey(now, k), "");
-    if (parent) {
-      uint32_t t = tokens;
-      b.Put(cf_[kIndex], Join(ns, *parent) + std::string(reinterpret_cast<const char*>(key.data()), 32),
-            rocksdb::Slice(reinterpret_cast<const char*>(&t), 4));
+    std::vector<size_t> in_batch;
+    std::vector<std::optional<Meta>> replaced(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!locs[i].ok()) {
+        out[i] = locs[i].status();
+        continue;
+      }
+      const PutItem& item = items[i];
+      const std::string& k = keys[i];
+      std::string old;
+      const rocksdb::Status gs = db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &old);
+      if (!gs.ok() && !gs.IsNotFound()) {
+        segments_->Abandon(*locs[i]);
+        out[i] = FromRocks(gs, "read index");
+        continue;
+      }
+      Meta prev;
+      if (gs.ok() && Meta::Decode(old, &prev)) replaced[i] = prev;
+      Meta m;
+      m.size = static_cast<uint32_t>(item.unit.size());
+      m.tokens = item.tokens;
+      m.write_ms = now;
+      m.access_ms = now;
+      m.loc = *locs[i];
+      if (item.parent) {
+        m.has_parent = true;
+        m.parent = *item.parent;
+      }
+      b.Put(cf_[kIndex], k, m.Encode());
+      if (replaced[i]) b.Delete(cf_[kLru], LruKey(replaced[i]->access_ms, k));
+      b.Put(cf_[kLru], LruKey(now, k), "");
+      if (item.parent) {
+        uint32_t t = item.tokens;
+        b.Put(cf_[kIndex], Join(item.ns, *item.parent) + std::string(reinterpret_cast<const char*>(item.key.data()), 32),
+              rocksdb::Slice(reinterpret_cast<const char*>(&t), 4));
+      }
+      in_batch.push_back(i);
     }
-    if (Status c = Commit(&b); !c.ok()) {
-      segments_->Abandon(*loc);
-      return c;
-    }
-    segments_->Commit(*loc);
-    if (existed) {
-      segments_->Release(prev.loc);
-      bytes_ += m.size;
-      bytes_ -= prev.size;
-    } else {
-      units_ += 1;
-      bytes_ += m.size;
+    const Status c = in_batch.empty() ? Status::Ok() : Commit(&b);
+    for (size_t i : in_batch) {
+      if (!c.ok()) {
+        segments_->Abandon(*locs[i]);
+        out[i] = c;
+        continue;
+      }
+      segments_->Commit(*locs[i]);
+      const uint32_t size = static_cast<uint32_t>(items[i].unit.size());
+      if (replaced[i]) {
+        segments_->Release(replaced[i]->loc);
+        bytes_ -= replaced[i]->size;
+      } else {
+        units_ += 1;
+      }
+      bytes_ += size;
+      ++stored;
+      stored_bytes += size;
     }
   }
-  if (metrics_) {
-    metrics_->write_seconds.Observe(Since(t0));
-    metrics_->write_bytes.Increment(static_cast<double>(unit.size()));
-    metrics_->units_written.Increment();
+  if (metrics_ && stored > 0) {
+    const double seconds = Since(t0);
+    for (size_t i = 0; i < stored; ++i) metrics_->write_seconds.Observe(seconds);
+    metrics_->write_bytes.Increment(static_cast<double>(stored_bytes));
+    metrics_->units_written.Increment(static_cast<double>(stored));
   }
-  DS41_RETURN_IF_ERROR(EvictToCapacity());
+  if (Status e = EvictToCapacity(); !e.ok())
+    for (Status& st : out)
+      if (st.ok()) st = e;
   PublishSizes();
-  return Status::Ok();
+  return out;
 }
 
 void UnitStore::RemoveFromIndex(const std::string& k, const Meta& m, rocksdb::WriteBatch* b) {

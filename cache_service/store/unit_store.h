@@ -76,6 +76,16 @@ class UnitStore {
   // write is in the WAL (and fsynced when sync_writes). May evict least recently used units.
   Status Put(const Key32& ns, const Key32& key, const Key32* parent, uint32_t tokens, std::string_view unit);
 
+  struct PutItem {
+    Key32 ns{}, key{};
+    const Key32* parent = nullptr;  // set for a tail unit
+    uint32_t tokens = 0;
+    std::string_view unit;
+  };
+  // Put for several units at once: their payloads share segment writes and their index entries one
+  // RocksDB write. One status per unit, in order.
+  std::vector<Status> PutMany(const std::vector<PutItem>& items);
+
   // The unit's bytes, or nullopt when absent. A unit whose checksum fails is deleted, counted and
   // reported as absent: it is never served.
   StatusOr<std::optional<std::string>> Get(const Key32& ns, const Key32& key);

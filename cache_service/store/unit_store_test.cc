@@ -107,6 +107,47 @@ TEST_F(UnitStoreTest, RoundTripAndRecovery) {
   EXPECT_EQ(**s->Get(ns_, K(2)), b);
 }
 
+// Many units in one call share segment writes and one index write, and read back as if put one by one.
+TEST_F(UnitStoreTest, PutManyStoresEveryUnitAndItsTail) {
+  std::vector<std::string> units;
+  for (int i = 0; i < 40; ++i) units.push_back(MakeUnitBytes(64, static_cast<uint8_t>(i)));
+  const std::string tail = MakeUnitBytes(10, 99);
+  const Key32 parent = K(39);
+  std::vector<UnitStore::PutItem> items;
+  for (int i = 0; i < 40; ++i) items.push_back({ns_, K(i), nullptr, 64, units[i]});
+  items.push_back({ns_, K(100), &parent, 10, tail});
+  {
+    auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/7 * units[0].size());  // the call spans segments
+    const std::vector<Status> st = s->PutMany(items);
+    ASSERT_EQ(st.size(), items.size());
+    for (const Status& x : st) EXPECT_TRUE(x.ok()) << x.ToString();
+    EXPECT_EQ(s->stats().units, 41u);
+    EXPECT_EQ(metrics_.units_written.Value(), 41);
+    for (int i = 0; i < 40; ++i) EXPECT_EQ(**s->Get(ns_, K(i)), units[i]) << i;
+    auto p = s->Lookup(ns_, {K(39)});
+    ASSERT_TRUE(p.ok());
+    ASSERT_EQ((*p)[0].tails.size(), 1u);
+    EXPECT_EQ((*p)[0].tails[0].key, K(100));
+    EXPECT_EQ((*p)[0].tails[0].tokens, 10u);
+  }
+  auto s = OpenStore(1ull << 30, 3600, 7 * units[0].size());  // and all of it was durable
+  EXPECT_EQ(s->stats().units, 41u);
+  EXPECT_EQ(**s->Get(ns_, K(100)), tail);
+}
+
+TEST_F(UnitStoreTest, PutManyWithAKeyTwiceKeepsTheLater) {
+  const std::string a = MakeUnitBytes(64, 1), b = MakeUnitBytes(64, 2), c = MakeUnitBytes(64, 3);
+  auto s = OpenStore();
+  const std::vector<Status> st = s->PutMany({{ns_, K(1), nullptr, 64, a}, {ns_, K(2), nullptr, 64, b}, {ns_, K(1), nullptr, 64, c}});
+  for (const Status& x : st) EXPECT_TRUE(x.ok()) << x.ToString();
+  EXPECT_EQ(**s->Get(ns_, K(1)), c);
+  EXPECT_EQ(**s->Get(ns_, K(2)), b);
+  EXPECT_EQ(s->stats().units, 2u);
+  EXPECT_EQ(s->stats().bytes, b.size() + c.size());
+  ASSERT_TRUE(s->Compact().ok());
+  EXPECT_EQ(SegmentBytes(), b.size() + c.size());  // the replaced payload was released
+}
+
 TEST_F(UnitStoreTest, TtlExpiresIdleUnits) {
   auto s = OpenStore(1ull << 30, /*ttl=*/100);
   ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, MakeUnitBytes(64, 1)).ok());
