@@ -51,7 +51,6 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   void Close();  // thread-safe, idempotent
 
  private:
-  // One response, possibly several frames (a GET's units), in parts so payloads are never copied.
   // A checked PUT waiting for the store: its unit is body->substr(offset).
   struct PutJob {
     CheckedPut put;
@@ -59,6 +58,7 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
     size_t offset = 0;
     std::shared_ptr<const std::string> body;
   };
+  // One response, possibly several frames (a GET's units), in parts so payloads are never copied.
   struct Slot {
     std::function<std::vector<std::string>()> work;  // runs on the I/O pool (a GET's reads)
     std::optional<PutJob> job;                        // a PUT's (run with the PUTs queued beside it)
@@ -105,7 +105,7 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   uint64_t read_gen_ = 0, write_gen_ = 0;
   int64_t held_ = 0;  // budget bytes this session holds (in slots, the body being read, a write)
   int64_t body_held_ = 0, write_held_ = 0;
-  int puts_running_ = 0;     // PUT slots started, not finished
+  int puts_running_ = 0;        // PUT slots started, not finished
   int put_groups_running_ = 0;  // store calls they were handed to
   std::vector<std::function<void()>> budget_waiters_;
   std::shared_ptr<DataShared> shared_;
