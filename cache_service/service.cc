@@ -28,35 +28,59 @@ Status CacheService::CheckNamespace(const pb::Namespace& ns, Key32* id) const {
 }
 
 grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWriter<pb::PutAck, pb::PutRequest>* stream) {
-  pb::PutRequest req;
+  // Units go to the store in groups (UnitStore::PutMany: one segment write, one index write), at
+  // most two store calls at once; each takes every unit read while the previous ones ran, up to
+  // write_behind. Acknowledged in order once written; a unit that fails ends the stream with its
+  // error (the ones behind it may land, unacknowledged).
+  struct Pending {
+    CheckedPut put;
+    std::string unit;
+  };
+  using Group = std::future<std::vector<Status>>;
+  std::deque<Group> groups;
+  std::vector<Pending> pending;
   uint64_t seq = 0;
-  // Writes in flight, acknowledged in order once each has returned; one that fails ends the stream
-  // with its error (the ones behind it may land, unacknowledged).
-  std::deque<std::future<Status>> inflight;
   const size_t depth = static_cast<size_t>(std::max(1, opt_.write_behind));
   bool gone = false;  // the client stopped reading acks
+  auto submit = [&] {
+    if (pending.empty()) return;
+    groups.push_back(io_->Submit([store = store_, batch = std::move(pending)] {
+      std::vector<UnitStore::PutItem> items;
+      for (const Pending& p : batch) items.push_back({p.put.ns, p.put.key, p.put.parent_or_null(), p.put.tokens, p.unit});
+      return store->PutMany(items);
+    }));
+    pending.clear();
+  };
   auto ack_front = [&]() -> Status {
-    Status s = inflight.front().get();
-    inflight.pop_front();
-    if (!s.ok()) return s;
-    pb::PutAck ack;
-    ack.set_seq(seq++);
-    gone = gone || !stream->Write(ack);
+    const std::vector<Status> results = groups.front().get();
+    groups.pop_front();
+    for (const Status& s : results) {
+      if (!s.ok()) return s;
+      pb::PutAck ack;
+      ack.set_seq(seq++);
+      gone = gone || !stream->Write(ack);
+    }
     return Status::Ok();
   };
+  pb::PutRequest req;
   while (stream->Read(&req)) {
     const pb::Namespace& n = req.ns();
     auto put = checks_.CheckPut({n.id(), n.model_fingerprint(), n.format_version()}, req.ref().key(), req.ref().parent(),
                                 req.unit());
     if (!put.ok()) return ToGrpc(put.status());
-    inflight.push_back(io_->Submit([store = store_, p = *put, unit = std::move(*req.mutable_unit())] {
-      return store->Put(p.ns, p.key, p.parent_or_null(), p.tokens, unit);
-    }));
-    while (inflight.size() >= depth && !gone)
+    pending.push_back({*put, std::move(*req.mutable_unit())});
+    while (!groups.empty() && groups.front().wait_for(std::chrono::seconds(0)) == std::future_status::ready && !gone)
       if (Status a = ack_front(); !a.ok()) return ToGrpc(a);
+    if (groups.size() < 2) {
+      submit();
+    } else if (pending.size() >= depth && !gone) {
+      if (Status a = ack_front(); !a.ok()) return ToGrpc(a);
+      submit();
+    }
     if (gone || ctx->IsCancelled()) break;
   }
-  while (!inflight.empty() && !gone)
+  submit();
+  while (!groups.empty() && !gone)
     if (Status a = ack_front(); !a.ok()) return ToGrpc(a);
   return grpc::Status::OK;
 }

@@ -20,11 +20,11 @@ namespace ds41 {
 struct CacheServiceOptions {
   std::string model_fingerprint;  // accept only this model ("" = any)
   size_t max_keys_per_request = 65536;
-  // Units of one Get stream read ahead while earlier ones are sent, and of one Put stream written
-  // while the next are received (each acknowledged only once written, in order): a lone client
-  // keeps this many store operations in flight instead of one. One pool of io_threads serves all.
+  // Units of one Get stream read ahead while earlier ones are sent, and of one Put stream received
+  // while earlier ones are written (in groups, each acknowledged only once written, in order): a
+  // lone client keeps this many units in flight instead of one. One pool of io_threads serves all.
   int read_ahead = 8;
-  int write_behind = 16;  // as the data path's window: concurrent puts share one segment write
+  int write_behind = 16;
   int io_threads = 16;
   // Advertised in Stats so clients find the bulk data path with one address per shard (0: none).
   int data_port = 0;
