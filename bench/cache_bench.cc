@@ -23,8 +23,7 @@
 #include "bench/disk_bandwidth.h"
 #include "cache.grpc.pb.h"
 #include "cache_client/cache_client.h"
-#include "cache_service/data_server.h"
-#include "cache_service/service.h"
+#include "cache_service/cache_node.h"
 #include "cache_service/store/unit_store.h"
 #include "engine/presets.h"
 #include "rpc/server.h"
@@ -62,36 +61,21 @@ std::string RealUnit(const UnitLayout& l, uint32_t seed) {
   return EncodeUnit(l, u);
 }
 
-// The service as cache_service runs it: the store, its bulk data path and the gRPC service.
+// A shard as cache_service runs it (CacheNode: the store, its bulk data path and the gRPC service).
 struct Server {
   prometheus::Registry registry;
-  StoreMetrics metrics{registry};
-  DataPathMetrics data_metrics{registry};
-  RequestChecks checks{kFp, 65536};
-  std::unique_ptr<UnitStore> store;
-  std::unique_ptr<DataServer> data;
-  std::unique_ptr<CacheService> service;
-  RpcServer rpc;
+  std::unique_ptr<CacheNode> node;
   std::string addr;
 
   explicit Server(const std::string& path) {
-    StoreOptions so;
-    so.path = path;
-    so.capacity_bytes = uint64_t{1} << 40;
-    so.direct_io = g_direct_io;
-    store = std::move(UnitStore::Open(so, &metrics)).value();
-    data = std::move(DataServer::Start({}, store.get(), &checks, &data_metrics, TransportSecurity())).value();
-    CacheServiceOptions co{kFp};
-    co.data_port = data->port();
-    service = std::make_unique<CacheService>(store.get(), &metrics, co);
-    RpcServerOptions ro;
-    ro.threads = 32;
-    rpc = std::move(StartRpcServer(ro, {service.get()})).value();
-    addr = "127.0.0.1:" + std::to_string(rpc.port);
-  }
-  ~Server() {
-    rpc.server->Shutdown();
-    data.reset();
+    CacheNodeOptions o;
+    o.store.path = path;
+    o.store.capacity_bytes = uint64_t{1} << 40;
+    o.store.direct_io = g_direct_io;
+    o.service.model_fingerprint = kFp;
+    o.rpc.threads = 32;
+    node = std::move(CacheNode::Start(o, registry)).value();
+    addr = "127.0.0.1:" + std::to_string(node->grpc_port());
   }
 };
 
@@ -234,7 +218,7 @@ int main(int argc, char** argv) {
           return n;
         });
     PrintRow(clients, t, disk);
-    if (srv.data_metrics.put_ok.Value() < units / clients * clients) std::fprintf(stderr, "puts bypassed the data path\n");
+    if (srv.node->data_metrics().put_ok.Value() < units / clients * clients) std::fprintf(stderr, "puts bypassed the data path\n");
   }
 
   if (section("grpc")) {
@@ -338,7 +322,7 @@ int main(int argc, char** argv) {
     std::sort(lat.begin(), lat.end());
     std::printf("\nlookup of a 1000-unit chain (64,000 tokens, all cached): p50 %.2f ms, p99 %.2f ms (%d lookups)\n",
                 lat[lat.size() / 2] * 1e3, lat[std::min(lat.size() - 1, lat.size() * 99 / 100)] * 1e3, lookups);
-    if (!srv.store->Compact().ok()) std::fprintf(stderr, "compaction failed\n");
+    if (!srv.node->store()->Compact().ok()) std::fprintf(stderr, "compaction failed\n");
     const uint64_t disk_bytes = DirectoryBytes(path);
     std::printf("on disk after compaction: %lu bytes for %d units = %.1f bytes per cached token (payload 890)\n",
                 static_cast<unsigned long>(disk_bytes), pr.acked, static_cast<double>(disk_bytes) / (pr.acked * 64.0));

@@ -1,18 +1,13 @@
-// cache_service: the persistent global-KV store node. Thin: options -> store -> bulk data path ->
-// gRPC service (which advertises the data path) -> metrics endpoint -> wait for a signal.
+// cache_service: the persistent global-KV store node. Thin: options -> CacheNode (store, bulk data
+// path, gRPC service, TTL sweep) -> metrics endpoint -> wait for a signal.
 #include <CLI/CLI.hpp>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <iostream>
-#include <thread>
 
-#include "cache_service/data_server.h"
-#include "cache_service/service.h"
-#include "rpc/server.h"
+#include "cache_service/cache_node.h"
 #include "rpc/transport_security.h"
 #include "unit/unit_format.h"
 #include "util/malloc_tuning.h"
@@ -73,46 +68,27 @@ int main(int argc, char** argv) {
   }
 
   auto registry = std::make_shared<prometheus::Registry>();
-  ds41::StoreMetrics metrics(*registry);
-  ds41::StoreOptions so;
-  so.path = path;
-  so.capacity_bytes = *cap;
-  so.ttl_seconds = static_cast<int64_t>(ttl_hours * 3600);
-  so.sync_writes = sync_writes;
-  so.segment_bytes = *seg;
-  so.direct_io = !buffered_writes;
-  auto store = ds41::UnitStore::Open(so, &metrics);
-  if (!store.ok()) {
-    std::cerr << store.status().ToString() << "\n";
-    return 1;
-  }
+  ds41::CacheNodeOptions no;
+  no.store.path = path;
+  no.store.capacity_bytes = *cap;
+  no.store.ttl_seconds = static_cast<int64_t>(ttl_hours * 3600);
+  no.store.sync_writes = sync_writes;
+  no.store.segment_bytes = *seg;
+  no.store.direct_io = !buffered_writes;
+  no.service.model_fingerprint = fingerprint;
+  no.rpc.address = listen;
+  no.sweep_interval = std::chrono::seconds(sweep_seconds);
   const std::string host = listen.substr(0, listen.rfind(':'));
-  ds41::CacheServiceOptions co;
-  co.model_fingerprint = fingerprint;
-  ds41::DataPathMetrics data_metrics(*registry);
-  const ds41::RequestChecks checks(co.model_fingerprint, co.max_keys_per_request);
-  const ds41::TransportSecurity security = ds41::ProcessTransportSecurity();
-  std::unique_ptr<ds41::DataServer> data;
-  if (data_listen != "off") {
-    ds41::DataServerOptions dso;
+  if (data_listen == "off") {
+    no.data.reset();
+  } else {
     // Default: beside gRPC on port 7401, or any free port when gRPC's is chosen that way too.
     const bool grpc_any_port = listen.substr(listen.rfind(':') + 1) == "0";
-    dso.address = data_listen.empty() ? host + (grpc_any_port ? ":0" : ":7401") : data_listen;
-    auto d = ds41::DataServer::Start(dso, store->get(), &checks, &data_metrics, security);
-    if (!d.ok()) {
-      std::cerr << d.status().ToString() << "\n";
-      return 1;
-    }
-    data = std::move(*d);
-    co.data_port = data->port();
-    co.data_tls = security.tls();
+    no.data->address = data_listen.empty() ? host + (grpc_any_port ? ":0" : ":7401") : data_listen;
   }
-  ds41::CacheService service(store->get(), &metrics, co);
-  ds41::RpcServerOptions ro;
-  ro.address = listen;
-  auto server = ds41::StartRpcServer(ro, {&service});
-  if (!server.ok()) {
-    std::cerr << server.status().ToString() << "\n";
+  auto node = ds41::CacheNode::Start(no, *registry);
+  if (!node.ok()) {
+    std::cerr << node.status().ToString() << "\n";
     return 1;
   }
   std::unique_ptr<prometheus::Exposer> exposer;
@@ -125,30 +101,14 @@ int main(int argc, char** argv) {
   exposer->RegisterCollectable(registry);
   const std::string dhost = data_listen.empty() || data_listen == "off" ? host : data_listen.substr(0, data_listen.rfind(':'));
   const std::string mhost = metrics_listen.substr(0, metrics_listen.rfind(':'));
-  std::cout << "cache_service ready grpc=" << host << ":" << server->port << " data="
-            << (data ? dhost + ":" + std::to_string(data->port()) + (security.tls() ? " data_tls=on" : "") : "off")
+  ds41::DataServer* data = (*node)->data();
+  std::cout << "cache_service ready grpc=" << host << ":" << (*node)->grpc_port() << " data="
+            << (data ? dhost + ":" + std::to_string(data->port()) + (ds41::ProcessTransportSecurity().tls() ? " data_tls=on" : "") : "off")
             << " metrics=" << mhost << ":"
-            << exposer->GetListeningPorts().at(0) << " units=" << (*store)->stats().units << std::endl;
+            << exposer->GetListeningPorts().at(0) << " units=" << (*node)->store()->stats().units << std::endl;
 
-  std::mutex mu;
-  std::condition_variable cv;
-  bool stopping = false;
-  std::thread sweeper([&] {
-    std::unique_lock<std::mutex> l(mu);
-    while (!cv.wait_for(l, std::chrono::seconds(sweep_seconds), [&] { return stopping; })) {
-      auto n = (*store)->EvictExpired();
-      if (!n.ok()) std::cerr << "ttl sweep: " << n.status().ToString() << "\n";
-    }
-  });
   const int sig = ds41::WaitForTerminationSignal();
   std::cerr << "cache_service: signal " << sig << ", shutting down\n";
-  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  data.reset();
-  {
-    std::lock_guard<std::mutex> l(mu);
-    stopping = true;
-  }
-  cv.notify_all();
-  sweeper.join();
+  (*node)->Shutdown(std::chrono::seconds(5));
   return 0;
 }

@@ -1,0 +1,62 @@
+#include "cache_service/cache_node.h"
+
+#include <iostream>
+
+#include "rpc/transport_security.h"
+
+namespace ds41 {
+
+CacheNode::CacheNode(const CacheNodeOptions& options, prometheus::Registry& registry)
+    : store_metrics_(registry),
+      data_metrics_(registry),
+      checks_(options.service.model_fingerprint, options.service.max_keys_per_request) {}
+
+StatusOr<std::unique_ptr<CacheNode>> CacheNode::Start(CacheNodeOptions options, prometheus::Registry& registry) {
+  std::unique_ptr<CacheNode> n(new CacheNode(options, registry));
+  auto store = UnitStore::Open(options.store, &n->store_metrics_);
+  if (!store.ok()) return store.status();
+  n->store_ = std::move(*store);
+  if (options.data) {
+    const TransportSecurity security = ProcessTransportSecurity();
+    auto data = DataServer::Start(*options.data, n->store_.get(), &n->checks_, &n->data_metrics_, security);
+    if (!data.ok()) return data.status();
+    n->data_ = std::move(*data);
+    options.service.data_port = n->data_->port();
+    options.service.data_tls = security.tls();
+  }
+  n->service_ = std::make_unique<CacheService>(n->store_.get(), &n->store_metrics_, options.service);
+  auto rpc = StartRpcServer(options.rpc, {n->service_.get()});
+  if (!rpc.ok()) return rpc.status();
+  n->rpc_ = std::move(*rpc);
+  if (options.sweep_interval.count() > 0)
+    n->sweeper_ = std::thread([p = n.get(), interval = options.sweep_interval] { p->SweepLoop(interval); });
+  return n;
+}
+
+void CacheNode::SweepLoop(std::chrono::seconds interval) {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!cv_.wait_for(l, interval, [&] { return stopping_; })) {
+    l.unlock();
+    auto n = store_->EvictExpired();
+    if (!n.ok()) std::cerr << "ttl sweep: " << n.status().ToString() << "\n";
+    l.lock();
+  }
+}
+
+void CacheNode::Shutdown(std::chrono::milliseconds grace) {
+  if (rpc_.server) {
+    rpc_.server->Shutdown(std::chrono::system_clock::now() + grace);
+    rpc_.server.reset();
+  }
+  data_.reset();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
+}
+
+CacheNode::~CacheNode() { Shutdown(); }
+
+}  // namespace ds41

@@ -1,0 +1,69 @@
+// CacheNode: one cache shard in one object, assembled as the cache_service binary runs it: the
+// store, its gRPC service, the bulk data path beside it (both sharing one RequestChecks, both with
+// the process's transport security) and the periodic TTL sweep. The binary, the benchmark and the
+// tests all start shards through it.
+#pragma once
+
+#include <prometheus/registry.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "cache_service/data_metrics.h"
+#include "cache_service/data_server.h"
+#include "cache_service/request_checks.h"
+#include "cache_service/service.h"
+#include "cache_service/store/store_metrics.h"
+#include "cache_service/store/unit_store.h"
+#include "rpc/server.h"
+
+namespace ds41 {
+
+struct CacheNodeOptions {
+  StoreOptions store;
+  CacheServiceOptions service;  // data_port and data_tls are filled in from the data path
+  RpcServerOptions rpc;
+  // The bulk data path; nullopt: none (clients use gRPC). Port 0 in its address: any free port.
+  std::optional<DataServerOptions> data = DataServerOptions{};
+  std::chrono::seconds sweep_interval{0};  // how often expired units are removed (0: never)
+};
+
+class CacheNode {
+ public:
+  // Opens the store and starts serving; metrics go to `registry`, which must outlive the node.
+  static StatusOr<std::unique_ptr<CacheNode>> Start(CacheNodeOptions options, prometheus::Registry& registry);
+  // Stops gRPC (in-flight calls get `grace`), then the data path, then the sweep.
+  ~CacheNode();
+  void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+
+  UnitStore* store() { return store_.get(); }
+  CacheService& service() { return *service_; }
+  DataServer* data() { return data_.get(); }  // null without a data path
+  const RequestChecks& checks() const { return checks_; }
+  StoreMetrics& store_metrics() { return store_metrics_; }
+  DataPathMetrics& data_metrics() { return data_metrics_; }
+  int grpc_port() const { return rpc_.port; }
+
+ private:
+  CacheNode(const CacheNodeOptions& options, prometheus::Registry& registry);
+  void SweepLoop(std::chrono::seconds interval);
+
+  StoreMetrics store_metrics_;
+  DataPathMetrics data_metrics_;
+  const RequestChecks checks_;
+  std::unique_ptr<UnitStore> store_;
+  std::unique_ptr<DataServer> data_;
+  std::unique_ptr<CacheService> service_;
+  RpcServer rpc_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread sweeper_;
+};
+
+}  // namespace ds41
