@@ -50,6 +50,7 @@ struct SegmentFiles::File {
   int fd = -1;          // reads (through the page cache, which read-ahead serves well)
   int write_fd = -1;    // appends: O_DIRECT where the file system allows it
   uint64_t align = 1;   // kDirectAlign with O_DIRECT
+  uint64_t written_end = 0;  // end of the bytes written (guarded by mu_); past it, O_DIRECT padding
   ~File() {
     if (fd >= 0) close(fd);
     if (write_fd >= 0) close(write_fd);
@@ -67,7 +68,18 @@ struct SegmentFiles::Batch {
   Status status;
 };
 
-SegmentFiles::~SegmentFiles() = default;
+SegmentFiles::~SegmentFiles() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (open_ != nullptr) CutPaddingLocked(*open_->file).IgnoreError();  // (no writes run any more)
+}
+
+Status SegmentFiles::CutPaddingLocked(File& f) {
+  // Once per segment rather than after every write: cutting a file inside a block makes ext4 read
+  // and zero that block through the page cache, and the next O_DIRECT write then flushes it first.
+  if (f.written_end % f.align == 0) return Status::Ok();
+  if (ftruncate(f.write_fd, static_cast<off_t>(f.written_end)) != 0) return Errno("truncate");
+  return Status::Ok();
+}
 
 std::string SegmentFiles::PathOf(uint32_t id) const {
   char name[32];
@@ -135,9 +147,12 @@ Status SegmentFiles::StartSegmentLocked(bool drop_previous) {
   const uint32_t previous = active_;
   segments_[id] = Segment{f, 0, 0, 0};
   active_ = id;
-  // The finished segment's last appends are written before anything of the new one.
+  // The finished segment's last appends are written before anything of the new one; the writer of
+  // the last of them cuts its padding, or it is cut here when all of it was written already.
   if (open_ != nullptr && open_->fresh < open_->len) {
     sealed_.push_back(std::move(open_));
+  } else if (open_ != nullptr && !writing_) {
+    DS41_RETURN_IF_ERROR(CutPaddingLocked(*open_->file));
   }
   open_ = NewBatchLocked(0, nullptr);
   if (drop_previous) MaybeDropLocked(previous);  // e.g. all it held was removed already
@@ -249,16 +264,10 @@ void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::share
     l.unlock();
     Status st = WriteBatch(*next);
     l.lock();
-    // O_DIRECT padding is cut off once no later batch of the file is waiting (under load the next
-    // write covers it anyway), so an idle or finished file holds exactly the bytes appended.
-    const uint64_t end = next->start + next->len;
-    const bool more = (!sealed_.empty() && sealed_.front()->file == next->file) ||
-                      (open_->file == next->file && open_->fresh < open_->len);
-    if (st.ok() && end % next->file->align != 0 && !more) {
-      l.unlock();
-      if (ftruncate(next->file->write_fd, static_cast<off_t>(end)) != 0) st = Errno("truncate");
-      l.lock();
-    }
+    if (st.ok()) next->file->written_end = next->start + next->len;
+    // A finished segment's last write: its O_DIRECT padding goes now.
+    if (st.ok() && next->file != open_->file && (sealed_.empty() || sealed_.front()->file != next->file))
+      st = CutPaddingLocked(*next->file);
     writing_ = false;
     next->status = st.ok() ? std::move(st) : UnavailableError(st.message() + " (" + dir_ + ")");
     next->done = true;

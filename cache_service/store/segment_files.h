@@ -16,7 +16,7 @@
 // writes with O_DIRECT (one large write instead of a page-cache copy per unit; buffered where the
 // file system refuses O_DIRECT, or when asked), and each Append returns once its batch is written. A
 // batch that ends inside a 4 KiB block rewrites that block in the next batch (unchanged bytes); the
-// zero padding to the block's end is cut off whenever no further batch of the file is waiting.
+// active segment may end in up to one block of zero padding, cut off once it is finished or closed.
 // Trade-off: O_DIRECT leaves freshly written units out of the page cache, so a read soon after a
 // write goes to the device (the encoder hands a turn's new KV to its decoder directly, so only later
 // turns read them back); a lone writer waits for its own device write. Buffered mode keeps them
@@ -109,6 +109,8 @@ class SegmentFiles {
   // Deletes segment `id` if it is inactive, without live bytes or pending appends.
   void MaybeDropLocked(uint32_t id);
   void AbandonLocked(const SegmentLocation& loc);
+  // Cuts `f` back to the bytes written (its O_DIRECT padding); for a finished or closing segment.
+  Status CutPaddingLocked(File& f);
   // Copies `bytes` into the open batch (queueing a full one for writing first); its location and batch.
   StatusOr<std::pair<SegmentLocation, std::shared_ptr<Batch>>> ReserveLocked(std::string_view bytes, bool sync);
   // Returns once `b` is written (mu_ held by `l`), writing batches itself while no write runs.
