@@ -70,15 +70,14 @@ struct SegmentFiles::Batch {
 
 SegmentFiles::~SegmentFiles() {
   std::lock_guard<std::mutex> l(mu_);
-  if (open_ != nullptr) CutPaddingLocked(*open_->file).IgnoreError();  // (no writes run any more)
+  if (open_ != nullptr) CutPaddingLocked(*open_->file);  // (no writes run any more)
 }
 
-Status SegmentFiles::CutPaddingLocked(File& f) {
+void SegmentFiles::CutPaddingLocked(File& f) {
   // Once per segment rather than after every write: cutting a file inside a block makes ext4 read
   // and zero that block through the page cache, and the next O_DIRECT write then flushes it first.
-  if (f.written_end % f.align == 0) return Status::Ok();
-  if (ftruncate(f.write_fd, static_cast<off_t>(f.written_end)) != 0) return Errno("truncate");
-  return Status::Ok();
+  // Best effort: padding that stays is never read (locations come from the index).
+  if (f.written_end % f.align != 0) (void)!ftruncate(f.write_fd, static_cast<off_t>(f.written_end));
 }
 
 std::string SegmentFiles::PathOf(uint32_t id) const {
@@ -152,7 +151,7 @@ Status SegmentFiles::StartSegmentLocked(bool drop_previous) {
   if (open_ != nullptr && open_->fresh < open_->len) {
     sealed_.push_back(std::move(open_));
   } else if (open_ != nullptr && !writing_) {
-    DS41_RETURN_IF_ERROR(CutPaddingLocked(*open_->file));
+    CutPaddingLocked(*open_->file);
   }
   open_ = NewBatchLocked(0, nullptr);
   if (drop_previous) MaybeDropLocked(previous);  // e.g. all it held was removed already
@@ -267,7 +266,7 @@ void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::share
     if (st.ok()) next->file->written_end = next->start + next->len;
     // A finished segment's last write: its O_DIRECT padding goes now.
     if (st.ok() && next->file != open_->file && (sealed_.empty() || sealed_.front()->file != next->file))
-      st = CutPaddingLocked(*next->file);
+      CutPaddingLocked(*next->file);
     writing_ = false;
     next->status = st.ok() ? std::move(st) : UnavailableError(st.message() + " (" + dir_ + ")");
     next->done = true;

@@ -110,7 +110,7 @@ class SegmentFiles {
   void MaybeDropLocked(uint32_t id);
   void AbandonLocked(const SegmentLocation& loc);
   // Cuts `f` back to the bytes written (its O_DIRECT padding); for a finished or closing segment.
-  Status CutPaddingLocked(File& f);
+  void CutPaddingLocked(File& f);
   // Copies `bytes` into the open batch (queueing a full one for writing first); its location and batch.
   StatusOr<std::pair<SegmentLocation, std::shared_ptr<Batch>>> ReserveLocked(std::string_view bytes, bool sync);
   // Returns once `b` is written (mu_ held by `l`), writing batches itself while no write runs.
