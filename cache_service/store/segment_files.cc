@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -86,11 +87,13 @@ std::string SegmentFiles::PathOf(uint32_t id) const {
   return dir_ + "/" + name;
 }
 
-StatusOr<std::unique_ptr<SegmentFiles>> SegmentFiles::Open(const std::string& dir, uint64_t segment_bytes, bool direct_io) {
+StatusOr<std::unique_ptr<SegmentFiles>> SegmentFiles::Open(const std::string& dir, uint64_t segment_bytes, bool direct_io,
+                                                           WriteObserver on_write) {
   if (segment_bytes == 0) return InvalidArgumentError("segment files: segment size must be positive");
   std::unique_ptr<SegmentFiles> s(new SegmentFiles());
   s->dir_ = dir;
   s->direct_io_ = direct_io;
+  s->on_write_ = std::move(on_write);
   s->segment_bytes_ = segment_bytes;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -261,7 +264,10 @@ void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::share
     }
     writing_ = true;
     l.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
     Status st = WriteBatch(*next);
+    if (on_write_ && st.ok())
+      on_write_(next->len - next->fresh, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     l.lock();
     if (st.ok()) next->file->written_end = next->start + next->len;
     // A finished segment's last write: its O_DIRECT padding goes now.

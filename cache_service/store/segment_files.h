@@ -30,6 +30,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -60,8 +61,10 @@ class SegmentFiles {
   // Opens `dir` (created if missing) and starts a new active segment; the segments already there
   // stay readable. Call Recount for every live location, then DropUnreferenced. `direct_io` false:
   // appends go through the page cache even where O_DIRECT works.
+  // `on_write` (optional) is told the bytes and seconds of every batch write.
+  using WriteObserver = std::function<void(uint64_t bytes, double seconds)>;
   static StatusOr<std::unique_ptr<SegmentFiles>> Open(const std::string& dir, uint64_t segment_bytes,
-                                                      bool direct_io = true);
+                                                      bool direct_io = true, WriteObserver on_write = nullptr);
   ~SegmentFiles();
 
   // Writes `bytes` (to the device, or the page cache where O_DIRECT is refused; with `sync` also
@@ -123,6 +126,7 @@ class SegmentFiles {
   std::string dir_;
   uint64_t segment_bytes_ = 0;
   bool direct_io_ = true;
+  WriteObserver on_write_;
   mutable std::mutex mu_;
   std::map<uint32_t, Segment> segments_;
   uint32_t active_ = 0;

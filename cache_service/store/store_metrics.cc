@@ -3,6 +3,13 @@
 namespace ds41 {
 namespace {
 
+// 64 KiB (one unit) .. 16 MiB, doubling.
+prometheus::Histogram::BucketBoundaries BatchBuckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  for (double v = 64 * 1024; v <= 16 * 1024 * 1024; v *= 2.0) b.push_back(v);
+  return b;
+}
+
 prometheus::Histogram::BucketBoundaries LatencyBuckets() {
   // 10 us .. ~10 s, log-spaced.
   prometheus::Histogram::BucketBoundaries b;
@@ -40,6 +47,8 @@ StoreMetrics::StoreMetrics(prometheus::Registry& r)
       recovered_units(prometheus::BuildGauge().Name("ds41_store_recovered_units").Help("Units found at the last open").Register(r).Add({})),
       segment_files(prometheus::BuildGauge().Name("ds41_store_segment_files").Help("Payload segment files on disk").Register(r).Add({})),
       segment_bytes(prometheus::BuildGauge().Name("ds41_store_segment_bytes").Help("Bytes of payload segment files, dead bytes included").Register(r).Add({})),
-      compacted_bytes(prometheus::BuildCounter().Name("ds41_store_compacted_bytes_total").Help("Live unit bytes copied out of mostly dead segments").Register(r).Add({})) {}
+      compacted_bytes(prometheus::BuildCounter().Name("ds41_store_compacted_bytes_total").Help("Live unit bytes copied out of mostly dead segments").Register(r).Add({})),
+      segment_write_bytes(prometheus::BuildHistogram().Name("ds41_store_segment_write_bytes").Help("Bytes per payload write (concurrent puts grouped into one)").Register(r).Add({}, BatchBuckets())),
+      segment_write_seconds(prometheus::BuildHistogram().Name("ds41_store_segment_write_seconds").Help("Time of one payload write").Register(r).Add({}, LatencyBuckets())) {}
 
 }  // namespace ds41

@@ -41,6 +41,9 @@ struct StoreMetrics {
   prometheus::Gauge& segment_files;
   prometheus::Gauge& segment_bytes;   // on disk; minus `bytes`, what compaction can reclaim
   prometheus::Counter& compacted_bytes;
+  // Grouped payload writes (SegmentFiles): bytes and device time per write, so the batching shows.
+  prometheus::Histogram& segment_write_bytes;
+  prometheus::Histogram& segment_write_seconds;
 };
 
 }  // namespace ds41

@@ -138,7 +138,13 @@ StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options
   rocksdb::DB* db = nullptr;
   DS41_RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(dbo, options.path, cfs, &st->cf_, &db), "open"));
   st->db_.reset(db);
-  auto segments = SegmentFiles::Open(options.path + "/segments", options.segment_bytes, options.direct_io);
+  SegmentFiles::WriteObserver on_write;
+  if (metrics != nullptr)
+    on_write = [metrics](uint64_t bytes, double seconds) {
+      metrics->segment_write_bytes.Observe(static_cast<double>(bytes));
+      metrics->segment_write_seconds.Observe(seconds);
+    };
+  auto segments = SegmentFiles::Open(options.path + "/segments", options.segment_bytes, options.direct_io, std::move(on_write));
   DS41_RETURN_IF_ERROR(segments.status());
   st->segments_ = std::move(segments).value();
 

@@ -130,6 +130,13 @@ TEST_F(UnitStoreTest, PutManyStoresEveryUnitAndItsTail) {
     for (const Status& x : st) EXPECT_TRUE(x.ok()) << x.ToString();
     EXPECT_EQ(s->stats().units, 41u);
     EXPECT_EQ(metrics_.units_written.Value(), 41);
+    // Every payload byte went through the grouped writes once; the call spans 6 segments.
+    uint64_t payload = 0;
+    for (const auto& it : items) payload += it.unit.size();
+    const auto writes = metrics_.segment_write_bytes.Collect().histogram;
+    EXPECT_EQ(writes.sample_sum, static_cast<double>(payload));
+    EXPECT_GE(writes.sample_count, 6u);
+    EXPECT_EQ(metrics_.segment_write_seconds.Collect().histogram.sample_count, writes.sample_count);
     for (int i = 0; i < 40; ++i) EXPECT_EQ(**s->Get(ns_, K(i)), units[i]) << i;
     auto p = s->Lookup(ns_, {K(39)});
     ASSERT_TRUE(p.ok());

@@ -123,6 +123,12 @@ prefix = dashboard("ds41-prefix-cache", "ds41-serve / Prefix cache", [
                ("sum by (pod) (ds41_store_bytes)", "{{pod}} live")], "bytes"),
         panel("Segment compaction: live bytes copied per second",
               [("sum by (pod) (rate(ds41_store_compacted_bytes_total[5m]))", "{{pod}}")], "Bps"),
+        panel("Payload writes: mean bytes per write (concurrent puts grouped into one)",
+              [("sum by (pod) (rate(ds41_store_segment_write_bytes_sum[5m])) / "
+                "sum by (pod) (rate(ds41_store_segment_write_bytes_count[5m]))", "{{pod}}")], "bytes"),
+        panel("Payload write time p50 / p99",
+              [("histogram_quantile(0.5, sum by (le) (rate(ds41_store_segment_write_seconds_bucket[5m])))", "p50"),
+               ("histogram_quantile(0.99, sum by (le) (rate(ds41_store_segment_write_seconds_bucket[5m])))", "p99")], "s"),
         panel("Units written / read per second",
               [("sum(rate(ds41_store_units_written_total[5m]))", "written"),
                ("sum(rate(ds41_store_units_read_total[5m]))", "read")], "ops"),
