@@ -319,13 +319,13 @@ std::vector<Status> UnitStore::PutMany(const std::vector<PutItem>& items) {
       }
       segments_->Commit(*locs[i]);
       const uint32_t size = static_cast<uint32_t>(items[i].unit.size());
+      bytes_ += size;  // (before the replaced unit's bytes go: the count never dips below what is held)
       if (replaced[i]) {
         segments_->Release(replaced[i]->loc);
         bytes_ -= replaced[i]->size;
       } else {
         units_ += 1;
       }
-      bytes_ += size;
       ++stored;
       stored_bytes += size;
     }
