@@ -37,6 +37,20 @@ constexpr uint64_t kDirectAlign = 4096;
 // A batch's staging buffer: ~16 units; a larger unit gets a buffer of its own.
 constexpr size_t kBatchBytes = 4 << 20;
 
+// Whether O_DIRECT on `fd` takes kDirectAlign-aligned offsets, lengths and buffers, where the
+// kernel says (statx, Linux 6.1+); assumed so where it does not.
+bool DirectAlignmentFits(int fd) {
+#ifdef STATX_DIOALIGN
+  struct statx stx {};
+  if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 && (stx.stx_mask & STATX_DIOALIGN) != 0)
+    return stx.stx_dio_offset_align != 0 && kDirectAlign % stx.stx_dio_offset_align == 0 &&
+           stx.stx_dio_mem_align != 0 && kDirectAlign % stx.stx_dio_mem_align == 0;
+#else
+  (void)fd;
+#endif
+  return true;
+}
+
 using Buffer = std::unique_ptr<uint8_t[], void (*)(void*)>;
 
 Buffer AlignedBuffer(size_t bytes) {
@@ -130,12 +144,15 @@ Status SegmentFiles::StartSegmentLocked(bool drop_previous) {
   f->write_fd = open(PathOf(id).c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (f->write_fd < 0) return Errno("create " + PathOf(id));
   if (direct_io_) {
-    // Refused by some file systems (tmpfs): appends then stay buffered, still grouped.
+    // Refused by some file systems (tmpfs), or wanting more alignment than kDirectAlign: appends
+    // then stay buffered, still grouped.
     const int direct = open(PathOf(id).c_str(), O_WRONLY | O_CLOEXEC | O_DIRECT);
-    if (direct >= 0) {
+    if (direct >= 0 && DirectAlignmentFits(direct)) {
       close(f->write_fd);
       f->write_fd = direct;
       f->align = kDirectAlign;
+    } else if (direct >= 0) {
+      close(direct);
     }
   }
   f->fd = open(PathOf(id).c_str(), O_RDONLY | O_CLOEXEC);
