@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "bench/disk_bandwidth.h"
@@ -61,6 +62,21 @@ std::string RealUnit(const UnitLayout& l, uint32_t seed) {
   return EncodeUnit(l, u);
 }
 
+// Every store of the benchmark: the write mode asked for, a capacity no run reaches.
+StoreOptions BenchStoreOptions(const std::string& path) {
+  StoreOptions o;
+  o.path = path;
+  o.capacity_bytes = uint64_t{1} << 40;
+  o.direct_io = g_direct_io;
+  return o;
+}
+
+// How the stores wrote, as found (O_DIRECT may be refused by the file system); printed at the end.
+const char* g_write_mode = "none opened";
+void NoteWriteMode(const UnitStore& store) {
+  g_write_mode = store.DirectIo() ? "O_DIRECT" : g_direct_io ? "buffered (O_DIRECT refused here)" : "buffered";
+}
+
 // A shard as cache_service runs it (CacheNode: the store, its bulk data path and the gRPC service).
 struct Server {
   prometheus::Registry registry;
@@ -69,12 +85,11 @@ struct Server {
 
   explicit Server(const std::string& path) {
     CacheNodeOptions o;
-    o.store.path = path;
-    o.store.capacity_bytes = uint64_t{1} << 40;
-    o.store.direct_io = g_direct_io;
+    o.store = BenchStoreOptions(path);
     o.service.model_fingerprint = kFp;
     o.rpc.threads = 32;
     node = std::move(CacheNode::Start(o, registry)).value();
+    NoteWriteMode(*node->store());
     addr = "127.0.0.1:" + std::to_string(node->grpc_port());
   }
 };
@@ -170,7 +185,7 @@ int main(int argc, char** argv) {
   for (uint32_t i = 0; i < 64; ++i) pool.push_back(RealUnit(layout, i));
   const size_t unit_bytes = pool[0].size();
   std::printf("inputs: %d units per run, %zu bytes per unit (payload %zu = %zu B/token), disk test %lu MiB, "
-              "%u hardware threads, store writes %s\n",
+              "%u hardware threads, store writes asked: %s\n",
               units, unit_bytes, layout.PayloadBytes(64), layout.PayloadBytes(64) / 64,
               static_cast<unsigned long>(disk_mib), std::thread::hardware_concurrency(),
               g_direct_io ? "O_DIRECT" : "buffered");
@@ -184,15 +199,16 @@ int main(int argc, char** argv) {
                 disk.write_bytes_per_s / 1e6, disk.read_bytes_per_s / 1e6);
   };
 
-  const char* kCols = "%-8s %14s %10s %14s %10s\n";
   auto section = [&](const char* name) { return ("," + only + ",").find(std::string(",") + name + ",") != std::string::npos; };
-  const std::vector<int> kCounts = {1, 4, 16}, kNone;
-  if (section("data")) {
-    std::printf("\nthrough CacheClient over the bulk data path on loopback\n");
+  // One throughput section: the disk measured, then a row for 1, 4 and 16 clients (or threads).
+  auto run_section = [&](const char* name, const char* title, const char* unit_col, const std::function<Throughput(int)>& run) {
+    if (!section(name)) return;
+    std::printf("\n%s\n", title);
     measure_disk();
-    std::printf(kCols, "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
-  }
-  for (int clients : section("data") ? kCounts : kNone) {
+    std::printf("%-8s %14s %10s %14s %10s\n", unit_col, "put MB/s", "put/disk", "get MB/s", "get/disk");
+    for (int n : {1, 4, 16}) PrintRow(n, run(n), disk);
+  };
+  run_section("data", "through CacheClient over the bulk data path on loopback", "clients", [&](int clients) {
     const std::string path = dir + "/data" + std::to_string(clients);
     Server srv(path);
     std::vector<std::unique_ptr<CacheClient>> cl;  // one per client, as every role process has its own
@@ -217,16 +233,11 @@ int main(int argc, char** argv) {
           for (const auto& g : cl[c]->Get(ns, gets)) n += g ? g->size() : 0;
           return n;
         });
-    PrintRow(clients, t, disk);
     if (srv.node->data_metrics().put_ok.Value() < units / clients * clients) std::fprintf(stderr, "puts bypassed the data path\n");
-  }
+    return t;
+  });
 
-  if (section("grpc")) {
-    std::printf("\nover plain gRPC streams on loopback\n");
-    measure_disk();
-    std::printf(kCols, "clients", "put MB/s", "put/disk", "get MB/s", "get/disk");
-  }
-  for (int clients : section("grpc") ? kCounts : kNone) {
+  run_section("grpc", "over plain gRPC streams on loopback", "clients", [&](int clients) {
     const std::string path = dir + "/run" + std::to_string(clients);
     Server srv(path);
     const UnitKey root{};
@@ -262,23 +273,15 @@ int main(int argc, char** argv) {
           rd->Finish().IgnoreError();
           return n;
         });
-    PrintRow(clients, t, disk);
-  }
+    return t;
+  });
 
-  if (section("store")) {
-    std::printf("\nstore alone (in process, no transport)\n");
-    measure_disk();
-    std::printf(kCols, "threads", "put MB/s", "put/disk", "get MB/s", "get/disk");
-  }
-  for (int threads : section("store") ? kCounts : kNone) {
+  run_section("store", "store alone (in process, no transport)", "threads", [&](int threads) {
     const std::string path = dir + "/store" + std::to_string(threads);
     prometheus::Registry registry;
     StoreMetrics metrics(registry);
-    StoreOptions so;
-    so.path = path;
-    so.capacity_bytes = uint64_t{1} << 40;
-    so.direct_io = g_direct_io;
-    auto store = std::move(UnitStore::Open(so, &metrics)).value();
+    auto store = std::move(UnitStore::Open(BenchStoreOptions(path), &metrics)).value();
+    NoteWriteMode(*store);
     const Key32 ns{};
     const Throughput t = Measure(
         path, threads, units / threads, unit_bytes,
@@ -296,8 +299,8 @@ int main(int argc, char** argv) {
             if (auto g = store->Get(ns, Key(c, i)); g.ok() && g->has_value()) n += (*g)->size();
           return n;
         });
-    PrintRow(threads, t, disk);
-  }
+    return t;
+  });
 
   if (section("lookup")) {  // Lookup latency for 1,000-unit chains (64,000 tokens), all hits, and the on-disk footprint.
     const std::string path = dir + "/lookup";
@@ -327,6 +330,7 @@ int main(int argc, char** argv) {
     std::printf("on disk after compaction: %lu bytes for %d units = %.1f bytes per cached token (payload 890)\n",
                 static_cast<unsigned long>(disk_bytes), pr.acked, static_cast<double>(disk_bytes) / (pr.acked * 64.0));
   }
+  std::printf("store writes, as found: %s\n", g_write_mode);
   std::filesystem::remove_all(dir);
   return 0;
 }

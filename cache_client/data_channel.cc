@@ -10,11 +10,7 @@ namespace ds41 {
 
 template <typename F>
 void DataChannel::WithStream(F&& f) {
-  if (tls_) {
-    f(*tls_);
-  } else {
-    f(socket_);
-  }
+  ds41::WithStream(tls_, socket_, std::forward<F>(f));
 }
 
 StatusOr<std::unique_ptr<DataChannel>> DataChannel::Connect(const std::string& host, int port,

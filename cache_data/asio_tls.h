@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "http/asio_include.h"
@@ -28,6 +29,17 @@ StatusOr<std::shared_ptr<asio::ssl::context>> MakeClientTlsContext(const Transpo
 template <typename Stream>
 void VerifyServerName(asio::ssl::stream<Stream>& s, const TransportSecurity& security, const std::string& host) {
   s.set_verify_callback(asio::ssl::host_name_verification(security.server_name().empty() ? host : security.server_name()));
+}
+
+// A TCP connection's bytes go through `tls` when it is set, else straight through `socket`: `f` is
+// given whichever stream that is (client channels and server sessions alike).
+template <typename F>
+void WithStream(std::optional<asio::ssl::stream<asio::ip::tcp::socket&>>& tls, asio::ip::tcp::socket& socket, F&& f) {
+  if (tls) {
+    f(*tls);
+  } else {
+    f(socket);
+  }
 }
 
 }  // namespace ds41

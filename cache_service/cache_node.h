@@ -1,7 +1,7 @@
 // CacheNode: one cache shard in one object, assembled as the cache_service binary runs it: the
-// store, its gRPC service, the bulk data path beside it (both sharing one RequestChecks, both with
-// the process's transport security) and the periodic TTL sweep. The binary, the benchmark and the
-// tests all start shards through it.
+// store, its gRPC service, the bulk data path beside it (both with the process's transport security
+// and the same request checks) and the periodic TTL sweep. The binary and the benchmark start
+// shards through it.
 #pragma once
 
 #include <prometheus/registry.h>
@@ -42,10 +42,7 @@ class CacheNode {
   void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(0));
 
   UnitStore* store() { return store_.get(); }
-  CacheService& service() { return *service_; }
   DataServer* data() { return data_.get(); }  // null without a data path
-  const RequestChecks& checks() const { return checks_; }
-  StoreMetrics& store_metrics() { return store_metrics_; }
   DataPathMetrics& data_metrics() { return data_metrics_; }
   int grpc_port() const { return rpc_.port; }
 

@@ -7,7 +7,6 @@ namespace {
 
 constexpr size_t kBodyChunk = 1 << 20;    // a body is read (and its buffer grown) this much at a time
 constexpr size_t kKeysPerTask = 2;        // GET keys per store task, as the gRPC Get
-constexpr int kPutGroups = 2;            // store calls of one connection's PUTs at once
 constexpr size_t kMaxWriteBytes = 8 << 20;  // responses coalesced into one write
 
 bool CleanEof(const std::error_code& ec) {
@@ -27,11 +26,7 @@ DataSession::DataSession(asio::ip::tcp::socket socket, std::shared_ptr<DataShare
 
 template <typename F>
 void DataSession::WithStream(F&& f) {
-  if (tls_) {
-    f(*tls_);
-  } else {
-    f(socket_);
-  }
+  ds41::WithStream(tls_, socket_, std::forward<F>(f));
 }
 
 void DataSession::Start() {
@@ -317,9 +312,9 @@ void DataSession::Pump() {
       break;
     }
     if (!s.done && s.put) {
-      // At most two store calls of this connection's PUTs at once: the PUTs read meanwhile queue up
-      // and go together in the next one (one segment write, one index write for all of them).
-      if (put_groups_running_ >= kPutGroups) break;
+      // At most kPutCallsPerStream store calls of this connection's PUTs at once: the PUTs read
+      // meanwhile queue up and go together in the next one (one segment write, one index write).
+      if (put_groups_running_ >= kPutCallsPerStream) break;
       StartPutGroup(window);
       continue;
     }
@@ -387,7 +382,7 @@ void DataSession::StartPutGroup(int window) {
     std::vector<UnitStore::PutItem> items;
     items.reserve(group.size());
     for (const auto& [seq, j] : group)
-      items.push_back({j.put.ns, j.put.key, j.put.parent_or_null(), j.put.tokens, std::string_view(*j.body).substr(j.offset)});
+      items.push_back(j.put.Item(std::string_view(*j.body).substr(j.offset)));
     const std::vector<Status> st = self->shared_->store->PutMany(items);
     std::vector<std::pair<uint64_t, std::vector<std::string>>> answers;
     for (size_t i = 0; i < group.size(); ++i) {

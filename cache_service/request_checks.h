@@ -25,7 +25,12 @@ struct CheckedPut {
   bool tail = false;
   uint32_t tokens = 0;
   const Key32* parent_or_null() const { return tail ? &parent : nullptr; }
+  UnitStore::PutItem Item(std::string_view unit) const { return {ns, key, parent_or_null(), tokens, unit}; }
 };
+
+// Store calls (UnitStore::PutMany) one put stream, a gRPC Put or a data-path connection, keeps
+// running at once; the puts that arrive meanwhile wait and go together in the next one.
+inline constexpr int kPutCallsPerStream = 2;
 
 // Copies a 32-byte key; false when `bytes` is not 32 bytes long.
 bool ToKey(std::string_view bytes, Key32* key);

@@ -29,7 +29,7 @@ Status CacheService::CheckNamespace(const pb::Namespace& ns, Key32* id) const {
 
 grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWriter<pb::PutAck, pb::PutRequest>* stream) {
   // Units go to the store in groups (UnitStore::PutMany: one segment write, one index write), at
-  // most two store calls at once; each takes every unit read while the previous ones ran, up to
+  // most kPutCallsPerStream store calls at once; each takes every unit read while the previous ones ran, up to
   // write_behind. Acknowledged in order once written; a unit that fails ends the stream with its
   // error (the ones behind it may land, unacknowledged).
   struct Pending {
@@ -46,7 +46,7 @@ grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWrite
     if (pending.empty()) return;
     groups.push_back(io_->Submit([store = store_, batch = std::move(pending)] {
       std::vector<UnitStore::PutItem> items;
-      for (const Pending& p : batch) items.push_back({p.put.ns, p.put.key, p.put.parent_or_null(), p.put.tokens, p.unit});
+      for (const Pending& p : batch) items.push_back(p.put.Item(p.unit));
       return store->PutMany(items);
     }));
     pending.clear();
@@ -71,7 +71,7 @@ grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWrite
     pending.push_back({*put, std::move(*req.mutable_unit())});
     while (!groups.empty() && groups.front().wait_for(std::chrono::seconds(0)) == std::future_status::ready && !gone)
       if (Status a = ack_front(); !a.ok()) return ToGrpc(a);
-    if (groups.size() < 2) {
+    if (groups.size() < static_cast<size_t>(kPutCallsPerStream)) {
       submit();
     } else if (pending.size() >= depth && !gone) {
       if (Status a = ack_front(); !a.ok()) return ToGrpc(a);

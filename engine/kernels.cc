@@ -34,6 +34,17 @@ const std::array<float, 16>& E2m1Table() {
 
 }  // namespace
 
+namespace {
+// bf16 pairs for the VDPBF16PS block kernel, chunk by chunk over `pool` (the layout is per chunk).
+void PackPairs(const float* x, int64_t rows, int64_t cols, uint32_t* pairs, ThreadPool* pool) {
+  constexpr int64_t kC = bf16dot::kChunkRows;
+  ForRanges(pool, (rows + kC - 1) / kC, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t r0 = c0 * kC, r1 = std::min(rows, c1 * kC);
+    bf16dot::PackActs(x + r0 * cols, r1 - r0, cols, pairs + r0 * cols / 2);
+  });
+}
+}  // namespace
+
 void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, ThreadPool* pool) {
   out->rows = rows;
   out->cols = cols;
@@ -48,11 +59,7 @@ void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, Th
   out->bf16_pairs.clear();
   if (rows >= bf16dot::kMinRows && bf16dot::Available()) {
     out->bf16_pairs.resize(static_cast<size_t>(rows * cols / 2));
-    constexpr int64_t kC = bf16dot::kChunkRows;
-    ForRanges(pool, (rows + kC - 1) / kC, 1, [&](int64_t c0, int64_t c1) {
-      const int64_t r0 = c0 * kC, r1 = std::min(rows, c1 * kC);
-      bf16dot::PackActs(out->codes.data() + r0 * cols, r1 - r0, cols, out->bf16_pairs.data() + r0 * cols / 2);
-    });
+    PackPairs(out->codes.data(), rows, cols, out->bf16_pairs.data(), pool);
   }
 }
 
@@ -68,7 +75,7 @@ MatmulActs Acts(const QuantActs& a) {
 // bf16-valued activations take the VDPBF16PS kernels too when ActsSafe proves them exact against
 // weights of these exponents; for 8+ rows they are packed (a copy per calling thread, reused: a
 // prefill's is a few MB).
-MatmulActs UnquantizedActs(const float* x, int64_t rows, int64_t K, ExponentRange w) {
+MatmulActs UnquantizedActs(const float* x, int64_t rows, int64_t K, ExponentRange w, ThreadPool* pool) {
   MatmulActs a{x, nullptr, rows};
   const bool blocks = rows >= bf16dot::kMinRows;  // else the decode kernels
   if (!(blocks ? bf16dot::Available() : bf16dot::DecodeAvailable()) || !bf16dot::ActsSafe(x, rows * K, K, w)) return a;
@@ -76,7 +83,7 @@ MatmulActs UnquantizedActs(const float* x, int64_t rows, int64_t K, ExponentRang
   if (blocks) {
     thread_local std::vector<uint32_t> pairs;
     pairs.resize(static_cast<size_t>(rows * K / 2));
-    bf16dot::PackActs(x, rows, K, pairs.data());
+    PackPairs(x, rows, K, pairs.data(), pool);
     a.bf16_pairs = pairs.data();
   }
   return a;
@@ -86,10 +93,10 @@ MatmulActs UnquantizedActs(const float* x, int64_t rows, int64_t K, ExponentRang
 void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool) { Matmul(Acts(a), Fp8W(w), y, pool); }
 void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* pool) { Matmul(Acts(a), Fp4W(w), y, pool); }
 void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, ThreadPool* pool) {
-  Matmul(UnquantizedActs(x, rows, w.cols, w.exponents), Bf16W(w), y, pool);
+  Matmul(UnquantizedActs(x, rows, w.cols, w.exponents, pool), Bf16W(w), y, pool);
 }
 void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, float* y, ThreadPool* pool) {
-  Matmul(UnquantizedActs(x, rows, w.in, kE4m3Exponents), Fp8W(w), y, pool);
+  Matmul(UnquantizedActs(x, rows, w.in, kE4m3Exponents, pool), Fp8W(w), y, pool);
 }
 
 namespace {

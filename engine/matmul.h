@@ -54,6 +54,17 @@ const char* MatmulTargetName();
 // answer. DS41_BF16_DOT=1 keeps VDPBF16PS without timing; =0 leaves only FMA.
 std::string ChooseMatmulKernels(ThreadPool* pool);
 
+// The decision ChooseMatmulKernels takes from its timings (seconds per round, best of its rounds):
+// VDPBF16PS for a shape only where it was strictly faster, and for decode only where the CPU has the
+// VDPBF16PS decode kernels.
+struct MatmulKernelTimes {
+  double fma_blocks = 0, dot_blocks = 0, fma_decode = 0, dot_decode = 0;
+};
+struct MatmulKernelChoice {
+  bool blocks_dot = false, decode_dot = false;
+};
+MatmulKernelChoice DecideMatmulKernels(const MatmulKernelTimes& t, bool decode_supported);
+
 // Work counters (relaxed atomics, always on; one add per matmul): multiply-adds and weight bytes
 // streamed, for benchmarks that report FLOP/s and bytes/s against the machine's limits.
 struct WorkCounters {

@@ -95,27 +95,35 @@ std::string Choose(ThreadPool* pool) {
   bf16dot::SetEnabled(true);
   s.Quantize();
   s.Run(s.q32, s.x32, pool);  // warm the pool and the caches
-  // Alternating rounds, the best of each: another tenant's bursts hit both kernels alike.
-  // best[family][shape]: family 0 FMA, 1 VDPBF16PS; shape 0 blocks, 1 decode.
+  // Alternating rounds, the best of each: another tenant's bursts hit both kernels alike. The
+  // decode shape is timed only where VDPBF16PS could take it.
   constexpr int kRounds = 5;
-  double best[2][2] = {{1e9, 1e9}, {1e9, 1e9}};
+  const bool decode_supported = bf16dot::DecodeSupported();
+  MatmulKernelTimes t{1e9, 1e9, 1e9, 1e9};
   for (int r = 0; r < kRounds; ++r) {
-    for (int dot : {1, 0}) {
-      bf16dot::SetEnabled(dot == 1);
-      best[dot][0] = std::min(best[dot][0], Seconds([&] { s.Run(s.q32, s.x32, pool); }));
-      best[dot][1] = std::min(best[dot][1], Seconds([&] {
-                                for (int i = 0; i < 4; ++i) s.Run(s.q1, s.x1, pool);
-                              }));
+    for (bool dot : {true, false}) {
+      bf16dot::SetEnabled(dot);
+      double& blocks = dot ? t.dot_blocks : t.fma_blocks;
+      blocks = std::min(blocks, Seconds([&] { s.Run(s.q32, s.x32, pool); }));
+      if (!decode_supported) continue;
+      double& decode = dot ? t.dot_decode : t.fma_decode;
+      decode = std::min(decode, Seconds([&] {
+                          for (int i = 0; i < 4; ++i) s.Run(s.q1, s.x1, pool);
+                        }));
     }
   }
-  const bool blocks = best[1][0] < best[0][0], decode = bf16dot::DecodeSupported() && best[1][1] < best[0][1];
-  bf16dot::SetEnabled(blocks, decode);
-  std::string out = Verdict("blocks (8+ rows)", best[1][0], best[0][0], blocks) + "; ";
-  if (!bf16dot::DecodeSupported()) return out + "decode (1-7 rows): FMA (no AVX512-VBMI)";
-  return out + Verdict("decode (1-7 rows)", best[1][1], best[0][1], decode);
+  const MatmulKernelChoice c = DecideMatmulKernels(t, decode_supported);
+  bf16dot::SetEnabled(c.blocks_dot, c.decode_dot);
+  std::string out = Verdict("blocks (8+ rows)", t.dot_blocks, t.fma_blocks, c.blocks_dot) + "; ";
+  if (!decode_supported) return out + "decode (1-7 rows): FMA (no AVX512-VBMI)";
+  return out + Verdict("decode (1-7 rows)", t.dot_decode, t.fma_decode, c.decode_dot);
 }
 
 }  // namespace
+
+MatmulKernelChoice DecideMatmulKernels(const MatmulKernelTimes& t, bool decode_supported) {
+  return {t.dot_blocks < t.fma_blocks, decode_supported && t.dot_decode < t.fma_decode};
+}
 
 std::string ChooseMatmulKernels(ThreadPool* pool) {
   static const std::string chosen = Choose(pool);

@@ -263,6 +263,21 @@ TEST(MatmulTest, KernelChoiceIsTimedOnceAndApplied) {
   bf16dot::SetEnabled(true);
 }
 
+// The decision from the timings: each shape on its own, VDPBF16PS only where strictly faster, decode
+// only where the CPU has the decode kernels.
+TEST(MatmulTest, KernelDecisionFollowsTheTimings) {
+  auto decide = [](double fb, double db, double fd, double dd, bool decode_supported) {
+    const MatmulKernelChoice c = DecideMatmulKernels({fb, db, fd, dd}, decode_supported);
+    return std::make_pair(c.blocks_dot, c.decode_dot);
+  };
+  EXPECT_EQ(decide(1.0, 0.5, 1.0, 0.5, true), std::make_pair(true, true));
+  EXPECT_EQ(decide(0.5, 1.0, 0.5, 1.0, true), std::make_pair(false, false));
+  EXPECT_EQ(decide(1.0, 0.5, 0.5, 1.0, true), std::make_pair(true, false));  // each shape its own
+  EXPECT_EQ(decide(0.5, 1.0, 1.0, 0.5, true), std::make_pair(false, true));
+  EXPECT_EQ(decide(1.0, 1.0, 1.0, 1.0, true), std::make_pair(false, false));  // a tie keeps FMA
+  EXPECT_EQ(decide(1.0, 0.5, 1.0, 0.5, false), std::make_pair(true, false));  // no decode kernels
+}
+
 TEST(MatmulTest, TargetsAreReported) {
   std::string names;
   for (int64_t t : hwy::SupportedAndGeneratedTargets()) names += std::string(hwy::TargetName(t)) + " ";

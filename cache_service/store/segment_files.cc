@@ -15,8 +15,8 @@
 namespace ds41 {
 namespace {
 
-Status Errno(const std::string& what) { return UnavailableError("segment files: " + what + ": " + std::strerror(errno)); }
 Status Errno(const std::string& what, int err) { return UnavailableError("segment files: " + what + ": " + std::strerror(err)); }
+Status Errno(const std::string& what) { return Errno(what, errno); }
 
 // "<digits>.seg" -> id.
 std::optional<uint32_t> ParseName(std::string_view name) {
@@ -74,6 +74,7 @@ struct SegmentFiles::File {
 
 struct SegmentFiles::Batch {
   std::shared_ptr<File> file;
+  uint32_t segment = 0;
   uint64_t start = 0;  // file offset of buf[0]: a multiple of file->align
   Buffer buf{nullptr, std::free};
   size_t capacity = 0, len = 0;
@@ -181,6 +182,7 @@ Status SegmentFiles::StartSegmentLocked(bool drop_previous) {
 std::shared_ptr<SegmentFiles::Batch> SegmentFiles::NewBatchLocked(uint64_t start, const Batch* previous) {
   auto b = std::make_shared<Batch>();
   b->file = segments_[active_].file;
+  b->segment = active_;
   b->start = start - start % b->file->align;
   if (spare_buffers_.empty()) {
     b->buf = AlignedBuffer(kBatchBytes);
@@ -291,26 +293,26 @@ void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::share
     if (st.ok() && next->file != open_->file && (sealed_.empty() || sealed_.front()->file != next->file))
       CutPaddingLocked(*next->file);
     writing_ = false;
-    next->status = st.ok() ? std::move(st) : UnavailableError(st.message() + " (" + dir_ + ")");
+    next->status = std::move(st);
     next->done = true;
     if (next->capacity == kBatchBytes && spare_buffers_.size() < 2) spare_buffers_.push_back(std::move(next->buf));
     done_cv_.notify_all();
   }
 }
 
-Status SegmentFiles::WriteBatch(const Batch& b) {
+Status SegmentFiles::WriteBatch(const Batch& b) const {
   const File& f = *b.file;
-  // With O_DIRECT the whole batch from its aligned start, padded to a block; else only what is new.
-  size_t from = f.align > 1 ? 0 : b.fresh;
-  const size_t to = f.align > 1 ? (b.len + f.align - 1) / f.align * f.align : b.len;
+  // From the batch's start (O_DIRECT: block-aligned, its carried bytes rewritten unchanged) to its
+  // end, padded to a block with O_DIRECT.
+  const size_t to = (b.len + f.align - 1) / f.align * f.align;
   if (to > b.len) std::memset(b.buf.get() + b.len, 0, to - b.len);
-  while (from < to) {
+  for (size_t from = 0; from < to;) {
     const ssize_t n = pwrite(f.write_fd, b.buf.get() + from, to - from, static_cast<off_t>(b.start + from));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Errno("write", n < 0 ? errno : EIO);
+    if (n <= 0) return Errno("write " + PathOf(b.segment), n < 0 ? errno : EIO);
     from += static_cast<size_t>(n);
   }
-  if (b.sync && fdatasync(f.write_fd) != 0) return Errno("sync");
+  if (b.sync && fdatasync(f.write_fd) != 0) return Errno("sync " + PathOf(b.segment));
   return Status::Ok();
 }
 

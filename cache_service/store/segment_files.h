@@ -121,7 +121,7 @@ class SegmentFiles {
   // An empty batch appending to the active segment at `start`, carrying the bytes of `previous`
   // from the block `start` lies in (null: none).
   std::shared_ptr<Batch> NewBatchLocked(uint64_t start, const Batch* previous);
-  static Status WriteBatch(const Batch& b);
+  Status WriteBatch(const Batch& b) const;
 
   std::string dir_;
   uint64_t segment_bytes_ = 0;

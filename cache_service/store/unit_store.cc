@@ -198,6 +198,15 @@ size_t UnitStore::StripeIndex(std::string_view key) const { return static_cast<u
 
 std::mutex& UnitStore::StripeFor(std::string_view key) { return stripes_[StripeIndex(key)]; }
 
+std::vector<std::unique_lock<std::mutex>> UnitStore::LockStripes(const std::vector<std::string_view>& keys) {
+  std::array<bool, std::tuple_size<decltype(stripes_)>::value> need{};
+  for (std::string_view k : keys) need[StripeIndex(k)] = true;
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (size_t i = 0; i < need.size(); ++i)
+    if (need[i]) locks.emplace_back(stripes_[i]);
+  return locks;
+}
+
 Status UnitStore::FlushTouches() {
   std::vector<std::pair<std::string, int64_t>> t;
   {
@@ -207,13 +216,10 @@ Status UnitStore::FlushTouches() {
   if (t.empty()) return Status::Ok();
   std::sort(t.begin(), t.end());  // by key, then read time: the last of a key is its newest read
   // Every stripe involved stays locked until the batch is written, so no Put or removal slips in
-  // between reading a unit's meta and rewriting it. Taken in ascending order; this is the only place
-  // that holds more than one.
-  std::array<bool, std::tuple_size<decltype(stripes_)>::value> need{};
-  for (const auto& [k, at] : t) need[StripeIndex(k)] = true;
-  std::vector<std::unique_lock<std::mutex>> locks;
-  for (size_t i = 0; i < need.size(); ++i)
-    if (need[i]) locks.emplace_back(stripes_[i]);
+  // between reading a unit's meta and rewriting it.
+  std::vector<std::string_view> keys;
+  for (const auto& [k, at] : t) keys.push_back(k);
+  const auto locks = LockStripes(keys);
   rocksdb::WriteBatch b;
   for (size_t i = 0; i < t.size(); ++i) {
     if (i + 1 < t.size() && t[i + 1].first == t[i].first) continue;
@@ -265,12 +271,7 @@ std::vector<Status> UnitStore::PutMany(const std::vector<PutItem>& items) {
   size_t stored = 0;
   uint64_t stored_bytes = 0;
   {
-    // Every stripe involved, in ascending order (as FlushTouches).
-    std::array<bool, std::tuple_size<decltype(stripes_)>::value> need{};
-    for (const std::string& k : keys) need[StripeIndex(k)] = true;
-    std::vector<std::unique_lock<std::mutex>> locks;
-    for (size_t i = 0; i < need.size(); ++i)
-      if (need[i]) locks.emplace_back(stripes_[i]);
+    const auto locks = LockStripes(std::vector<std::string_view>(keys.begin(), keys.end()));
     rocksdb::WriteBatch b;
     std::vector<size_t> in_batch;
     std::vector<std::optional<Meta>> replaced(n);
@@ -563,5 +564,7 @@ Status UnitStore::Compact() {
 }
 
 StoreStats UnitStore::stats() const { return {units_.load(), bytes_.load(), opt_.capacity_bytes}; }
+
+bool UnitStore::DirectIo() const { return segments_->DirectIo(); }
 
 }  // namespace ds41

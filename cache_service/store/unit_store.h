@@ -85,6 +85,7 @@ class UnitStore {
   // Put for several units at once: their payloads share segment writes and their index entries one
   // RocksDB write. One status per unit, in order.
   std::vector<Status> PutMany(const std::vector<PutItem>& items);
+  bool DirectIo() const;  // payloads are being written with O_DIRECT (not only asked for)
 
   // The unit's bytes, or nullopt when absent. A unit whose checksum fails is deleted, counted and
   // reported as absent: it is never served.
@@ -125,6 +126,8 @@ class UnitStore {
   StatusOr<uint64_t> EvictWhile(const std::function<bool(int64_t access_ms)>& pred, prometheus::Counter* reason);
   std::mutex& StripeFor(std::string_view key);
   size_t StripeIndex(std::string_view key) const;
+  // The stripes of all `keys`, locked in ascending order (the one order for holding several).
+  std::vector<std::unique_lock<std::mutex>> LockStripes(const std::vector<std::string_view>& keys);
   // Writes the LRU refreshes of reads so far, one batch for all of them.
   Status FlushTouches();
 

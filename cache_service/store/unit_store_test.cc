@@ -136,7 +136,7 @@ TEST_F(UnitStoreTest, PutManyStoresEveryUnitAndItsTail) {
     const auto writes = metrics_.segment_write_bytes.Collect().histogram;
     EXPECT_EQ(writes.sample_sum, static_cast<double>(payload));
     EXPECT_GE(writes.sample_count, 6u);
-    EXPECT_EQ(metrics_.segment_write_seconds.Collect().histogram.sample_count, writes.sample_count);
+    EXPECT_LT(writes.sample_count, items.size()) << "the units were not grouped into shared writes";
     for (int i = 0; i < 40; ++i) EXPECT_EQ(**s->Get(ns_, K(i)), units[i]) << i;
     auto p = s->Lookup(ns_, {K(39)});
     ASSERT_TRUE(p.ok());
