@@ -165,7 +165,7 @@ void DataSession::OnHeader(std::error_code ec, size_t n) {
     return;
   }
   header_ = *h;
-  body_.clear();
+  body_.Clear();
   body_got_ = 0;
   in_body_ = true;
   ArmRead(shared_->options.io_timeout);
@@ -190,7 +190,7 @@ void DataSession::ReadBody() {
 void DataSession::ReadBodyChunk() {
   // Grown as bytes arrive: a header that lies about its length costs nothing until they do.
   const size_t chunk = std::min<size_t>(header_.body_length - body_got_, kBodyChunk);
-  body_.resize(body_got_ + chunk);
+  body_.Resize(body_got_ + chunk);
   Hold(static_cast<int64_t>(chunk));
   body_held_ += static_cast<int64_t>(chunk);
   reading_ = true;
@@ -223,7 +223,7 @@ void DataSession::OnFrame() {
 }
 
 void DataSession::DispatchPut() {
-  auto v = wire::ParsePut(body_);
+  auto v = wire::ParsePut(body_.view());
   if (!v.ok()) {
     Fatal(shared_->metrics->error_framing, v.status(), header_.id);
     return;
@@ -237,7 +237,7 @@ void DataSession::DispatchPut() {
   }
   const size_t offset = static_cast<size_t>(v->unit.data() - body_.data());
   Slot s;
-  s.job = PutJob{*put, id, offset, std::make_shared<const std::string>(std::move(body_))};
+  s.job = PutJob{*put, id, offset, std::make_shared<const ByteBuffer>(std::move(body_))};
   s.put = true;
   s.held = body_held_;
   body_held_ = 0;
@@ -245,7 +245,7 @@ void DataSession::DispatchPut() {
 }
 
 void DataSession::DispatchGet() {
-  auto v = wire::ParseGet(body_, shared_->checks->max_keys_per_request());
+  auto v = wire::ParseGet(body_.view(), shared_->checks->max_keys_per_request());
   if (!v.ok()) {
     Fatal(shared_->metrics->error_framing, v.status(), header_.id);
     return;
@@ -382,7 +382,7 @@ void DataSession::StartPutGroup(int window) {
     std::vector<UnitStore::PutItem> items;
     items.reserve(group.size());
     for (const auto& [seq, j] : group)
-      items.push_back(j.put.Item(std::string_view(*j.body).substr(j.offset)));
+      items.push_back(j.put.Item(j.body->view().substr(j.offset)));
     const std::vector<Status> st = self->shared_->store->PutMany(items);
     std::vector<std::pair<uint64_t, std::vector<std::string>>> answers;
     for (size_t i = 0; i < group.size(); ++i) {

@@ -21,6 +21,7 @@
 #include "cache_data/asio_tls.h"
 #include "cache_data/wire.h"
 #include "cache_service/data_server.h"
+#include "util/byte_buffer.h"
 #include "util/thread_pool.h"
 
 namespace ds41::data_internal {
@@ -51,12 +52,12 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   void Close();  // thread-safe, idempotent
 
  private:
-  // A checked PUT waiting for the store: its unit is body->substr(offset).
+  // A checked PUT waiting for the store: its unit is body->view().substr(offset).
   struct PutJob {
     CheckedPut put;
     uint32_t id = 0;
     size_t offset = 0;
-    std::shared_ptr<const std::string> body;
+    std::shared_ptr<const ByteBuffer> body;
   };
   // One response, possibly several frames (a GET's units), in parts so payloads are never copied.
   struct Slot {
@@ -112,7 +113,7 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
 
   std::array<uint8_t, wire::kHeaderBytes> head_{};
   wire::Header header_;
-  std::string body_;
+  ByteBuffer body_;
   size_t body_got_ = 0;
   bool reading_ = false, in_body_ = false, read_stopped_ = false;
   bool peer_done_ = false;  // the peer closed its side between frames

@@ -1,4 +1,5 @@
-// CRC-32C (Castagnoli), the checksum of cache units: SSE4.2 when the CPU has it, tables otherwise.
+// CRC-32C (Castagnoli), the checksum of cache units: SSE4.2 (three interleaved streams) when the CPU
+// has it, tables otherwise.
 #pragma once
 
 #include <cstddef>

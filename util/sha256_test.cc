@@ -28,20 +28,3 @@ TEST(Sha256Test, SplitUpdatesEqualOne) {
 
 }  // namespace
 }  // namespace ds41
-
-#include "util/crc32c.h"
-
-namespace ds41 {
-namespace {
-
-TEST(Crc32cTest, KnownVectors) {
-  EXPECT_EQ(Crc32c("123456789", 9), 0xE3069283u);
-  EXPECT_EQ(Crc32c("", 0), 0u);
-  std::string zeros(32, '\0');
-  EXPECT_EQ(Crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
-  // Incremental equals one shot.
-  EXPECT_EQ(Crc32c("6789", 4, Crc32c("12345", 5)), 0xE3069283u);
-}
-
-}  // namespace
-}  // namespace ds41
