@@ -152,8 +152,9 @@ Status SegmentFiles::StartSegmentLocked(bool drop_previous) {
       close(f->write_fd);
       f->write_fd = direct;
       f->align = kDirectAlign;
-    } else if (direct >= 0) {
-      close(direct);
+    } else {
+      if (direct >= 0) close(direct);
+      direct_io_ = false;  // the file system will not change: later segments stay buffered too
     }
   }
   f->fd = open(PathOf(id).c_str(), O_RDONLY | O_CLOEXEC);
@@ -212,6 +213,7 @@ StatusOr<SegmentLocation> SegmentFiles::Append(std::string_view bytes, bool sync
 
 std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vector<std::string_view>& units, bool sync) {
   std::unique_lock<std::mutex> l(mu_);
+  if (open_->file->align == 1) return AppendBuffered(l, units, sync);
   std::vector<StatusOr<SegmentLocation>> out;
   std::vector<std::shared_ptr<Batch>> batches;  // each unit's
   out.reserve(units.size());
@@ -232,6 +234,53 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vecto
       AbandonLocked(*out[i]);
       out[i] = batches[i]->status;
     }
+  }
+  return out;
+}
+
+std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendBuffered(std::unique_lock<std::mutex>& l,
+                                                                    const std::vector<std::string_view>& units, bool sync) {
+  std::vector<StatusOr<SegmentLocation>> out;
+  std::vector<std::shared_ptr<File>> files;  // each unit's (null: not reserved)
+  out.reserve(units.size());
+  for (std::string_view bytes : units) {
+    Segment* a = &segments_[active_];
+    if (a->size > 0 && a->size + bytes.size() > segment_bytes_) {
+      if (Status st = StartSegmentLocked(/*drop_previous=*/true); !st.ok()) {
+        out.push_back(st);
+        files.push_back(nullptr);
+        continue;
+      }
+      a = &segments_[active_];
+    }
+    out.push_back(SegmentLocation{active_, a->size, static_cast<uint32_t>(bytes.size())});
+    files.push_back(a->file);
+    a->size += bytes.size();
+    a->pending += 1;
+    file_bytes_ += bytes.size();
+  }
+  l.unlock();
+  std::vector<Status> st(units.size());
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (files[i] == nullptr) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    st[i] = WriteAt(files[i]->write_fd, units[i], out[i]->offset, out[i]->segment);
+    if (on_write_ && st[i].ok())
+      on_write_(units[i].size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  if (sync) {  // once per file written (two where the segment rolled over)
+    for (size_t i = 0; i < units.size(); ++i) {
+      if (files[i] == nullptr || (i > 0 && files[i] == files[i - 1])) continue;
+      Status synced = fdatasync(files[i]->write_fd) == 0 ? Status::Ok() : Errno("sync " + PathOf(out[i]->segment));
+      for (size_t j = i; j < units.size() && files[j] == files[i]; ++j)
+        if (st[j].ok()) st[j] = synced;
+    }
+  }
+  l.lock();
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (files[i] == nullptr || st[i].ok()) continue;
+    AbandonLocked(*out[i]);
+    out[i] = st[i];
   }
   return out;
 }
@@ -306,13 +355,18 @@ Status SegmentFiles::WriteBatch(const Batch& b) const {
   // end, padded to a block with O_DIRECT.
   const size_t to = (b.len + f.align - 1) / f.align * f.align;
   if (to > b.len) std::memset(b.buf.get() + b.len, 0, to - b.len);
-  for (size_t from = 0; from < to;) {
-    const ssize_t n = pwrite(f.write_fd, b.buf.get() + from, to - from, static_cast<off_t>(b.start + from));
+  DS41_RETURN_IF_ERROR(WriteAt(f.write_fd, {reinterpret_cast<const char*>(b.buf.get()), to}, b.start, b.segment));
+  if (b.sync && fdatasync(f.write_fd) != 0) return Errno("sync " + PathOf(b.segment));
+  return Status::Ok();
+}
+
+Status SegmentFiles::WriteAt(int fd, std::string_view bytes, uint64_t offset, uint32_t segment) const {
+  for (size_t from = 0; from < bytes.size();) {
+    const ssize_t n = pwrite(fd, bytes.data() + from, bytes.size() - from, static_cast<off_t>(offset + from));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return Errno("write " + PathOf(b.segment), n < 0 ? errno : EIO);
+    if (n <= 0) return Errno("write " + PathOf(segment), n < 0 ? errno : EIO);
     from += static_cast<size_t>(n);
   }
-  if (b.sync && fdatasync(f.write_fd) != 0) return Errno("sync " + PathOf(b.segment));
   return Status::Ok();
 }
 

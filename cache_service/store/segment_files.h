@@ -12,16 +12,17 @@
 // copied forward, then released). Bytes appended but never committed (a crash between the two
 // steps, a failed index write) are dead from the start.
 //
-// Writes are grouped: concurrent appends are copied into one staging buffer, which one of them then
-// writes with O_DIRECT (one large write instead of a page-cache copy per unit; buffered where the
-// file system refuses O_DIRECT, or when asked), and each Append returns once its batch is written. A
+// With O_DIRECT, writes are grouped: concurrent appends are copied into one staging buffer, which one
+// of them then writes (one large write instead of a page-cache copy per unit), and each Append
+// returns once its batch is written. Where the file system refuses O_DIRECT, or when asked, each
+// append writes its own bytes through the page cache, in parallel with the others. A
 // batch that ends inside a 4 KiB block rewrites that block in the next batch (unchanged bytes); the
 // active segment may end in up to one block of zero padding, cut off once it is finished or closed.
 // Trade-off: O_DIRECT leaves freshly written units out of the page cache, so a read soon after a
 // write goes to the device (the encoder hands a turn's new KV to its decoder directly, so only later
 // turns read them back); a lone writer waits for its own device write. Buffered mode keeps them
-// cached and suits a single writer; O_DIRECT writes more under concurrency (cache_bench
-// --direct-io true|false compares both).
+// cached, at the cost of a page-cache copy per unit (cache_bench --direct-io true|false compares
+// both).
 //
 // Thread-safe. Readers keep a file open while they read, so deleting it never fails a read in
 // flight.
@@ -122,6 +123,11 @@ class SegmentFiles {
   // from the block `start` lies in (null: none).
   std::shared_ptr<Batch> NewBatchLocked(uint64_t start, const Batch* previous);
   Status WriteBatch(const Batch& b) const;
+  // Buffered appends: each unit's bytes go from the caller's buffer to its reserved offset, with no
+  // staging copy and concurrently with other appenders (page-cache writes need no order).
+  std::vector<StatusOr<SegmentLocation>> AppendBuffered(std::unique_lock<std::mutex>& l,
+                                                        const std::vector<std::string_view>& units, bool sync);
+  Status WriteAt(int fd, std::string_view bytes, uint64_t offset, uint32_t segment) const;
 
   std::string dir_;
   uint64_t segment_bytes_ = 0;
