@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "unit/unit_format.h"
 
 namespace ds41 {
 
@@ -13,11 +12,18 @@ bool ToKey(std::string_view bytes, Key32* k) {
 }
 
 Status RequestChecks::CheckNamespace(const NamespaceFields& ns, Key32* id) const {
+  Fingerprint model;
+  return CheckNamespace(ns, id, &model);
+}
+
+Status RequestChecks::CheckNamespace(const NamespaceFields& ns, Key32* id, Fingerprint* model) const {
   if (!ToKey(ns.id, id)) return InvalidArgumentError("namespace id must be 32 bytes");
   if (ns.format_version != kUnitFormatVersion)
     return InvalidArgumentError("unit format version " + std::to_string(ns.format_version) + " is not served here (" +
                                 std::to_string(kUnitFormatVersion) + ")");
-  if (!ParseFingerprint(ns.model_fingerprint).ok()) return InvalidArgumentError("namespace model fingerprint is malformed");
+  auto fp = ParseFingerprint(ns.model_fingerprint);
+  if (!fp.ok()) return InvalidArgumentError("namespace model fingerprint is malformed");
+  *model = *fp;
   if (!fingerprint_.empty() && ns.model_fingerprint != fingerprint_)
     return InvalidArgumentError("foreign namespace: this cache serves model " + fingerprint_.substr(0, 12) + "..., not " +
                                 std::string(ns.model_fingerprint.substr(0, 12)) + "...");
@@ -31,7 +37,8 @@ Status RequestChecks::CheckKeyCount(size_t keys) const {
 StatusOr<CheckedPut> RequestChecks::CheckPut(const NamespaceFields& ns, std::string_view key, std::string_view parent,
                                              std::string_view unit) const {
   CheckedPut p;
-  if (Status s = CheckNamespace(ns, &p.ns); !s.ok()) return s;
+  Fingerprint model;
+  if (Status s = CheckNamespace(ns, &p.ns, &model); !s.ok()) return s;
   if (!ToKey(key, &p.key)) return InvalidArgumentError("unit key must be 32 bytes");
   p.tail = !parent.empty();
   if (p.tail && !ToKey(parent, &p.parent)) return InvalidArgumentError("parent key must be 32 bytes");
@@ -39,8 +46,7 @@ StatusOr<CheckedPut> RequestChecks::CheckPut(const NamespaceFields& ns, std::str
   auto h = VerifyUnitBytes(unit);
   if (!h.ok()) return InvalidArgumentError("malformed unit: " + h.status().message());
   if (h->tail != p.tail) return InvalidArgumentError("a tail unit needs a parent key and a full unit none");
-  auto fp = ParseFingerprint(ns.model_fingerprint);
-  if (!fp.ok() || *fp != h->model) return InvalidArgumentError("unit was made by another model than its namespace");
+  if (model != h->model) return InvalidArgumentError("unit was made by another model than its namespace");
   p.tokens = static_cast<uint32_t>(h->tokens);
   return p;
 }

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "cache_service/store/unit_store.h"
+#include "unit/unit_format.h"
 #include "util/status.h"
 
 namespace ds41 {
@@ -53,6 +54,9 @@ class RequestChecks {
   size_t max_keys_per_request() const { return max_keys_; }
 
  private:
+  // CheckNamespace, also giving the namespace's model fingerprint as parsed.
+  Status CheckNamespace(const NamespaceFields& ns, Key32* id, Fingerprint* model) const;
+
   std::string fingerprint_;
   size_t max_keys_;
 };
