@@ -79,12 +79,7 @@ struct DataServer::Impl {
   }
 
   void Admit(asio::ip::tcp::socket socket, const Strand& on) {
-    size_t open;
-    {
-      std::lock_guard<std::mutex> l(shared->mu);
-      open = shared->sessions.size();
-    }
-    if (open >= shared->options.max_connections) {
+    if (shared->OpenSessions() >= shared->options.max_connections) {
       shared->metrics->connections_refused.Increment();
       return;
     }

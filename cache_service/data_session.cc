@@ -30,10 +30,6 @@ void DataSession::WithStream(F&& f) {
 }
 
 void DataSession::Start() {
-  {
-    std::lock_guard<std::mutex> l(shared_->mu);
-    shared_->sessions[this] = weak_from_this();
-  }
   shared_->metrics->connections_accepted.Increment();
   shared_->metrics->connections_open.Increment();
   asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Begin(); });
@@ -77,8 +73,6 @@ void DataSession::CloseOnStrand() {
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   shared_->metrics->connections_open.Decrement();
-  std::lock_guard<std::mutex> l(shared_->mu);
-  shared_->sessions.erase(this);
 }
 
 void DataSession::CancelRead() {

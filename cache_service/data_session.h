@@ -12,10 +12,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "cache_data/asio_tls.h"
@@ -37,11 +35,10 @@ struct DataShared {
   ThreadPool* io = nullptr;
   std::shared_ptr<asio::ssl::context> tls;  // null: plaintext
 
-  std::mutex mu;
-  std::unordered_map<DataSession*, std::weak_ptr<DataSession>> sessions;  // guarded by mu
-
   // What all sessions hold (metrics->held_bytes) against options.max_held_bytes.
   bool OverBudget() const { return metrics->held_bytes.Value() >= static_cast<double>(options.max_held_bytes); }
+  // Sessions started and not yet closed (metrics->connections_open).
+  size_t OpenSessions() const { return static_cast<size_t>(metrics->connections_open.Value()); }
 };
 
 class DataSession : public std::enable_shared_from_this<DataSession> {

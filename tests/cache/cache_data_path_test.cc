@@ -48,8 +48,10 @@ class DataPathTest : public ::testing::Test {
     server_.server->Shutdown();
     data_.reset();
   }
-  std::unique_ptr<DataServer> StartDataServer(milliseconds timeouts, int64_t max_held_bytes = int64_t{512} << 20) {
+  std::unique_ptr<DataServer> StartDataServer(milliseconds timeouts, int64_t max_held_bytes = int64_t{512} << 20,
+                                              size_t max_connections = 512) {
     DataServerOptions d;
+    d.max_connections = max_connections;
     d.idle_timeout = timeouts;
     d.io_timeout = timeouts;
     d.max_held_bytes = max_held_bytes;
@@ -298,6 +300,27 @@ TEST_F(DataPathTest, AnExhaustedMemoryBudgetSlowsConnectionsButServesThemAll) {
   for (int i = 0; i < 100 && data_metrics_.connections_open.Value() > 0; ++i) std::this_thread::sleep_for(milliseconds(20));
   EXPECT_EQ(data_metrics_.connections_open.Value(), 0);
   EXPECT_EQ(data_metrics_.held_bytes.Value(), 0) << "budget bytes leaked";
+}
+
+TEST_F(DataPathTest, ConnectionsPastTheLimitAreRefusedUntilOneCloses) {
+  const auto units = testing::TestPromptUnits(ns_, testing::TestTokens(64, 7), 7);
+  const auto limited = StartDataServer(milliseconds(20000), int64_t{512} << 20, 2);
+  const std::string addr = "127.0.0.1:" + std::to_string(limited->port());
+  auto first = std::make_unique<testing::RawDataClient>(addr);
+  testing::RawDataClient second(addr);
+  for (auto* c : {first.get(), &second}) {  // both admitted: each is answered
+    ASSERT_TRUE(c->Send(wire::EncodeGet(1, Ns(), Key(units[0].key))));
+    ASSERT_TRUE(c->Read(milliseconds(5000)).has_value());
+  }
+  {
+    testing::RawDataClient third(addr);
+    EXPECT_TRUE(third.ClosedByPeer(milliseconds(5000)));
+  }
+  EXPECT_EQ(data_metrics_.connections_refused.Value(), 1);
+  first.reset();
+  for (int i = 0; i < 100 && data_metrics_.connections_open.Value() > 1; ++i) std::this_thread::sleep_for(milliseconds(20));
+  ExpectServesACorrectClient(addr, units[0]);  // room again
+  EXPECT_EQ(data_metrics_.connections_refused.Value(), 1);
 }
 
 TEST_F(DataPathTest, IdleAndStalledConnectionsTimeOut) {
