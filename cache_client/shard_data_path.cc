@@ -1,5 +1,7 @@
 #include "cache_client/shard_data_path.h"
 
+#include <vector>
+
 namespace ds41 {
 namespace {
 
@@ -44,15 +46,25 @@ void ShardDataPath::Run(DataChannel::Deadline deadline, const Call& call) {
 }
 
 std::unique_ptr<DataChannel> ShardDataPath::TakeIdle() {
-  std::lock_guard<std::mutex> l(mu_);
-  const auto too_old = Clock::now() - kMaxIdleAge;
-  while (!idle_.empty() && idle_.front().since < too_old) idle_.pop_front();
-  while (!idle_.empty()) {  // the most recently used first
-    std::unique_ptr<DataChannel> c = std::move(idle_.back().channel);
-    idle_.pop_back();
-    if (!c->Stale()) return c;  // else closed by the server's idle timeout: try the next
+  // The lock only guards the list: the staleness poll and the closes of dropped channels are
+  // system calls, made after it is released.
+  std::vector<std::unique_ptr<DataChannel>> dropped;
+  for (;;) {
+    std::unique_ptr<DataChannel> c;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      const auto too_old = Clock::now() - kMaxIdleAge;
+      while (!idle_.empty() && idle_.front().since < too_old) {
+        dropped.push_back(std::move(idle_.front().channel));
+        idle_.pop_front();
+      }
+      if (idle_.empty()) return nullptr;
+      c = std::move(idle_.back().channel);  // the most recently used first
+      idle_.pop_back();
+    }
+    if (!c->Stale()) return c;
+    dropped.push_back(std::move(c));  // closed by the server's idle timeout: try the next
   }
-  return nullptr;
 }
 
 std::unique_ptr<DataChannel> ShardDataPath::Connect(DataChannel::Deadline deadline) {
