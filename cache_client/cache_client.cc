@@ -18,8 +18,6 @@ namespace {
 
 namespace pb = ds41::cache::v1;
 
-std::string Bytes(const UnitKey& k) { return std::string(reinterpret_cast<const char*>(k.data()), k.size()); }
-
 uint64_t Mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -118,12 +116,10 @@ int CacheClient::OwnerOf(const UnitKey& k) const {
 
 namespace {
 void FillNs(const CacheNamespace& ns, pb::Namespace* out) {
-  out->set_id(Bytes(ns.id));
+  out->set_id(KeyString(ns.id));
   out->set_model_fingerprint(ns.model_fingerprint);
   out->set_format_version(ns.format_version);
 }
-
-std::string_view KeyView(const UnitKey& k) { return {reinterpret_cast<const char*>(k.data()), k.size()}; }
 
 wire::NamespaceView WireNs(const CacheNamespace& ns) { return {KeyView(ns.id), ns.model_fingerprint, ns.format_version}; }
 
@@ -155,7 +151,7 @@ PrefixHit CacheClient::LookupPrefix(const CacheNamespace& ns, const std::vector<
       req.set_first_is_root(owned[s][0] == -1);
       req.set_unit_tokens(U);
       req.set_prompt_tokens(tokens.size());
-      for (int i : owned[s]) req.add_keys(Bytes(i < 0 ? ns.id : chain[i]));
+      for (int i : owned[s]) req.add_keys(KeyString(i < 0 ? ns.id : chain[i]));
       pb::LookupResponse resp;
       grpc::Status st;
       for (int attempt = 0; attempt <= opt_.retries; ++attempt) {
@@ -275,8 +271,8 @@ std::pair<int, Status> CacheClient::GrpcPut(Shard& shard, const CacheNamespace& 
     FillNs(ns, req.mutable_ns());
     for (size_t j = b; j < e; ++j) {
       const UnitPut& u = units[idx[j]];
-      req.mutable_ref()->set_key(Bytes(u.key));
-      req.mutable_ref()->set_parent(u.parent ? Bytes(*u.parent) : std::string());
+      req.mutable_ref()->set_key(KeyString(u.key));
+      req.mutable_ref()->set_parent(u.parent ? KeyString(*u.parent) : std::string());
       req.set_unit(u.bytes);
       if (!stream->Write(req)) break;
     }
@@ -339,7 +335,7 @@ void CacheClient::GrpcGet(Shard& shard, const CacheNamespace& ns, const std::vec
     ctx.set_deadline(SystemDeadline(deadline));  // what the data path left (none: fails at once)
     pb::GetRequest req;
     FillNs(ns, req.mutable_ns());
-    for (size_t i : idx) req.add_refs()->set_key(Bytes(units[i].key));
+    for (size_t i : idx) req.add_refs()->set_key(KeyString(units[i].key));
     auto reader = shard.stub->Get(&ctx, req);
     pb::GetResponse r;
     size_t j = 0;

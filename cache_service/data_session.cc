@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "unit/unit_key.h"
+
 namespace ds41::data_internal {
 namespace {
 
@@ -259,7 +261,7 @@ void DataSession::DispatchGet() {
     s.work = [store = shared_->store, ns, keys = std::move(keys), id]() -> std::vector<std::string> {
       std::vector<std::string> parts;
       for (const Key32& k : keys) {
-        const std::string_view key(reinterpret_cast<const char*>(k.data()), k.size());
+        const std::string_view key = KeyView(k);
         auto r = store->Get(ns, k);  // verified: a corrupt unit is deleted, counted, and a miss
         if (!r.ok()) {
           const std::string msg = r.status().ToString().substr(0, wire::kMaxErrorMessage);

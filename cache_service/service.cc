@@ -6,13 +6,13 @@
 
 #include "cache_data/wire.h"
 #include "rpc/status_map.h"
+#include "unit/unit_key.h"
 
 namespace ds41 {
 namespace {
 
 namespace pb = ds41::cache::v1;
 
-std::string FromKey(const Key32& k) { return std::string(reinterpret_cast<const char*>(k.data()), 32); }
 
 }  // namespace
 
@@ -122,7 +122,7 @@ grpc::Status CacheService::Get(grpc::ServerContext* ctx, const pb::GetRequest* r
       Read& v = reads[j];
       if (!v.ok()) return ToGrpc(v.status());
       pb::GetResponse r;
-      r.set_key(FromKey(keys[i + j]));
+      r.set_key(KeyString(keys[i + j]));
       r.set_found(v->has_value());
       if (v->has_value()) r.set_unit(std::move(**v));
       if (!w->Write(r)) return grpc::Status::OK;
@@ -150,7 +150,7 @@ grpc::Status CacheService::Lookup(grpc::ServerContext*, const pb::LookupRequest*
     kp->set_tokens(p.tokens);
     for (const TailMarker& t : p.tails) {
       auto* tl = kp->add_tails();
-      tl->set_key(FromKey(t.key));
+      tl->set_key(KeyString(t.key));
       tl->set_tokens(t.tokens);
     }
     if (i == 0 && req->first_is_root()) continue;

@@ -7,7 +7,7 @@
 namespace ds41 {
 
 std::string SwaPoolKey(const UnitKey& ns, const UnitKey& prefix_key) {
-  return std::string(reinterpret_cast<const char*>(ns.data()), 32) + std::string(reinterpret_cast<const char*>(prefix_key.data()), 32);
+  return KeyString(ns) + KeyString(prefix_key);
 }
 
 EncoderCore::EncoderCore(const Model& model, CacheClient* cache, SwaFetcher fetcher, EncoderOptions options,

@@ -66,8 +66,8 @@ SwaFetcher MakeGrpcSwaFetcher(std::shared_ptr<ChannelSet> channels, std::string 
                                  int64_t position) -> StatusOr<std::string> {
     pb::SwaStateRequest req;
     FillModel(fingerprint, req.mutable_model());
-    req.mutable_ns()->set_id(KeyBytes(ns));
-    req.set_prefix_key(KeyBytes(key));
+    req.mutable_ns()->set_id(KeyString(ns));
+    req.set_prefix_key(KeyString(key));
     req.set_position(position);
     pb::SwaStateResponse resp;
     grpc::ClientContext ctx;
@@ -88,7 +88,7 @@ StatusOr<PrefillOutput> CallEncoderPrefill(ChannelSet* channels, const std::stri
                                            const PrefillInput& in, std::chrono::steady_clock::time_point deadline) {
   pb::PrefillRequest req;
   FillModel(fingerprint, req.mutable_model());
-  req.mutable_ns()->set_id(KeyBytes(in.ns));
+  req.mutable_ns()->set_id(KeyString(in.ns));
   for (int32_t t : in.tokens) req.add_tokens(t);
   req.set_cached_tokens(in.cached_tokens);
   req.mutable_swa()->set_peer(in.swa_peer);

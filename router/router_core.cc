@@ -160,7 +160,7 @@ RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) 
     FillModel(opt_.fingerprint, req.mutable_model());
     req.set_request_id(rq.request_id);
     req.set_session_id(rq.session_id);
-    req.mutable_ns()->set_id(KeyBytes(ns.id));
+    req.mutable_ns()->set_id(KeyString(ns.id));
     req.mutable_tokens()->Add(rq.tokens.begin(), rq.tokens.end());
     req.set_cached_tokens(H);
     req.set_encoder(p.encoder);

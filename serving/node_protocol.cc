@@ -27,7 +27,6 @@ Status ParseKey(const std::string& bytes, UnitKey* out) {
 
 Status ParseNs(const ds41::node::v1::CacheNs& ns, UnitKey* out) { return ParseKey(ns.id(), out).Prefixed("namespace"); }
 
-std::string KeyBytes(const UnitKey& k) { return std::string(reinterpret_cast<const char*>(k.data()), 32); }
 
 Status ServeSwaState(const ds41::node::v1::SwaStateRequest& req, const std::string& fingerprint,
                      const std::function<std::optional<std::string>(const UnitKey&, const UnitKey&)>& lookup,

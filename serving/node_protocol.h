@@ -19,7 +19,6 @@ Status CheckModel(const ds41::node::v1::ModelCheck& m, const std::string& finger
 void FillModel(const std::string& fingerprint, ds41::node::v1::ModelCheck* m);
 Status ParseNs(const ds41::node::v1::CacheNs& ns, UnitKey* out);
 Status ParseKey(const std::string& bytes, UnitKey* out);
-std::string KeyBytes(const UnitKey& k);
 
 // GetSwaState as both node roles serve it: checks, then `lookup(ns, prefix_key)` (NOT_FOUND when
 // this node does not hold the state).

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "unit/unit_format.h"
@@ -28,5 +29,8 @@ UnitKey TailKey(const UnitKey& prev, const int32_t* tokens, size_t n);
 std::vector<UnitKey> ChainKeys(const UnitKey& root, const std::vector<int32_t>& tokens, int unit_tokens);
 
 std::string KeyHex(const UnitKey& k);
+// A key's 32 bytes as they travel (protobuf bytes fields, data-path frames, index keys).
+inline std::string_view KeyView(const UnitKey& k) { return {reinterpret_cast<const char*>(k.data()), k.size()}; }
+inline std::string KeyString(const UnitKey& k) { return std::string(KeyView(k)); }
 
 }  // namespace ds41

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "unit/unit_format.h"
+#include "unit/unit_key.h"
 
 namespace ds41 {
 namespace {
@@ -306,7 +307,7 @@ std::vector<Status> UnitStore::PutMany(const std::vector<PutItem>& items) {
       b.Put(cf_[kLru], LruKey(now, k), "");
       if (item.parent) {
         uint32_t t = item.tokens;
-        b.Put(cf_[kIndex], Join(item.ns, *item.parent) + std::string(reinterpret_cast<const char*>(item.key.data()), 32),
+        b.Put(cf_[kIndex], Join(item.ns, *item.parent) + KeyString(item.key),
               rocksdb::Slice(reinterpret_cast<const char*>(&t), 4));
       }
       in_batch.push_back(i);
@@ -347,7 +348,7 @@ std::vector<Status> UnitStore::PutMany(const std::vector<PutItem>& items) {
 void UnitStore::RemoveFromIndex(const std::string& k, const Meta& m, rocksdb::WriteBatch* b) {
   b->Delete(cf_[kIndex], k);
   b->Delete(cf_[kLru], LruKey(m.access_ms, k));
-  if (m.has_parent) b->Delete(cf_[kIndex], k.substr(0, 32) + std::string(reinterpret_cast<const char*>(m.parent.data()), 32) + k.substr(32));
+  if (m.has_parent) b->Delete(cf_[kIndex], k.substr(0, 32) + KeyString(m.parent) + k.substr(32));
 }
 
 Status UnitStore::RemoveLocked(const std::string& k, const Meta& m) {
@@ -492,7 +493,7 @@ StatusOr<uint64_t> UnitStore::EvictExpired() {
 
 StatusOr<uint64_t> UnitStore::DeleteNamespace(const Key32& ns) {
   std::lock_guard<std::mutex> el(evict_mu_);
-  const std::string lo(reinterpret_cast<const char*>(ns.data()), 32);
+  const std::string lo = KeyString(ns);
   uint64_t removed = 0;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kIndex]));
   for (it->Seek(lo); it->Valid() && it->key().starts_with(lo); it->Next()) {

@@ -128,7 +128,7 @@ class NodesTest : public ::testing::Test {
     pb::GenerateRequest req;
     FillModel(model_->fingerprint(), req.mutable_model());
     req.set_session_id(session);
-    req.mutable_ns()->set_id(KeyBytes(ns_.id));
+    req.mutable_ns()->set_id(KeyString(ns_.id));
     for (int32_t t : prompt) req.add_tokens(t);
     req.set_cached_tokens(H);
     req.set_encoder(encoder.empty() ? encoder_->addr : encoder);
@@ -296,7 +296,7 @@ TEST_F(NodesTest, CancelFreesTheSequence) {
   const uint64_t baseline = dec_a_->core->ResidentBytes();
   pb::GenerateRequest req;
   FillModel(model_->fingerprint(), req.mutable_model());
-  req.mutable_ns()->set_id(KeyBytes(ns_.id));
+  req.mutable_ns()->set_id(KeyString(ns_.id));
   for (int32_t t : Tokens(30, 41)) req.add_tokens(t);
   req.set_encoder(encoder_->addr);
   req.mutable_sampling()->set_max_tokens(100000);
@@ -322,7 +322,7 @@ TEST_F(NodesTest, BadRequestsAreRefusedAndNodesStayUp) {
   auto base = [&] {
     pb::GenerateRequest req;
     FillModel(model_->fingerprint(), req.mutable_model());
-    req.mutable_ns()->set_id(KeyBytes(ns_.id));
+    req.mutable_ns()->set_id(KeyString(ns_.id));
     for (int32_t t : Tokens(10, 51)) req.add_tokens(t);
     req.set_encoder(encoder_->addr);
     req.set_unit_tokens(kUnit);
@@ -362,7 +362,7 @@ TEST_F(NodesTest, BadRequestsAreRefusedAndNodesStayUp) {
   {  // the encoder directly
     pb::PrefillRequest pr;
     FillModel(model_->fingerprint(), pr.mutable_model());
-    pr.mutable_ns()->set_id(KeyBytes(ns_.id));
+    pr.mutable_ns()->set_id(KeyString(ns_.id));
     pr.add_tokens(-1);
     pr.set_unit_tokens(kUnit);
     pb::PrefillResponse resp;
