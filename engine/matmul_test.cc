@@ -152,10 +152,15 @@ TEST(MatmulTest, AllNegativeZeroProductsStayNegativeZero) {
   std::vector<float> ref(static_cast<size_t>(m * n)), y(ref.size()), yt(ref.size());
   reference::MatMulFp8(qa, fp8, ref.data());
   ASSERT_TRUE(std::signbit(ref[0]));
-  MatMulFp8(qa, fp8, y.data(), nullptr);
-  MatMulFp8(qa, fp8_tiles, yt.data(), nullptr);
-  EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4));
-  EXPECT_EQ(0, std::memcmp(yt.data(), ref.data(), ref.size() * 4));
+  for (const bool dot : {false, true}) {  // the FMA kernels, then VDPBF16PS's where the CPU has them
+    if (dot && !bf16dot::Supported()) continue;
+    bf16dot::SetEnabled(dot, dot);
+    MatMulFp8(qa, fp8, y.data(), nullptr);
+    MatMulFp8(qa, fp8_tiles, yt.data(), nullptr);
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4)) << (dot ? "VDPBF16PS" : "FMA");
+    EXPECT_EQ(0, std::memcmp(yt.data(), ref.data(), ref.size() * 4)) << (dot ? "VDPBF16PS, tile-major" : "FMA, tile-major");
+  }
+  bf16dot::SetEnabled(true);
 }
 
 // bf16 activations against FP8 codes (wo_a) whose products would be subnormal: the VDPBF16PS kernel
