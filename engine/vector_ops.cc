@@ -15,53 +15,51 @@ namespace ds41 {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// NK keys x NH head vectors of canonical chains at once: each q vector load serves NK keys and each
-// key broadcast NH vectors, and the NK * NH independent chains keep the FMA units busy.
+// Block [b, b + 32) of the scores of NK keys x NH head vectors: NK * NH canonical chains at once
+// (each q vector load serves NK keys and each key broadcast NH vectors, and the independent chains
+// keep the FMA units busy), then added to the running scores in block order (block 0 stores).
 template <int NH, int NK, class D>
-HWY_INLINE void ScoresTile(D df, const float* HWY_RESTRICT qT, int H, int hd, int h0, const float* HWY_RESTRICT key,
-                           float* HWY_RESTRICT scores) {
+HWY_INLINE void ScoresTile(D df, const float* HWY_RESTRICT qT, int H, int hd, int h0, int b,
+                           const float* HWY_RESTRICT key, float* HWY_RESTRICT scores) {
   const int L = static_cast<int>(hn::Lanes(df));
   using V = hn::Vec<D>;
-  V acc[NK][NH];
-#pragma GCC unroll 2
-  for (int i = 0; i < NK; ++i)
+  V part[NK][NH];
 #pragma GCC unroll 4
-    for (int j = 0; j < NH; ++j) acc[i][j] = hn::Zero(df);  // (set by block 0; hd >= 32)
-  for (int b = 0; b < hd; b += 32) {
-    V part[NK][NH];
+  for (int j = 0; j < NH; ++j) {
+    const V q = hn::LoadU(df, qT + b * H + h0 + j * L);
+#pragma GCC unroll 2
+    for (int i = 0; i < NK; ++i) part[i][j] = hn::Mul(q, hn::Set(df, key[i * hd + b]));
+  }
+#pragma GCC unroll 8
+  for (int d = b + 1; d < b + 32; ++d) {
 #pragma GCC unroll 4
     for (int j = 0; j < NH; ++j) {
-      const V q = hn::LoadU(df, qT + b * H + h0 + j * L);
+      const V q = hn::LoadU(df, qT + d * H + h0 + j * L);
 #pragma GCC unroll 2
-      for (int i = 0; i < NK; ++i) part[i][j] = hn::Mul(q, hn::Set(df, key[i * hd + b]));
+      for (int i = 0; i < NK; ++i) part[i][j] = hn::MulAdd(q, hn::Set(df, key[i * hd + d]), part[i][j]);
     }
-    for (int d = b + 1; d < b + 32; ++d) {
-#pragma GCC unroll 4
-      for (int j = 0; j < NH; ++j) {
-        const V q = hn::LoadU(df, qT + d * H + h0 + j * L);
-#pragma GCC unroll 2
-        for (int i = 0; i < NK; ++i) part[i][j] = hn::MulAdd(q, hn::Set(df, key[i * hd + d]), part[i][j]);
-      }
-    }
-#pragma GCC unroll 2
-    for (int i = 0; i < NK; ++i)
-#pragma GCC unroll 4
-      for (int j = 0; j < NH; ++j) acc[i][j] = b == 0 ? part[i][j] : hn::Add(acc[i][j], part[i][j]);
   }
 #pragma GCC unroll 2
   for (int i = 0; i < NK; ++i)
 #pragma GCC unroll 4
-    for (int j = 0; j < NH; ++j) hn::StoreU(acc[i][j], df, scores + i * H + h0 + j * L);
+    for (int j = 0; j < NH; ++j) {
+      float* dst = scores + i * H + h0 + j * L;
+      hn::StoreU(b == 0 ? part[i][j] : hn::Add(hn::LoadU(df, dst), part[i][j]), df, dst);
+    }
 }
 
+// Blocks outermost: one block of q (32 x H floats) stays in L1 while every key passes, instead of
+// all of q (hd x H, 128 KB for the release's heads) streaming from L2 for every key.
 template <int NH, class D>
 HWY_INLINE void ScoresHeads(D df, const float* HWY_RESTRICT qT, int H, int hd, int h0, const float* HWY_RESTRICT keys,
                             int nkeys, float* HWY_RESTRICT scores) {
-  int k = 0;
-  for (; k + 2 <= nkeys; k += 2)
-    ScoresTile<NH, 2>(df, qT, H, hd, h0, keys + static_cast<size_t>(k) * hd, scores + static_cast<size_t>(k) * H);
-  for (; k < nkeys; ++k)
-    ScoresTile<NH, 1>(df, qT, H, hd, h0, keys + static_cast<size_t>(k) * hd, scores + static_cast<size_t>(k) * H);
+  for (int b = 0; b < hd; b += 32) {
+    int k = 0;
+    for (; k + 2 <= nkeys; k += 2)
+      ScoresTile<NH, 2>(df, qT, H, hd, h0, b, keys + static_cast<size_t>(k) * hd, scores + static_cast<size_t>(k) * H);
+    for (; k < nkeys; ++k)
+      ScoresTile<NH, 1>(df, qT, H, hd, h0, b, keys + static_cast<size_t>(k) * hd, scores + static_cast<size_t>(k) * H);
+  }
 }
 
 HWY_ATTR void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores) {
