@@ -79,7 +79,7 @@ struct DataServer::Impl {
   }
 
   void Admit(asio::ip::tcp::socket socket, const Strand& on) {
-    if (shared->OpenSessions() >= shared->options.max_connections) {
+    if (shared->open_sessions.load(std::memory_order_relaxed) >= shared->options.max_connections) {
       shared->metrics->connections_refused.Increment();
       return;
     }

@@ -32,6 +32,7 @@ void DataSession::WithStream(F&& f) {
 }
 
 void DataSession::Start() {
+  shared_->open_sessions.fetch_add(1, std::memory_order_relaxed);
   shared_->metrics->connections_accepted.Increment();
   shared_->metrics->connections_open.Increment();
   asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Begin(); });
@@ -75,6 +76,7 @@ void DataSession::CloseOnStrand() {
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   shared_->metrics->connections_open.Decrement();
+  shared_->open_sessions.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void DataSession::CancelRead() {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -37,8 +38,8 @@ struct DataShared {
 
   // What all sessions hold (metrics->held_bytes) against options.max_held_bytes.
   bool OverBudget() const { return metrics->held_bytes.Value() >= static_cast<double>(options.max_held_bytes); }
-  // Sessions started and not yet closed (metrics->connections_open).
-  size_t OpenSessions() const { return static_cast<size_t>(metrics->connections_open.Value()); }
+  // Sessions started and not yet closed (against options.max_connections).
+  std::atomic<size_t> open_sessions{0};
 };
 
 class DataSession : public std::enable_shared_from_this<DataSession> {

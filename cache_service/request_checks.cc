@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-
 namespace ds41 {
 
 bool ToKey(std::string_view bytes, Key32* k) {
