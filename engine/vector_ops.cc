@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "engine/vector_ops.h"
 
@@ -88,11 +90,12 @@ HWY_ATTR void HeadScores(const float* qT, int H, int hd, const float* keys, int 
 }
 
 // NH heads x NV double vectors of pv in registers while the block's keys stream past: each key
-// vector converted once for NH heads. Per (head, d) the sum is 0.0 then + p_k * key_k[d] in k order
-// (products exact in float64, so fused or not is the same).
-template <int NH, int NV, class DD>
-HWY_INLINE void PvTile(DD dd, const double* HWY_RESTRICT p, int nk, const float* HWY_RESTRICT keys, int hd, int h0,
-                       int d0, double* HWY_RESTRICT pv) {
+// vector loaded (converted, for float keys) once for NH heads. `keys`: key k's element d0 is at
+// keys[k * ks]. Per (head, d) the sum is 0.0 then + p_k * key_k[d] in k order (products exact in
+// float64, so fused or not is the same).
+template <int NH, int NV, class DD, class Key>
+HWY_INLINE void PvTile(DD dd, const double* HWY_RESTRICT p, int nk, const Key* HWY_RESTRICT keys, size_t ks, int hd,
+                       int h0, int d0, double* HWY_RESTRICT pv) {
   const hn::Rebind<float, DD> df;
   const int L = static_cast<int>(hn::Lanes(dd));
   using V = hn::Vec<DD>;
@@ -104,7 +107,13 @@ HWY_INLINE void PvTile(DD dd, const double* HWY_RESTRICT p, int nk, const float*
   for (int k = 0; k < nk; ++k) {
     V kv[NV];
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) kv[j] = hn::PromoteTo(dd, hn::LoadU(df, keys + static_cast<size_t>(k) * hd + d0 + j * L));
+    for (int j = 0; j < NV; ++j) {
+      if constexpr (std::is_same_v<Key, double>) {
+        kv[j] = hn::LoadU(dd, keys + k * ks + j * L);
+      } else {
+        kv[j] = hn::PromoteTo(dd, hn::LoadU(df, keys + k * ks + j * L));
+      }
+    }
 #pragma GCC unroll 4
     for (int i = 0; i < NH; ++i) {
       const V pk = hn::Set(dd, p[(h0 + i) * nk + k]);
@@ -118,26 +127,35 @@ HWY_INLINE void PvTile(DD dd, const double* HWY_RESTRICT p, int nk, const float*
     for (int j = 0; j < NV; ++j) hn::StoreU(acc[i][j], dd, pv + static_cast<size_t>(h0 + i) * hd + d0 + j * L);
 }
 
-template <int NH, class DD>
-HWY_INLINE void PvHeads(DD dd, const double* HWY_RESTRICT p, int nk, const float* HWY_RESTRICT keys, int hd, int h0,
-                        double* HWY_RESTRICT pv) {
-  const int L = static_cast<int>(hn::Lanes(dd));
-  int d = 0;
-  for (; d + 4 * L <= hd; d += 4 * L) PvTile<NH, 4>(dd, p, nk, keys, hd, h0, d, pv);
-  for (; d + L <= hd; d += L) PvTile<NH, 1>(dd, p, nk, keys, hd, h0, d, pv);
-  for (; d < hd; ++d)
-    for (int i = 0; i < NH; ++i) {
-      double s = 0.0;
-      for (int k = 0; k < nk; ++k) s += p[(h0 + i) * nk + k] * static_cast<double>(keys[static_cast<size_t>(k) * hd + d]);
-      pv[static_cast<size_t>(h0 + i) * hd + d] = s;
-    }
-}
-
+// Column tiles of 4 vectors outermost: the tile's keys are converted to float64 once (nk x 4
+// vectors, L1) for every head, instead of once per group of heads; converts share the FMA ports.
 HWY_ATTR void BlockPv(const double* p, int H, int nk, const float* keys, int hd, double* pv) {
   const hn::ScalableTag<double> dd;
-  int h = 0;
-  for (; h + 4 <= H; h += 4) PvHeads<4>(dd, p, nk, keys, hd, h, pv);
-  for (; h < H; ++h) PvHeads<1>(dd, p, nk, keys, hd, h, pv);
+  const hn::Rebind<float, decltype(dd)> df;
+  const int L = static_cast<int>(hn::Lanes(dd));
+  const size_t tw = static_cast<size_t>(4 * L);  // a tile's width
+  thread_local std::vector<double> kd;
+  if (kd.size() < static_cast<size_t>(nk) * tw) kd.resize(static_cast<size_t>(nk) * tw);
+  int d = 0;
+  for (; d + 4 * L <= hd; d += 4 * L) {
+    for (int k = 0; k < nk; ++k)
+      for (int j = 0; j < 4; ++j)
+        hn::StoreU(hn::PromoteTo(dd, hn::LoadU(df, keys + static_cast<size_t>(k) * hd + d + j * L)), dd, &kd[k * tw + j * L]);
+    int h = 0;
+    for (; h + 4 <= H; h += 4) PvTile<4, 4>(dd, p, nk, kd.data(), tw, hd, h, d, pv);
+    for (; h < H; ++h) PvTile<1, 4>(dd, p, nk, kd.data(), tw, hd, h, d, pv);
+  }
+  for (; d + L <= hd; d += L) {
+    int h = 0;
+    for (; h + 4 <= H; h += 4) PvTile<4, 1>(dd, p, nk, keys + d, static_cast<size_t>(hd), hd, h, d, pv);
+    for (; h < H; ++h) PvTile<1, 1>(dd, p, nk, keys + d, static_cast<size_t>(hd), hd, h, d, pv);
+  }
+  for (; d < hd; ++d)
+    for (int h = 0; h < H; ++h) {
+      double s = 0.0;
+      for (int k = 0; k < nk; ++k) s += p[h * nk + k] * static_cast<double>(keys[static_cast<size_t>(k) * hd + d]);
+      pv[static_cast<size_t>(h) * hd + d] = s;
+    }
 }
 
 HWY_ATTR void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* scales) {
