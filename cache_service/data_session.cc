@@ -75,8 +75,8 @@ void DataSession::CloseOnStrand() {
   std::error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
+  shared_->open_sessions.fetch_sub(1, std::memory_order_relaxed);  // (before the gauge: what tests poll)
   shared_->metrics->connections_open.Decrement();
-  shared_->open_sessions.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void DataSession::CancelRead() {

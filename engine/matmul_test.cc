@@ -141,25 +141,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTargetsTest,
 // A chain of -0 products is -0 in the canonical order (it starts from the first product); a kernel
 // that starts its chains from +0 would return +0 here.
 TEST(MatmulTest, AllNegativeZeroProductsStayNegativeZero) {
-  constexpr int64_t m = 8, n = 16, k = 64;
-  const std::vector<float> x(static_cast<size_t>(m * k), 0.0f);
-  QuantActs qa;
-  QuantizeActs(x.data(), m, k, &qa);
+  constexpr int64_t n = 16, k = 64;
   const std::vector<uint8_t> w(static_cast<size_t>(n * k), 0xB8), s(static_cast<size_t>(k / 32), 127);  // -1.0
   std::vector<uint8_t> t(static_cast<size_t>(Fp8TilesBytes(n, k)));
   PackFp8Tiles(w.data(), n, k, t.data());
   const Fp8Linear fp8{w.data(), s.data(), n, k}, fp8_tiles{w.data(), s.data(), n, k, t.data()};
-  std::vector<float> ref(static_cast<size_t>(m * n)), y(ref.size()), yt(ref.size());
-  reference::MatMulFp8(qa, fp8, ref.data());
-  ASSERT_TRUE(std::signbit(ref[0]));
-  for (const bool dot : {false, true}) {  // the FMA kernels, then VDPBF16PS's where the CPU has them
-    if (dot && !bf16dot::Supported()) continue;
-    bf16dot::SetEnabled(dot, dot);
-    MatMulFp8(qa, fp8, y.data(), nullptr);
-    MatMulFp8(qa, fp8_tiles, yt.data(), nullptr);
-    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4)) << (dot ? "VDPBF16PS" : "FMA");
-    EXPECT_EQ(0, std::memcmp(yt.data(), ref.data(), ref.size() * 4)) << (dot ? "VDPBF16PS, tile-major" : "FMA, tile-major");
+  // Decode rows (1, 3: per-tile blocks for row-major weights) and block rows (8), on every target, by
+  // the FMA kernels, then by VDPBF16PS's where the CPU has them.
+  for (const int64_t m : {1, 3, 8}) {
+    const std::vector<float> x(static_cast<size_t>(m * k), 0.0f);
+    QuantActs qa;
+    QuantizeActs(x.data(), m, k, &qa);
+    std::vector<float> ref(static_cast<size_t>(m * n)), y(ref.size()), yt(ref.size());
+    reference::MatMulFp8(qa, fp8, ref.data());
+    ASSERT_TRUE(std::signbit(ref[0]));
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      for (const bool dot : {false, true}) {
+        if (dot && !bf16dot::Supported()) continue;
+        bf16dot::SetEnabled(dot, dot);
+        MatMulFp8(qa, fp8, y.data(), nullptr);
+        MatMulFp8(qa, fp8_tiles, yt.data(), nullptr);
+        const std::string where = std::string(hwy::TargetName(target)) + " rows " + std::to_string(m) + (dot ? " VDPBF16PS" : " FMA");
+        EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4)) << where;
+        EXPECT_EQ(0, std::memcmp(yt.data(), ref.data(), ref.size() * 4)) << where << ", tile-major";
+      }
+    }
   }
+  hwy::SetSupportedTargetsForTest(0);
   bf16dot::SetEnabled(true);
 }
 

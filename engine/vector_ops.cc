@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "engine/vector_ops.h"
@@ -89,14 +88,13 @@ HWY_ATTR void HeadScores(const float* qT, int H, int hd, const float* keys, int 
     }
 }
 
-// NH heads x NV double vectors of pv in registers while the block's keys stream past: each key
-// vector loaded (converted, for float keys) once for NH heads. `keys`: key k's element d0 is at
-// keys[k * ks]. Per (head, d) the sum is 0.0 then + p_k * key_k[d] in k order (products exact in
-// float64, so fused or not is the same).
-template <int NH, int NV, class DD, class Key>
-HWY_INLINE void PvTile(DD dd, const double* HWY_RESTRICT p, int nk, const Key* HWY_RESTRICT keys, size_t ks, int hd,
+// NH heads x NV double vectors of pv in registers while the block's keys (in float64) stream past:
+// each key vector loaded once for NH heads. `keys`: key k's element d0 is at keys[k * ks]. Per
+// (head, d) the sum is 0.0 then + p_k * key_k[d] in k order (products exact in float64, so fused or
+// not is the same).
+template <int NH, int NV, class DD>
+HWY_INLINE void PvTile(DD dd, const double* HWY_RESTRICT p, int nk, const double* HWY_RESTRICT keys, size_t ks, int hd,
                        int h0, int d0, double* HWY_RESTRICT pv) {
-  const hn::Rebind<float, DD> df;
   const int L = static_cast<int>(hn::Lanes(dd));
   using V = hn::Vec<DD>;
   V acc[NH][NV];
@@ -107,13 +105,7 @@ HWY_INLINE void PvTile(DD dd, const double* HWY_RESTRICT p, int nk, const Key* H
   for (int k = 0; k < nk; ++k) {
     V kv[NV];
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) {
-      if constexpr (std::is_same_v<Key, double>) {
-        kv[j] = hn::LoadU(dd, keys + k * ks + j * L);
-      } else {
-        kv[j] = hn::PromoteTo(dd, hn::LoadU(df, keys + k * ks + j * L));
-      }
-    }
+    for (int j = 0; j < NV; ++j) kv[j] = hn::LoadU(dd, keys + k * ks + j * L);
 #pragma GCC unroll 4
     for (int i = 0; i < NH; ++i) {
       const V pk = hn::Set(dd, p[(h0 + i) * nk + k]);
@@ -136,8 +128,8 @@ HWY_ATTR void BlockPv(const double* p, int H, int nk, const float* keys, int hd,
   const size_t tw = static_cast<size_t>(4 * L);  // a tile's width
   thread_local std::vector<double> kd;
   if (kd.size() < static_cast<size_t>(nk) * tw) kd.resize(static_cast<size_t>(nk) * tw);
-  int d = 0;
-  for (; d + 4 * L <= hd; d += 4 * L) {
+  // (hd is a multiple of 32, and a tile is at most 32 doubles wide on every target.)
+  for (int d = 0; d < hd; d += 4 * L) {
     for (int k = 0; k < nk; ++k)
       for (int j = 0; j < 4; ++j)
         hn::StoreU(hn::PromoteTo(dd, hn::LoadU(df, keys + static_cast<size_t>(k) * hd + d + j * L)), dd, &kd[k * tw + j * L]);
@@ -145,17 +137,6 @@ HWY_ATTR void BlockPv(const double* p, int H, int nk, const float* keys, int hd,
     for (; h + 4 <= H; h += 4) PvTile<4, 4>(dd, p, nk, kd.data(), tw, hd, h, d, pv);
     for (; h < H; ++h) PvTile<1, 4>(dd, p, nk, kd.data(), tw, hd, h, d, pv);
   }
-  for (; d + L <= hd; d += L) {
-    int h = 0;
-    for (; h + 4 <= H; h += 4) PvTile<4, 1>(dd, p, nk, keys + d, static_cast<size_t>(hd), hd, h, d, pv);
-    for (; h < H; ++h) PvTile<1, 1>(dd, p, nk, keys + d, static_cast<size_t>(hd), hd, h, d, pv);
-  }
-  for (; d < hd; ++d)
-    for (int h = 0; h < H; ++h) {
-      double s = 0.0;
-      for (int k = 0; k < nk; ++k) s += p[h * nk + k] * static_cast<double>(keys[static_cast<size_t>(k) * hd + d]);
-      pv[static_cast<size_t>(h) * hd + d] = s;
-    }
 }
 
 HWY_ATTR void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* scales) {

@@ -14,7 +14,7 @@ namespace ds41 {
 void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores);
 
 // One attention block's P.V for H heads in float64: pv[h * hd + d] = 0.0 + p[h * nk + k] * keys[k * hd + d]
-// added for k = 0 .. nk - 1 in order (p [H][nk], keys [nk][hd]).
+// added for k = 0 .. nk - 1 in order (p [H][nk], keys [nk][hd]); hd a multiple of 32.
 void BlockPv(const double* p, int H, int nk, const float* keys, int hd, double* pv);
 
 // QDQ8 of `blocks` whole 32-blocks (Lin8's activations, MODEL.md §3): values[i] = the value of the

@@ -153,8 +153,10 @@ Status SegmentFiles::StartSegmentLocked(bool drop_previous) {
       f->write_fd = direct;
       f->align = kDirectAlign;
     } else {
+      // Whatever the reason (even a transient one), later segments stay buffered too: the modes do
+      // not alternate, since a buffered call cannot append to a direct segment it rolls over into.
       if (direct >= 0) close(direct);
-      direct_io_ = false;  // the file system will not change: later segments stay buffered too
+      direct_io_ = false;
     }
   }
   f->fd = open(PathOf(id).c_str(), O_RDONLY | O_CLOEXEC);
@@ -185,6 +187,7 @@ std::shared_ptr<SegmentFiles::Batch> SegmentFiles::NewBatchLocked(uint64_t start
   b->file = segments_[active_].file;
   b->segment = active_;
   b->start = start - start % b->file->align;
+  if (b->file->align == 1) return b;  // buffered appends write from the callers' bytes (AppendBuffered)
   if (spare_buffers_.empty()) {
     b->buf = AlignedBuffer(kBatchBytes);
   } else {
@@ -299,7 +302,7 @@ StatusOr<std::pair<SegmentLocation, std::shared_ptr<SegmentFiles::Batch>>> Segme
   if (b.len + bytes.size() > b.capacity) {  // a unit larger than a batch: one of its own size
     const size_t capacity = (b.len + bytes.size() + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
     Buffer grown = AlignedBuffer(capacity);
-    std::memcpy(grown.get(), b.buf.get(), b.len);
+    if (b.len > 0) std::memcpy(grown.get(), b.buf.get(), b.len);
     b.buf = std::move(grown);
     b.capacity = capacity;
   }

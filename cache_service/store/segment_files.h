@@ -15,7 +15,8 @@
 // With O_DIRECT, writes are grouped: concurrent appends are copied into one staging buffer, which one
 // of them then writes (one large write instead of a page-cache copy per unit), and each Append
 // returns once its batch is written. Where the file system refuses O_DIRECT, or when asked, each
-// append writes its own bytes through the page cache, in parallel with the others. A
+// append writes its own bytes through the page cache, in parallel with the others (and with sync,
+// flushes its own files: concurrent flushes, which the file system's journal commits together). A
 // batch that ends inside a 4 KiB block rewrites that block in the next batch (unchanged bytes); the
 // active segment may end in up to one block of zero padding, cut off once it is finished or closed.
 // Trade-off: O_DIRECT leaves freshly written units out of the page cache, so a read soon after a
@@ -62,7 +63,8 @@ class SegmentFiles {
   // Opens `dir` (created if missing) and starts a new active segment; the segments already there
   // stay readable. Call Recount for every live location, then DropUnreferenced. `direct_io` false:
   // appends go through the page cache even where O_DIRECT works.
-  // `on_write` (optional) is told the bytes and seconds of every batch write.
+  // `on_write` (optional) is told the bytes and seconds of every payload write: a batch with O_DIRECT
+  // (its sync included), a unit's own write when buffered.
   using WriteObserver = std::function<void(uint64_t bytes, double seconds)>;
   static StatusOr<std::unique_ptr<SegmentFiles>> Open(const std::string& dir, uint64_t segment_bytes,
                                                       bool direct_io = true, WriteObserver on_write = nullptr);
@@ -71,7 +73,8 @@ class SegmentFiles {
   // Writes `bytes` (to the device, or the page cache where O_DIRECT is refused; with `sync` also
   // flushed to stable storage) and returns its location, pending until Commit or Abandon.
   StatusOr<SegmentLocation> Append(std::string_view bytes, bool sync);
-  // Append for several units at once (their bytes share batches); one result per unit, in order.
+  // Append for several units at once (with O_DIRECT their bytes share batches); one result per unit,
+  // in order.
   std::vector<StatusOr<SegmentLocation>> AppendMany(const std::vector<std::string_view>& units, bool sync);
   // The index now points at `loc`: its bytes are live.
   void Commit(const SegmentLocation& loc);

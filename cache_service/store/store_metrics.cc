@@ -48,7 +48,7 @@ StoreMetrics::StoreMetrics(prometheus::Registry& r)
       segment_files(prometheus::BuildGauge().Name("ds41_store_segment_files").Help("Payload segment files on disk").Register(r).Add({})),
       segment_bytes(prometheus::BuildGauge().Name("ds41_store_segment_bytes").Help("Bytes of payload segment files, dead bytes included").Register(r).Add({})),
       compacted_bytes(prometheus::BuildCounter().Name("ds41_store_compacted_bytes_total").Help("Live unit bytes copied out of mostly dead segments").Register(r).Add({})),
-      segment_write_bytes(prometheus::BuildHistogram().Name("ds41_store_segment_write_bytes").Help("Bytes per payload write (concurrent puts grouped into one)").Register(r).Add({}, BatchBuckets())),
-      segment_write_seconds(prometheus::BuildHistogram().Name("ds41_store_segment_write_seconds").Help("Time of one payload write").Register(r).Add({}, LatencyBuckets())) {}
+      segment_write_bytes(prometheus::BuildHistogram().Name("ds41_store_segment_write_bytes").Help("Bytes per payload write (O_DIRECT: concurrent puts grouped into one; buffered: one unit)").Register(r).Add({}, BatchBuckets())),
+      segment_write_seconds(prometheus::BuildHistogram().Name("ds41_store_segment_write_seconds").Help("Time of one payload write (O_DIRECT: its sync included)").Register(r).Add({}, LatencyBuckets())) {}
 
 }  // namespace ds41

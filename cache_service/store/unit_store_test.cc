@@ -43,9 +43,12 @@ Key32 K(int i) {
 
 class UnitStoreTest : public ::testing::Test {
  protected:
-  std::unique_ptr<UnitStore> OpenStore(uint64_t capacity = 1ull << 30, int64_t ttl = 3600, uint64_t segment_bytes = 1 << 20) {
+  std::unique_ptr<UnitStore> OpenStore(uint64_t capacity = 1ull << 30, int64_t ttl = 3600, uint64_t segment_bytes = 1 << 20,
+                                       bool direct_io = true, bool sync = false) {
     StoreOptions o;
     o.path = dir_;
+    o.direct_io = direct_io;
+    o.sync_writes = sync;
     o.capacity_bytes = capacity;
     o.ttl_seconds = ttl;
     o.segment_bytes = segment_bytes;
@@ -84,6 +87,46 @@ class UnitStoreTest : public ::testing::Test {
   prometheus::Registry registry_;
   StoreMetrics metrics_{registry_};
   Key32 ns_ = K(200);
+
+  // Many units in one call share one index write (and, with O_DIRECT, segment writes), span segments,
+  // and read back as if put one by one, in either write mode.
+  void PutManyAcrossSegments(bool direct, bool sync) {
+    std::vector<std::string> units;
+    for (int i = 0; i < 40; ++i) units.push_back(MakeUnitBytes(64, static_cast<uint8_t>(i)));
+    const std::string tail = MakeUnitBytes(10, 99);
+    const Key32 parent = K(39);
+    std::vector<UnitStore::PutItem> items;
+    for (int i = 0; i < 40; ++i) items.push_back({ns_, K(i), nullptr, 64, units[i]});
+    items.push_back({ns_, K(100), &parent, 10, tail});
+    {
+      auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/7 * units[0].size(), direct, sync);  // the call spans segments
+      const std::vector<Status> st = s->PutMany(items);
+      ASSERT_EQ(st.size(), items.size());
+      for (const Status& x : st) EXPECT_TRUE(x.ok()) << x.ToString();
+      EXPECT_EQ(s->stats().units, 41u);
+      EXPECT_EQ(metrics_.units_written.Value(), 41);
+      // Every payload byte was written once; the call spans 6 segments.
+      uint64_t payload = 0;
+      for (const auto& it : items) payload += it.unit.size();
+      const auto writes = metrics_.segment_write_bytes.Collect().histogram;
+      EXPECT_EQ(writes.sample_sum, static_cast<double>(payload));
+      EXPECT_GE(writes.sample_count, 6u);
+      if (s->DirectIo()) {
+        EXPECT_LT(writes.sample_count, items.size()) << "the units were not grouped into shared writes";
+      }
+      EXPECT_TRUE(SegmentsHold(payload));
+      EXPECT_GE(Segments().size(), 6u);
+      for (int i = 0; i < 40; ++i) EXPECT_EQ(**s->Get(ns_, K(i)), units[i]) << i;
+      auto p = s->Lookup(ns_, {K(39)});
+      ASSERT_TRUE(p.ok());
+      ASSERT_EQ((*p)[0].tails.size(), 1u);
+      EXPECT_EQ((*p)[0].tails[0].key, K(100));
+      EXPECT_EQ((*p)[0].tails[0].tokens, 10u);
+    }
+    auto s = OpenStore(1ull << 30, 3600, 7 * units[0].size(), direct, sync);  // and all of it was durable
+    EXPECT_EQ(s->stats().units, 41u);
+    EXPECT_EQ(**s->Get(ns_, K(100)), tail);
+  }
 };
 
 TEST_F(UnitStoreTest, RoundTripAndRecovery) {
@@ -114,40 +157,8 @@ TEST_F(UnitStoreTest, RoundTripAndRecovery) {
   EXPECT_EQ(**s->Get(ns_, K(2)), b);
 }
 
-// Many units in one call share segment writes and one index write, and read back as if put one by one.
-TEST_F(UnitStoreTest, PutManyStoresEveryUnitAndItsTail) {
-  std::vector<std::string> units;
-  for (int i = 0; i < 40; ++i) units.push_back(MakeUnitBytes(64, static_cast<uint8_t>(i)));
-  const std::string tail = MakeUnitBytes(10, 99);
-  const Key32 parent = K(39);
-  std::vector<UnitStore::PutItem> items;
-  for (int i = 0; i < 40; ++i) items.push_back({ns_, K(i), nullptr, 64, units[i]});
-  items.push_back({ns_, K(100), &parent, 10, tail});
-  {
-    auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/7 * units[0].size());  // the call spans segments
-    const std::vector<Status> st = s->PutMany(items);
-    ASSERT_EQ(st.size(), items.size());
-    for (const Status& x : st) EXPECT_TRUE(x.ok()) << x.ToString();
-    EXPECT_EQ(s->stats().units, 41u);
-    EXPECT_EQ(metrics_.units_written.Value(), 41);
-    // Every payload byte went through the grouped writes once; the call spans 6 segments.
-    uint64_t payload = 0;
-    for (const auto& it : items) payload += it.unit.size();
-    const auto writes = metrics_.segment_write_bytes.Collect().histogram;
-    EXPECT_EQ(writes.sample_sum, static_cast<double>(payload));
-    EXPECT_GE(writes.sample_count, 6u);
-    EXPECT_LT(writes.sample_count, items.size()) << "the units were not grouped into shared writes";
-    for (int i = 0; i < 40; ++i) EXPECT_EQ(**s->Get(ns_, K(i)), units[i]) << i;
-    auto p = s->Lookup(ns_, {K(39)});
-    ASSERT_TRUE(p.ok());
-    ASSERT_EQ((*p)[0].tails.size(), 1u);
-    EXPECT_EQ((*p)[0].tails[0].key, K(100));
-    EXPECT_EQ((*p)[0].tails[0].tokens, 10u);
-  }
-  auto s = OpenStore(1ull << 30, 3600, 7 * units[0].size());  // and all of it was durable
-  EXPECT_EQ(s->stats().units, 41u);
-  EXPECT_EQ(**s->Get(ns_, K(100)), tail);
-}
+TEST_F(UnitStoreTest, PutManyStoresEveryUnitAndItsTail) { PutManyAcrossSegments(/*direct=*/true, /*sync=*/false); }
+TEST_F(UnitStoreTest, PutManyThroughThePageCacheWithSync) { PutManyAcrossSegments(/*direct=*/false, /*sync=*/true); }
 
 TEST_F(UnitStoreTest, PutManyWithAKeyTwiceKeepsTheLater) {
   const std::string a = MakeUnitBytes(64, 1), b = MakeUnitBytes(64, 2), c = MakeUnitBytes(64, 3);
