@@ -66,6 +66,10 @@ struct SegmentFiles::File {
   int write_fd = -1;    // appends: O_DIRECT where the file system allows it
   uint64_t align = 1;   // kDirectAlign with O_DIRECT
   uint64_t written_end = 0;  // end of the bytes written (guarded by mu_); past it, O_DIRECT padding
+  // Buffered appends' flushes (guarded by mu_): appends written, how many of them a finished
+  // fdatasync covers, and whether one runs (the others wait for it, or for the next).
+  uint64_t appended = 0, synced = 0;
+  bool syncing = false;
   ~File() {
     if (fd >= 0) close(fd);
     if (write_fd >= 0) close(write_fd);
@@ -271,21 +275,44 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendBuffered(std::unique_
     if (on_write_ && st[i].ok())
       on_write_(units[i].size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  if (sync) {  // once per file written (two where the segment rolled over)
+  l.lock();
+  if (sync) {  // per file written (two where the segment rolled over)
     for (size_t i = 0; i < units.size(); ++i) {
       if (files[i] == nullptr || (i > 0 && files[i] == files[i - 1])) continue;
-      Status synced = fdatasync(files[i]->write_fd) == 0 ? Status::Ok() : Errno("sync " + PathOf(out[i]->segment));
+      const Status synced = SyncBufferedLocked(l, *files[i], out[i]->segment);
       for (size_t j = i; j < units.size() && files[j] == files[i]; ++j)
         if (st[j].ok()) st[j] = synced;
     }
   }
-  l.lock();
   for (size_t i = 0; i < units.size(); ++i) {
     if (files[i] == nullptr || st[i].ok()) continue;
     AbandonLocked(*out[i]);
     out[i] = st[i];
   }
   return out;
+}
+
+Status SegmentFiles::SyncBufferedLocked(std::unique_lock<std::mutex>& l, File& f, uint32_t segment) {
+  // Group commit of the flushes: a flush started after this caller's writes covers them, so concurrent
+  // callers share one fdatasync instead of queueing one each.
+  const uint64_t mine = ++f.appended;
+  while (f.synced < mine) {
+    if (f.syncing) {
+      done_cv_.wait(l);
+      continue;
+    }
+    f.syncing = true;
+    const uint64_t upto = f.appended;
+    l.unlock();
+    const bool ok = fdatasync(f.write_fd) == 0;
+    const int err = errno;
+    l.lock();
+    f.syncing = false;
+    if (ok) f.synced = std::max(f.synced, upto);
+    done_cv_.notify_all();
+    if (!ok) return Errno("sync " + PathOf(segment), err);  // (the others waiting try again themselves)
+  }
+  return Status::Ok();
 }
 
 StatusOr<std::pair<SegmentLocation, std::shared_ptr<SegmentFiles::Batch>>> SegmentFiles::ReserveLocked(std::string_view bytes,

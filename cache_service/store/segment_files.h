@@ -16,7 +16,7 @@
 // of them then writes (one large write instead of a page-cache copy per unit), and each Append
 // returns once its batch is written. Where the file system refuses O_DIRECT, or when asked, each
 // append writes its own bytes through the page cache, in parallel with the others (and with sync,
-// flushes its own files: concurrent flushes, which the file system's journal commits together). A
+// one flush of a file covers every append written before it started). A
 // batch that ends inside a 4 KiB block rewrites that block in the next batch (unchanged bytes); the
 // active segment may end in up to one block of zero padding, cut off once it is finished or closed.
 // Trade-off: O_DIRECT leaves freshly written units out of the page cache, so a read soon after a
@@ -131,6 +131,8 @@ class SegmentFiles {
   std::vector<StatusOr<SegmentLocation>> AppendBuffered(std::unique_lock<std::mutex>& l,
                                                         const std::vector<std::string_view>& units, bool sync);
   Status WriteAt(int fd, std::string_view bytes, uint64_t offset, uint32_t segment) const;
+  // Returns once a flush of `f` begun after this caller's buffered writes has finished (mu_ held by `l`).
+  Status SyncBufferedLocked(std::unique_lock<std::mutex>& l, File& f, uint32_t segment);
 
   std::string dir_;
   uint64_t segment_bytes_ = 0;
