@@ -103,26 +103,21 @@ std::unique_ptr<pb::Cache::Stub> Stub(const std::string& addr, int id) {
 
 pb::Namespace Ns(const UnitKey& root) {
   pb::Namespace n;
-  n.set_id(std::string(reinterpret_cast<const char*>(root.data()), 32));
+  n.set_id(KeyString(root));
   n.set_model_fingerprint(kFp);
   n.set_format_version(kUnitFormatVersion);
   return n;
 }
 
-std::string KeyBytes(uint32_t client, uint32_t i) {
-  std::string k(32, '\0');
+UnitKey Key(uint32_t client, uint32_t i) {
+  UnitKey k{};
   std::memcpy(k.data(), &client, 4);
   std::memcpy(k.data() + 4, &i, 4);
-  k[31] = static_cast<char>(i * 131 + client);
+  k[31] = static_cast<uint8_t>(i * 131 + client);
   return k;
 }
 
-UnitKey Key(uint32_t client, uint32_t i) {
-  UnitKey k;
-  const std::string b = KeyBytes(client, i);
-  std::memcpy(k.data(), b.data(), 32);
-  return k;
-}
+std::string KeyBytes(uint32_t client, uint32_t i) { return KeyString(Key(client, i)); }
 
 struct Throughput {
   double put_bps = 0, get_bps = 0;

@@ -1,6 +1,6 @@
 // CacheNode: one cache shard in one object, assembled as the cache_service binary runs it: the
 // store, its gRPC service, the bulk data path beside it (both with the process's transport security
-// and the same request checks) and the periodic TTL sweep. The binary and the benchmark start
+// and checking requests by the same options) and the periodic TTL sweep. The binary and the benchmark start
 // shards through it.
 #pragma once
 

@@ -235,7 +235,7 @@ void DataSession::DispatchPut() {
   }
   const size_t offset = static_cast<size_t>(v->unit.data() - body_.data());
   Slot s;
-  s.job = PutJob{*put, id, offset, std::make_shared<const ByteBuffer>(std::move(body_))};
+  s.job = PutJob{*put, id, offset, std::move(body_)};
   s.put = true;
   s.held = body_held_;
   body_held_ = 0;
@@ -380,7 +380,7 @@ void DataSession::StartPutGroup(int window) {
     std::vector<UnitStore::PutItem> items;
     items.reserve(group.size());
     for (const auto& [seq, j] : group)
-      items.push_back(j.put.Item(j.body->view().substr(j.offset)));
+      items.push_back(j.put.Item(j.body.view().substr(j.offset)));
     const std::vector<Status> st = self->shared_->store->PutMany(items);
     std::vector<std::pair<uint64_t, std::vector<std::string>>> answers;
     for (size_t i = 0; i < group.size(); ++i) {

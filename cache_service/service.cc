@@ -13,7 +13,6 @@ namespace {
 
 namespace pb = ds41::cache::v1;
 
-
 }  // namespace
 
 CacheService::CacheService(UnitStore* store, StoreMetrics* metrics, CacheServiceOptions options)
@@ -29,9 +28,9 @@ Status CacheService::CheckNamespace(const pb::Namespace& ns, Key32* id) const {
 
 grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWriter<pb::PutAck, pb::PutRequest>* stream) {
   // Units go to the store in groups (UnitStore::PutMany: one segment write, one index write), at
-  // most kPutCallsPerStream store calls at once; each takes every unit read while the previous ones ran, up to
-  // write_behind. Acknowledged in order once written; a unit that fails ends the stream with its
-  // error (the ones behind it may land, unacknowledged).
+  // most kPutCallsPerStream store calls at once; each takes every unit read while the previous ones
+  // ran, up to write_behind. Acknowledged in order once written; a unit that fails ends the stream
+  // with its error (the ones behind it may land, unacknowledged).
   struct Pending {
     CheckedPut put;
     std::string unit;

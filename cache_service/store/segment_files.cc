@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 #include <filesystem>
+#include <new>
+
+#include "util/check.h"
 
 namespace ds41 {
 namespace {
@@ -251,20 +253,8 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendBuffered(std::unique_
   std::vector<std::shared_ptr<File>> files;  // each unit's (null: not reserved)
   out.reserve(units.size());
   for (std::string_view bytes : units) {
-    Segment* a = &segments_[active_];
-    if (a->size > 0 && a->size + bytes.size() > segment_bytes_) {
-      if (Status st = StartSegmentLocked(/*drop_previous=*/true); !st.ok()) {
-        out.push_back(st);
-        files.push_back(nullptr);
-        continue;
-      }
-      a = &segments_[active_];
-    }
-    out.push_back(SegmentLocation{active_, a->size, static_cast<uint32_t>(bytes.size())});
-    files.push_back(a->file);
-    a->size += bytes.size();
-    a->pending += 1;
-    file_bytes_ += bytes.size();
+    out.push_back(ReserveInActiveLocked(bytes.size()));
+    files.push_back(out.back().ok() ? segments_[active_].file : nullptr);
   }
   l.unlock();
   std::vector<Status> st(units.size());
@@ -315,10 +305,21 @@ Status SegmentFiles::SyncBufferedLocked(std::unique_lock<std::mutex>& l, File& f
   return Status::Ok();
 }
 
+StatusOr<SegmentLocation> SegmentFiles::ReserveInActiveLocked(size_t bytes) {
+  if (segments_[active_].size > 0 && segments_[active_].size + bytes > segment_bytes_)
+    DS41_RETURN_IF_ERROR(StartSegmentLocked(/*drop_previous=*/true));
+  Segment& a = segments_[active_];
+  const SegmentLocation loc{active_, a.size, static_cast<uint32_t>(bytes)};
+  a.size += bytes;
+  a.pending += 1;
+  file_bytes_ += bytes;
+  return loc;
+}
+
 StatusOr<std::pair<SegmentLocation, std::shared_ptr<SegmentFiles::Batch>>> SegmentFiles::ReserveLocked(std::string_view bytes,
                                                                                                         bool sync) {
-  if (segments_[active_].size > 0 && segments_[active_].size + bytes.size() > segment_bytes_)
-    DS41_RETURN_IF_ERROR(StartSegmentLocked(/*drop_previous=*/true));
+  auto loc = ReserveInActiveLocked(bytes.size());
+  DS41_RETURN_IF_ERROR(loc.status());
   if (open_->len + bytes.size() > open_->capacity && open_->fresh < open_->len) {
     // Full: queued for writing as it is (its appenders wait for it), and a new batch continues it.
     std::shared_ptr<Batch> full = std::move(open_);
@@ -333,15 +334,11 @@ StatusOr<std::pair<SegmentLocation, std::shared_ptr<SegmentFiles::Batch>>> Segme
     b.buf = std::move(grown);
     b.capacity = capacity;
   }
-  Segment& a = segments_[active_];
-  const SegmentLocation loc{active_, b.start + b.len, static_cast<uint32_t>(bytes.size())};
+  DS41_CHECK(b.start + b.len == loc->offset, "segment files: batch end " << b.start + b.len << " vs segment end " << loc->offset);
   std::memcpy(b.buf.get() + b.len, bytes.data(), bytes.size());
   b.len += bytes.size();
   b.sync = b.sync || sync;
-  a.size += bytes.size();
-  a.pending += 1;
-  file_bytes_ += bytes.size();
-  return std::make_pair(loc, open_);
+  return std::make_pair(*loc, open_);
 }
 
 void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& mine) {

@@ -118,6 +118,9 @@ class SegmentFiles {
   void AbandonLocked(const SegmentLocation& loc);
   // Cuts `f` back to the bytes written (its O_DIRECT padding); for a finished or closing segment.
   void CutPaddingLocked(File& f);
+  // Reserves `bytes` at the active segment's end (a new segment first where they would overflow it),
+  // pending until Commit or Abandon.
+  StatusOr<SegmentLocation> ReserveInActiveLocked(size_t bytes);
   // Copies `bytes` into the open batch (queueing a full one for writing first); its location and batch.
   StatusOr<std::pair<SegmentLocation, std::shared_ptr<Batch>>> ReserveLocked(std::string_view bytes, bool sync);
   // Returns once `b` is written (mu_ held by `l`), writing batches itself while no write runs.

@@ -253,9 +253,10 @@ std::vector<Status> UnitStore::PutMany(const std::vector<PutItem>& items) {
   const size_t n = items.size();
   std::vector<std::string> keys(n);
   for (size_t i = 0; i < n; ++i) keys[i] = Join(items[i].ns, items[i].key);
+  const std::vector<std::string_view> key_views(keys.begin(), keys.end());
   {
     // A key twice in one call: the later must replace the earlier, so they go one at a time.
-    std::vector<std::string_view> sorted(keys.begin(), keys.end());
+    std::vector<std::string_view> sorted = key_views;
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
       std::vector<Status> out;
@@ -272,7 +273,7 @@ std::vector<Status> UnitStore::PutMany(const std::vector<PutItem>& items) {
   size_t stored = 0;
   uint64_t stored_bytes = 0;
   {
-    const auto locks = LockStripes(std::vector<std::string_view>(keys.begin(), keys.end()));
+    const auto locks = LockStripes(key_views);
     rocksdb::WriteBatch b;
     std::vector<size_t> in_batch;
     std::vector<std::optional<Meta>> replaced(n);
