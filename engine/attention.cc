@@ -165,20 +165,7 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
     int b = a;
     while (b < nkeys && slot[b] / 64 == block) ++b;
     const int nk = b - a;
-    for (int h = 0; h < H; ++h) {
-      float bm = -INFINITY;
-      for (int k = a; k < b; ++k) bm = std::max(bm, s[static_cast<size_t>(k) * H + h]);
-      const float m_new = std::max(m[h], bm);
-      sf[h] = ExpF(m[h] - m_new);
-      double psum = 0.0;
-      for (int k = a; k < b; ++k) {
-        const float pk = ExpF(s[static_cast<size_t>(k) * H + h] - m_new);
-        psum += pk;
-        pb[static_cast<size_t>(h) * nk + (k - a)] = RoundBf16(pk);  // probabilities enter P.V as bf16
-      }
-      l[h] = l[h] * sf[h] + static_cast<float>(psum);
-      m[h] = m_new;
-    }
+    SoftmaxBlock(&s[static_cast<size_t>(a) * H], H, nk, m.data(), l.data(), sf.data(), pb.data());  // bf16 probabilities
     BlockPv(pb.data(), H, nk, &keys[static_cast<size_t>(a) * hd], hd, pv.data());
     for (int h = 0; h < H; ++h)
       for (int d = 0; d < hd; ++d) {

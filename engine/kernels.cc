@@ -1,7 +1,6 @@
 #include "engine/kernels.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cmath>
 
@@ -12,27 +11,6 @@
 #include "util/thread_pool.h"
 
 namespace ds41 {
-namespace {
-
-const std::array<float, 256>& E4m3Table() {
-  static const std::array<float, 256> t = [] {
-    std::array<float, 256> r{};
-    for (int i = 0; i < 256; ++i) r[i] = E4m3ToF32(static_cast<uint8_t>(i));
-    return r;
-  }();
-  return t;
-}
-
-const std::array<float, 16>& E2m1Table() {
-  static const std::array<float, 16> t = [] {
-    std::array<float, 16> r{};
-    for (int i = 0; i < 16; ++i) r[i] = E2m1ToF32(static_cast<uint8_t>(i));
-    return r;
-  }();
-  return t;
-}
-
-}  // namespace
 
 namespace {
 // bf16 pairs for the VDPBF16PS block kernel, chunk by chunk over `pool` (the layout is per chunk).
@@ -135,7 +113,7 @@ void Matmul(const MatmulActs& a, const MatmulWeights& w, float* y, ThreadPool* p
 namespace reference {
 
 void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y) {
-  const auto& lut = E4m3Table();
+  const auto& lut = kE4m3Values;
   const int64_t K = w.in, nb = K / 32;
   for (int64_t r = 0; r < a.rows; ++r) {
     const float* ac = a.codes.data() + r * K;
@@ -155,7 +133,7 @@ void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y) {
 }
 
 void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y) {
-  const auto& lut4 = E2m1Table();
+  const auto& lut4 = kE2m1Values;
   const int64_t K = w.in, nb = K / 32;
   for (int64_t r = 0; r < a.rows; ++r) {
     const float* ac = a.codes.data() + r * K;
@@ -197,7 +175,7 @@ void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y) {
 }
 
 void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, float* y) {
-  const auto& lut = E4m3Table();
+  const auto& lut = kE4m3Values;
   const int64_t K = w.in;
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * K;

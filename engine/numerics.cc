@@ -6,27 +6,6 @@
 
 namespace ds41 {
 
-namespace {
-float E4m3Value(uint8_t code) {
-  const int sign = code >> 7;
-  const int e = (code >> 3) & 0xF;
-  const int m = code & 7;
-  if (e == 15 && m == 7) return std::nanf("");
-  float mag = (e == 0) ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(static_cast<float>(8 + m), e - 10);
-  return sign ? -mag : mag;
-}
-}  // namespace
-
-float E4m3ToF32(uint8_t code) {
-  // Decoded once: the attention and Engram paths decode codes one at a time.
-  static const auto* const kTable = [] {
-    auto* t = new std::array<float, 256>();
-    for (int i = 0; i < 256; ++i) (*t)[i] = E4m3Value(static_cast<uint8_t>(i));
-    return t;
-  }();
-  return (*kTable)[code];
-}
-
 uint8_t F32ToE4m3(float x) {
   if (std::isnan(x)) return 0x7F;
   const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
@@ -43,12 +22,6 @@ uint8_t F32ToE4m3(float x) {
   bits += 0x7FFFFu + ((bits >> 20) & 1u);
   const uint32_t code = ((bits >> 20) - ((127u - 7u) << 3));
   return sign | static_cast<uint8_t>(std::min<uint32_t>(code, 0x7E));
-}
-
-float E2m1ToF32(uint8_t code) {
-  static constexpr float kValue[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
-                                       -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-  return kValue[code & 0xF];
 }
 
 uint8_t F32ToE2m1(float v) {

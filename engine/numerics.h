@@ -6,9 +6,11 @@
 // formats of MODEL.md §3 (QDQ8, QDQ4e8, QDQ4e4) produce codes plus scales.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace ds41 {
 
@@ -56,14 +58,39 @@ struct ExponentRange {
 inline constexpr float kFp8Max = 448.0f;
 inline constexpr float kFp4Max = 6.0f;
 
-float E4m3ToF32(uint8_t code);
+namespace numerics_internal {
+constexpr float Pow2(int e) {
+  float r = 1.0f;
+  for (; e > 0; --e) r *= 2.0f;
+  for (; e < 0; ++e) r *= 0.5f;
+  return r;
+}
+// The codes' values at compile time (exact: small integers times powers of two), so that the
+// per-element decodes of attention and Engram are one load each.
+constexpr std::array<float, 256> E4m3Values() {
+  std::array<float, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    const int e = (c >> 3) & 0xF, m = c & 7;
+    const float mag = e == 0 ? static_cast<float>(m) * Pow2(-9) : static_cast<float>(8 + m) * Pow2(e - 10);
+    t[c] = (e == 15 && m == 7) ? std::numeric_limits<float>::quiet_NaN() : ((c >> 7) ? -mag : mag);
+  }
+  return t;
+}
+}  // namespace numerics_internal
+
+// Every E4M3 code's value (0x7F and 0xFF: a positive quiet NaN), and every E2M1 code's.
+inline constexpr std::array<float, 256> kE4m3Values = numerics_internal::E4m3Values();
+inline constexpr std::array<float, 16> kE2m1Values = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                                      -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+inline float E4m3ToF32(uint8_t code) { return kE4m3Values[code]; }
 // Every nonzero E4M3 value lies in [2^-9, 448].
 inline constexpr ExponentRange kE4m3Exponents{-9, 8};
 // Round-to-nearest-even with saturation to +-448 (the reference clamps before casting). NaN -> 0x7F.
 uint8_t F32ToE4m3(float x);
 
 // ---- E2M1 (4-bit: bit 3 = sign) --------------------------------------------------------------------
-float E2m1ToF32(uint8_t code);
+inline float E2m1ToF32(uint8_t code) { return kE2m1Values[code & 0xF]; }
 // v in [-6, 6]; ties go to the even code (0.75, 1.75, 3.5 round up; 0.25, 1.25, 2.5, 5 round down).
 // The sign bit follows signbit(v), so -0 and small negatives that round to zero give code 8.
 uint8_t F32ToE2m1(float v);

@@ -2,8 +2,10 @@
 #define HWY_TARGET_INCLUDE "engine/vector_ops.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -227,21 +229,99 @@ HWY_ATTR ExponentRange Bf16ExponentRange(const uint16_t* v, int64_t n) {
   return {static_cast<int>(l) - 127, static_cast<int>(h) - 127};
 }
 
+// RoundBf16 of float lanes, as their bits: round to nearest even; a NaN keeps its high half with
+// the quiet bit set (F32ToBf16).
+template <class DU>
+HWY_INLINE hn::Vec<DU> RoundBf16Bits(DU du, hn::Vec<DU> u) {
+  const auto rounded = hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u))));
+  const auto nan = hn::Gt(hn::And(u, hn::Set(du, 0x7FFFFFFFu)), hn::Set(du, 0x7F800000u));
+  return hn::And(hn::IfThenElse(nan, hn::Or(u, hn::Set(du, 0x00400000u)), rounded), hn::Set(du, 0xFFFF0000u));
+}
+
 HWY_ATTR void RoundBf16InPlace(float* x, int64_t n) {
   const hn::ScalableTag<uint32_t> du;
   const int64_t L = static_cast<int64_t>(hn::Lanes(du));
-  const auto inf = hn::Set(du, 0x7F800000u), magnitude = hn::Set(du, 0x7FFFFFFFu), high = hn::Set(du, 0xFFFF0000u);
   int64_t i = 0;
   for (; i + L <= n; i += L) {
     uint32_t* p = reinterpret_cast<uint32_t*>(x + i);
-    const auto u = hn::LoadU(du, p);
-    // F32ToBf16: round to nearest even on the bits; a NaN keeps its high half with the quiet bit set.
-    const auto rounded = hn::Add(u, hn::Add(hn::Set(du, 0x7FFFu), hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u))));
-    const auto nan = hn::Gt(hn::And(u, magnitude), inf);
-    const auto bits = hn::IfThenElse(nan, hn::Or(u, hn::Set(du, 0x00400000u)), rounded);
-    hn::StoreU(hn::And(bits, high), du, p);
+    hn::StoreU(RoundBf16Bits(du, hn::LoadU(du, p)), du, p);
   }
   for (; i < n; ++i) x[i] = RoundBf16(x[i]);
+}
+
+// ExpF of float lanes (DF: floats rebound to a double tag), bit for bit. Highway's float64 exp is
+// within 1 ulp of exp(x), as glibc's is, so the two round to the same float unless a float
+// rounding boundary lies between them: lanes whose double is within 128 of its ulps of one (low 29
+// mantissa bits near 2^28) take ExpF, as do those whose result would be subnormal or infinite, and
+// NaN. At or below -104 the result is +0 (exp(-104) < 2^-150). (Checked over all 2^32 inputs on
+// every target: no lane differs, and none would without the boundary lanes' fallback either.)
+template <class DF>
+HWY_INLINE hn::Vec<DF> ExpExact(DF df, hn::Vec<DF> x) {
+  const hn::Rebind<double, DF> dd;
+  const hn::RebindToUnsigned<decltype(dd)> du;
+  const auto xd = hn::PromoteTo(dd, x);
+  const auto e = hn::Exp(dd, xd);
+  const auto near = hn::ShiftRight<7>(hn::And(hn::BitCast(du, e), hn::Set(du, (uint64_t{1} << 29) - 1)));
+  const auto boundary = hn::Or(hn::Eq(near, hn::Set(du, (uint64_t{1} << 21) - 1)), hn::Eq(near, hn::Set(du, uint64_t{1} << 21)));
+  // exp(-87) > 2^-126 and exp(88) < 2^128: inside, every result is a normal float.
+  const auto inside = hn::And(hn::Ge(xd, hn::Set(dd, -87.0)), hn::Le(xd, hn::Set(dd, 88.0)));
+  const auto y = hn::IfThenZeroElse(hn::Le(x, hn::Set(df, -104.0f)), hn::DemoteTo(df, e));
+  const auto scalar = hn::AndNot(hn::Le(xd, hn::Set(dd, -104.0)), hn::Or(hn::RebindMask(dd, boundary), hn::Not(inside)));
+  if (HWY_LIKELY(hn::AllFalse(dd, scalar))) return y;
+  constexpr size_t kMax = hn::MaxLanes(df);
+  alignas(64) float xs[kMax], ys[kMax];
+  alignas(64) uint8_t lanes[(kMax + 7) / 8 + 8] = {};
+  hn::StoreU(x, df, xs);
+  hn::StoreU(y, df, ys);
+  hn::StoreMaskBits(dd, scalar, lanes);
+  for (size_t i = 0; i < hn::Lanes(df); ++i)
+    if (lanes[i / 8] & (1u << (i % 8))) ys[i] = ExpF(xs[i]);
+  return hn::LoadU(df, ys);
+}
+
+HWY_ATTR void ExpFMany(const float* x, int64_t n, float* out) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(dd));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(ExpExact(df, hn::LoadU(df, x + i)), df, out + i);
+  for (; i < n; ++i) out[i] = ExpF(x[i]);
+}
+
+// SoftmaxBlock for the heads [h, h + lanes of D) (D: floats rebound to a double tag); `p` [nk][H].
+template <class DF>
+HWY_INLINE void SoftmaxHeads(DF df, const float* HWY_RESTRICT s, int H, int nk, int h, float* HWY_RESTRICT m,
+                             float* HWY_RESTRICT l, float* HWY_RESTRICT sf, float* HWY_RESTRICT p) {
+  const hn::Rebind<double, DF> dd;
+  const hn::RebindToUnsigned<DF> du;
+  auto bm = hn::Set(df, -INFINITY);
+  for (int k = 0; k < nk; ++k) bm = hn::Max(bm, hn::LoadU(df, s + static_cast<size_t>(k) * H + h));
+  // (Max may pick either zero where std::max picks the first; m only ever enters exp(x - m), and
+  // exp(+-0) is 1, so the results do not depend on it.)
+  const auto m_old = hn::LoadU(df, m + h), m_new = hn::Max(m_old, bm);
+  const auto f = ExpExact(df, hn::Sub(m_old, m_new));
+  auto psum = hn::Zero(dd);
+  for (int k = 0; k < nk; ++k) {
+    const auto pk = ExpExact(df, hn::Sub(hn::LoadU(df, s + static_cast<size_t>(k) * H + h), m_new));
+    psum = hn::Add(psum, hn::PromoteTo(dd, pk));
+    hn::StoreU(hn::BitCast(df, RoundBf16Bits(du, hn::BitCast(du, pk))), df, p + static_cast<size_t>(k) * H + h);
+  }
+  hn::StoreU(f, df, sf + h);
+  hn::StoreU(hn::Add(hn::Mul(hn::LoadU(df, l + h), f), hn::DemoteTo(df, psum)), df, l + h);
+  hn::StoreU(m_new, df, m + h);
+}
+
+HWY_ATTR void SoftmaxBlock(const float* s, int H, int nk, float* m, float* l, float* sf, double* pb) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const int L = static_cast<int>(hn::Lanes(dd));
+  thread_local std::vector<float> p;
+  if (p.size() < static_cast<size_t>(nk) * H) p.resize(static_cast<size_t>(nk) * H);
+  int h = 0;
+  for (; h + L <= H; h += L) SoftmaxHeads(df, s, H, nk, h, m, l, sf, p.data());
+  for (; h < H; ++h) SoftmaxHeads(hn::CappedTag<float, 1>(), s, H, nk, h, m, l, sf, p.data());
+  for (int hh = 0; hh < H; ++hh)
+    for (int k = 0; k < nk; ++k) pb[static_cast<size_t>(hh) * nk + k] = p[static_cast<size_t>(k) * H + hh];
 }
 
 }  // namespace HWY_NAMESPACE
@@ -255,6 +335,8 @@ HWY_EXPORT(BlockPv);
 HWY_EXPORT(QuantizeQdq8Blocks);
 HWY_EXPORT(DotF32Weights);
 HWY_EXPORT(RoundBf16InPlace);
+HWY_EXPORT(ExpFMany);
+HWY_EXPORT(SoftmaxBlock);
 HWY_EXPORT(Bf16ExponentRange);
 
 void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores) {
@@ -268,6 +350,10 @@ void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* sc
 }
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K) { return HWY_DYNAMIC_DISPATCH(DotF32Weights)(x, w, K); }
 void RoundBf16InPlace(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(RoundBf16InPlace)(x, n); }
+void ExpFMany(const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(ExpFMany)(x, n, out); }
+void SoftmaxBlock(const float* s, int H, int nk, float* m, float* l, float* sf, double* pb) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxBlock)(s, H, nk, m, l, sf, pb);
+}
 ExponentRange Bf16ExponentRange(const uint16_t* v, int64_t n) { return HWY_DYNAMIC_DISPATCH(Bf16ExponentRange)(v, n); }
 }  // namespace ds41
 #endif

@@ -28,6 +28,16 @@ ExponentRange Bf16ExponentRange(const uint16_t* v, int64_t n);
 // x[i] = RoundBf16(x[i]) for i < n: the scalar function's bits (NaN stays a quiet NaN).
 void RoundBf16InPlace(float* x, int64_t n);
 
+// out[i] = ExpF(x[i]) for i < n, bit for bit on every target (engine/numerics.h's float(exp(double))).
+void ExpFMany(const float* x, int64_t n, float* out);
+
+// One 64-key block of attention's online softmax for H heads (MODEL.md §6.9): s [nk][H] the block's
+// scaled scores; per head, m (running max) and l (running denominator) are updated in place, sf[h]
+// = ExpF(old m - new m) is the factor the head's accumulators take, pb[h * nk + k] =
+// RoundBf16(ExpF(s - new m)) (the probabilities P.V reads), and l = l * sf + float(the sum of the
+// unrounded probabilities in float64, in k order).
+void SoftmaxBlock(const float* s, int H, int nk, float* m, float* l, float* sf, double* pb);
+
 // Float64 dot of x (floats) and w (fp32 weights at possibly unaligned bytes) over K.
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K);
 

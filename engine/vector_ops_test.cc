@@ -159,6 +159,100 @@ TEST(VectorOpsTest, Bf16ExponentRangeIgnoresZerosOnEveryTarget) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+// Float bit patterns spread over every exponent the softmax meets (and past float's normal
+// results at both ends), plus the special values.
+std::vector<float> ExpInputs() {
+  std::vector<float> x = {0.0f, -0.0f, 1.0f, -1.0f, -87.0f, -87.5f, 88.0f, 88.5f, -104.0f, -200.0f, 100.0f,
+                          std::ldexp(1.0f, -140), -std::ldexp(1.0f, -140), -1e30f, 1e30f, INFINITY, -INFINITY, NAN};
+  uint32_t lo, hi;
+  const float a = -104.0f, b = 89.0f;
+  std::memcpy(&lo, &a, 4);  // the negative range as bit patterns, -0 up to -104
+  std::memcpy(&hi, &b, 4);
+  for (uint32_t u = 0x80000000u; u <= lo; u += 2039) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    x.push_back(f);
+  }
+  for (uint32_t u = 0; u <= hi; u += 2039) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    x.push_back(f);
+  }
+  return x;
+}
+
+TEST(VectorOpsTest, ExpFManyMatchesExpFOnEveryTarget) {
+  const std::vector<float> x = ExpInputs();
+  std::vector<float> ref(x.size());
+  for (size_t i = 0; i < x.size(); ++i) ref[i] = ExpF(x[i]);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    std::vector<float> y(x.size());
+    ExpFMany(x.data(), static_cast<int64_t>(x.size()), y.data());
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (std::memcmp(&y[i], &ref[i], 4) != 0 && bad++ == 0) first = i;
+    EXPECT_EQ(0u, bad) << hwy::TargetName(target) << ": " << bad << " of " << x.size() << ", first exp(" << x[first]
+                       << ") = " << y[first] << " vs " << ref[first];
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// The scalar steps SoftmaxBlock replaces (AttendRow's loop before it was vectorized).
+void SoftmaxBlockScalar(const float* s, int H, int nk, float* m, float* l, float* sf, double* pb) {
+  for (int h = 0; h < H; ++h) {
+    float bm = -INFINITY;
+    for (int k = 0; k < nk; ++k) bm = std::max(bm, s[static_cast<size_t>(k) * H + h]);
+    const float m_new = std::max(m[h], bm);
+    sf[h] = ExpF(m[h] - m_new);
+    double psum = 0.0;
+    for (int k = 0; k < nk; ++k) {
+      const float pk = ExpF(s[static_cast<size_t>(k) * H + h] - m_new);
+      psum += pk;
+      pb[static_cast<size_t>(h) * nk + k] = RoundBf16(pk);
+    }
+    l[h] = l[h] * sf[h] + static_cast<float>(psum);
+    m[h] = m_new;
+  }
+}
+
+TEST(VectorOpsTest, SoftmaxBlockMatchesTheScalarStepsOnEveryTarget) {
+  std::mt19937 rng(5);
+  for (const int H : {64, 19, 4, 1}) {
+    for (const int nk : {64, 37, 1}) {
+      // Three blocks in a row from the running state's start; the spread of the scores sends many
+      // probabilities below float's normal range (the exact fallback's lanes).
+      const int blocks = 3;
+      std::vector<float> s(static_cast<size_t>(blocks) * nk * H);
+      std::normal_distribution<float> d(0.0f, 1.0f);
+      for (auto& v : s) v = d(rng) * (rng() % 4 == 0 ? 60.0f : 3.0f);
+      std::vector<float> m0(static_cast<size_t>(H), -1e30f), l0(static_cast<size_t>(H), 0.0f), sf0(static_cast<size_t>(H));
+      std::vector<double> pb0(static_cast<size_t>(H) * nk);
+      std::vector<std::vector<double>> ref_pb;
+      std::vector<std::vector<float>> ref_sf;
+      for (int b = 0; b < blocks; ++b) {
+        SoftmaxBlockScalar(&s[static_cast<size_t>(b) * nk * H], H, nk, m0.data(), l0.data(), sf0.data(), pb0.data());
+        ref_pb.push_back(pb0);
+        ref_sf.push_back(sf0);
+      }
+      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        std::vector<float> m(static_cast<size_t>(H), -1e30f), l(static_cast<size_t>(H), 0.0f), sf(static_cast<size_t>(H));
+        std::vector<double> pb(static_cast<size_t>(H) * nk);
+        const std::string where = std::string(hwy::TargetName(target)) + " H " + std::to_string(H) + " nk " + std::to_string(nk);
+        for (int b = 0; b < blocks; ++b) {
+          SoftmaxBlock(&s[static_cast<size_t>(b) * nk * H], H, nk, m.data(), l.data(), sf.data(), pb.data());
+          EXPECT_EQ(0, std::memcmp(pb.data(), ref_pb[b].data(), pb.size() * 8)) << where << " block " << b;
+          EXPECT_EQ(0, std::memcmp(sf.data(), ref_sf[b].data(), sf.size() * 4)) << where << " block " << b;
+        }
+        EXPECT_EQ(0, std::memcmp(l.data(), l0.data(), l.size() * 4)) << where;
+        for (int h = 0; h < H; ++h) EXPECT_EQ(m[h], m0[h]) << where;  // (a zero's sign may differ: it only enters exp)
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, VectorOpsTargetsTest,
                          ::testing::Values(Shape{64, 512, 5}, Shape{48, 64, 3}, Shape{32, 128, 64}, Shape{16, 32, 1},
                                            Shape{19, 96, 7}, Shape{3, 64, 2}));
