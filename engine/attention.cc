@@ -154,7 +154,7 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
   for (int h = 0; h < H; ++h)
     for (int d = 0; d < hd; ++d) qT[static_cast<size_t>(d) * H + h] = q[static_cast<size_t>(h) * hd + d];
   HeadScores(qT.data(), H, hd, keys.data(), nkeys, s.data());
-  for (size_t i = 0; i < static_cast<size_t>(nkeys) * H; ++i) s[i] = s[i] * scale;
+  ScaleInPlace(s.data(), static_cast<int64_t>(nkeys) * H, scale);
   // Online softmax block by block, every head at once (each head's arithmetic is its own, in the
   // order of MODEL.md §6.9): the block's P.V is then one pass over its keys for all heads.
   std::vector<float> m(H, -1e30f), l(H, 0.0f), sf(H), acc(static_cast<size_t>(H) * hd, 0.0f);
@@ -167,11 +167,7 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
     const int nk = b - a;
     SoftmaxBlock(&s[static_cast<size_t>(a) * H], H, nk, m.data(), l.data(), sf.data(), pb.data());  // bf16 probabilities
     BlockPv(pb.data(), H, nk, &keys[static_cast<size_t>(a) * hd], hd, pv.data());
-    for (int h = 0; h < H; ++h)
-      for (int d = 0; d < hd; ++d) {
-        const size_t i = static_cast<size_t>(h) * hd + d;
-        acc[i] = acc[i] * sf[h] + static_cast<float>(pv[i]);
-      }
+    RescaleAdd(acc.data(), sf.data(), pv.data(), H, hd);
     a = b;
   }
   for (int h = 0; h < H; ++h) {

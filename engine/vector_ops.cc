@@ -311,6 +311,28 @@ HWY_INLINE void SoftmaxHeads(DF df, const float* HWY_RESTRICT s, int H, int nk, 
   hn::StoreU(m_new, df, m + h);
 }
 
+HWY_ATTR void ScaleInPlace(float* x, int64_t n, float s) {
+  const hn::ScalableTag<float> df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), hn::Set(df, s)), df, x + i);
+  for (; i < n; ++i) x[i] *= s;
+}
+
+HWY_ATTR void RescaleAdd(float* acc, const float* sf, const double* pv, int H, int hd) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const int L = static_cast<int>(hn::Lanes(dd));
+  for (int h = 0; h < H; ++h) {
+    float* a = acc + static_cast<size_t>(h) * hd;
+    const double* p = pv + static_cast<size_t>(h) * hd;
+    int d = 0;
+    for (; d + L <= hd; d += L)
+      hn::StoreU(hn::Add(hn::Mul(hn::LoadU(df, a + d), hn::Set(df, sf[h])), hn::DemoteTo(df, hn::LoadU(dd, p + d))), df, a + d);
+    for (; d < hd; ++d) a[d] = a[d] * sf[h] + static_cast<float>(p[d]);
+  }
+}
+
 HWY_ATTR void SoftmaxBlock(const float* s, int H, int nk, float* m, float* l, float* sf, double* pb) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
@@ -337,6 +359,8 @@ HWY_EXPORT(DotF32Weights);
 HWY_EXPORT(RoundBf16InPlace);
 HWY_EXPORT(ExpFMany);
 HWY_EXPORT(SoftmaxBlock);
+HWY_EXPORT(ScaleInPlace);
+HWY_EXPORT(RescaleAdd);
 HWY_EXPORT(Bf16ExponentRange);
 
 void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores) {
@@ -353,6 +377,10 @@ void RoundBf16InPlace(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(RoundBf16InPla
 void ExpFMany(const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(ExpFMany)(x, n, out); }
 void SoftmaxBlock(const float* s, int H, int nk, float* m, float* l, float* sf, double* pb) {
   HWY_DYNAMIC_DISPATCH(SoftmaxBlock)(s, H, nk, m, l, sf, pb);
+}
+void ScaleInPlace(float* x, int64_t n, float s) { HWY_DYNAMIC_DISPATCH(ScaleInPlace)(x, n, s); }
+void RescaleAdd(float* acc, const float* sf, const double* pv, int H, int hd) {
+  HWY_DYNAMIC_DISPATCH(RescaleAdd)(acc, sf, pv, H, hd);
 }
 ExponentRange Bf16ExponentRange(const uint16_t* v, int64_t n) { return HWY_DYNAMIC_DISPATCH(Bf16ExponentRange)(v, n); }
 }  // namespace ds41

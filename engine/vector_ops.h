@@ -38,6 +38,13 @@ void ExpFMany(const float* x, int64_t n, float* out);
 // unrounded probabilities in float64, in k order).
 void SoftmaxBlock(const float* s, int H, int nk, float* m, float* l, float* sf, double* pb);
 
+// x[i] *= s for i < n (one rounding each: the scalar loop's bits).
+void ScaleInPlace(float* x, int64_t n, float s);
+
+// The attention accumulators' step after a block: acc[h * hd + d] = acc * sf[h] + float(pv[h * hd + d])
+// (multiply, round, add, round: the scalar expression's bits) for H heads of hd values.
+void RescaleAdd(float* acc, const float* sf, const double* pv, int H, int hd);
+
 // Float64 dot of x (floats) and w (fp32 weights at possibly unaligned bytes) over K.
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K);
 

@@ -253,6 +253,36 @@ TEST(VectorOpsTest, SoftmaxBlockMatchesTheScalarStepsOnEveryTarget) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+TEST(VectorOpsTest, ScaleInPlaceAndRescaleAddMatchTheScalarExpressionsOnEveryTarget) {
+  std::mt19937 rng(9);
+  for (const int H : {64, 3}) {
+    for (const int hd : {512, 37}) {  // (37: a lane remainder on every target)
+      std::normal_distribution<float> d(0.0f, 1.0f);
+      std::vector<float> acc0(static_cast<size_t>(H) * hd), sf(static_cast<size_t>(H));
+      std::vector<double> pv(acc0.size());
+      for (auto& v : acc0) v = d(rng) * 1e3f;
+      for (auto& v : sf) v = std::exp(-std::fabs(d(rng)));
+      for (auto& v : pv) v = static_cast<double>(d(rng)) * 1e3 + 1e-9 * d(rng);  // not exactly a float
+      std::vector<float> ref = acc0, scaled_ref = acc0;
+      for (int h = 0; h < H; ++h)
+        for (int k = 0; k < hd; ++k) {
+          const size_t i = static_cast<size_t>(h) * hd + k;
+          ref[i] = ref[i] * sf[h] + static_cast<float>(pv[i]);
+          scaled_ref[i] = scaled_ref[i] * 0.0441941738f;
+        }
+      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        std::vector<float> acc = acc0, scaled = acc0;
+        RescaleAdd(acc.data(), sf.data(), pv.data(), H, hd);
+        ScaleInPlace(scaled.data(), static_cast<int64_t>(scaled.size()), 0.0441941738f);
+        EXPECT_EQ(0, std::memcmp(acc.data(), ref.data(), ref.size() * 4)) << hwy::TargetName(target) << " H " << H << " hd " << hd;
+        EXPECT_EQ(0, std::memcmp(scaled.data(), scaled_ref.data(), ref.size() * 4)) << hwy::TargetName(target);
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, VectorOpsTargetsTest,
                          ::testing::Values(Shape{64, 512, 5}, Shape{48, 64, 3}, Shape{32, 128, 64}, Shape{16, 32, 1},
                                            Shape{19, 96, 7}, Shape{3, 64, 2}));
