@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   ds41::TuneMallocForLargeBuffers();
   CLI::App app{"ds41 cache_service: cache units on SSD (payload segment files, RocksDB index), over gRPC"};
   std::string listen = "127.0.0.1:7400", data_listen, metrics_listen = "127.0.0.1:9400", path = "./cache-data", capacity = "64G",
-              segment_size = "256M", fingerprint;
+              segment_size = "256M", read_cache = "1G", fingerprint;
   double ttl_hours = 72;
   int sweep_seconds = 60;
   bool sync_writes = false, buffered_writes = false, print_config = false;
@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen, "Prometheus /metrics address")->envname("DS41_CACHE_METRICS_LISTEN");
   app.add_option("--path", path, "store directory on an SSD (RocksDB index, segments/ for payloads)")->envname("DS41_CACHE_PATH");
   app.add_option("--capacity", capacity, "bytes kept before LRU eviction (K/M/G/T)")->envname("DS41_CACHE_CAPACITY");
+  app.add_option("--read-cache", read_cache, "RAM for units read again (hot prefixes; K/M/G, 0: none)")
+      ->envname("DS41_CACHE_READ_CACHE");
   app.add_option("--segment-size", segment_size, "payload segment file size (K/M/G)")->envname("DS41_CACHE_SEGMENT_SIZE");
   app.add_option("--ttl-hours", ttl_hours, "units idle longer than this expire (0: never)")->envname("DS41_CACHE_TTL_HOURS");
   app.add_option("--sweep-seconds", sweep_seconds, "how often expired units are removed")->envname("DS41_CACHE_SWEEP_SECONDS")
@@ -57,6 +59,11 @@ int main(int argc, char** argv) {
     std::cerr << "--capacity: " << cap.status().message() << "\n";
     return 2;
   }
+  auto rc = ds41::ParseByteSize(read_cache);
+  if (!rc.ok()) {
+    std::cerr << "--read-cache: " << rc.status().message() << "\n";
+    return 2;
+  }
   auto seg = ds41::ParseByteSize(segment_size);
   if (!seg.ok() || *seg < (1u << 20)) {
     std::cerr << "--segment-size: " << (seg.ok() ? "at least 1M" : seg.status().message()) << "\n";
@@ -75,6 +82,7 @@ int main(int argc, char** argv) {
   no.store.sync_writes = sync_writes;
   no.store.segment_bytes = *seg;
   no.store.direct_io = !buffered_writes;
+  no.store.read_cache_bytes = *rc;
   no.service.model_fingerprint = fingerprint;
   no.rpc.address = listen;
   no.sweep_interval = std::chrono::seconds(sweep_seconds);

@@ -23,7 +23,9 @@
 // write goes to the device (the encoder hands a turn's new KV to its decoder directly, so only later
 // turns read them back); a lone writer waits for its own device write. Buffered mode keeps them
 // cached, at the cost of a page-cache copy per unit (cache_bench --direct-io true|false compares
-// both).
+// both). Segments appended with O_DIRECT are read with it too, the blocks around a unit into a
+// per-thread buffer: no page-cache page per read to allocate, fill and copy out (the store keeps
+// units read again in RAM itself: read_cache.h).
 //
 // Thread-safe. Readers keep a file open while they read, so deleting it never fails a read in
 // flight.

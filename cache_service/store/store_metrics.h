@@ -44,6 +44,13 @@ struct StoreMetrics {
   // Grouped payload writes (SegmentFiles): bytes and device time per write, so the batching shows.
   prometheus::Histogram& segment_write_bytes;
   prometheus::Histogram& segment_write_seconds;
+  // The RAM read cache (read_cache.h): reads it served or not, its bytes, budget and evictions.
+  prometheus::Family<prometheus::Counter>& read_cache_lookups;  // result: hit | miss
+  prometheus::Counter& read_cache_hits;
+  prometheus::Counter& read_cache_misses;
+  prometheus::Gauge& read_cache_bytes;
+  prometheus::Gauge& read_cache_budget_bytes;
+  prometheus::Counter& read_cache_evictions;
 };
 
 }  // namespace ds41

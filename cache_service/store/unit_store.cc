@@ -148,6 +148,7 @@ StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options
   auto segments = SegmentFiles::Open(options.path + "/segments", options.segment_bytes, options.direct_io, std::move(on_write));
   DS41_RETURN_IF_ERROR(segments.status());
   st->segments_ = std::move(segments).value();
+  st->read_cache_ = std::make_unique<ReadCache>(options.read_cache_bytes, metrics);
 
   // Recovery: the index is the truth; count what it holds and which segment bytes are live. An
   // entry whose payload is missing (its file lost outside the store's control) is dropped.
@@ -380,12 +381,13 @@ StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32
   if (s.IsNotFound()) return std::optional<std::string>();
   DS41_RETURN_IF_ERROR(FromRocks(s, "read index"));
   if (!Meta::Decode(raw, &meta)) return DataLossError("unit store: malformed index entry");
-  StatusOr<std::string> value = segments_->Read(meta.loc);
+  const std::shared_ptr<const std::string> held = read_cache_->Get(meta.loc);
+  StatusOr<std::string> value = held ? StatusOr<std::string>(*held) : segments_->Read(meta.loc);
   if (value.status().code() == StatusCode::kNotFound) return std::optional<std::string>();  // removed meanwhile
   if (!value.ok() && value.status().code() != StatusCode::kDataLoss) return value.status();
-  // The unit carries its own CRC32C, checked on every read: a bad or truncated unit is a counted
-  // miss and is deleted, never served.
-  if (!value.ok() || !VerifyUnitBytes(*value).ok()) {
+  // The unit carries its own CRC32C, checked on every device read (the read cache holds only checked
+  // bytes): a bad or truncated unit is a counted miss and is deleted, never served.
+  if (!held && (!value.ok() || !VerifyUnitBytes(*value).ok())) {
     std::lock_guard<std::mutex> l(StripeFor(k));
     const std::optional<Meta> m = IndexedMeta(k);
     if (!m || !m->At(meta.loc)) return std::optional<std::string>();  // removed or rewritten meanwhile
@@ -397,6 +399,7 @@ StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32
     PublishSizes();
     return std::optional<std::string>();
   }
+  if (!held) read_cache_->Offer(meta.loc, *value);
   bool flush;
   {
     constexpr size_t kTouchBatch = 64;

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache_service/store/read_cache.h"
 #include "cache_service/store/segment_files.h"
 #include "cache_service/store/store_metrics.h"
 #include "util/clock.h"
@@ -47,7 +48,8 @@ struct StoreOptions {
   int64_t ttl_seconds = 72 * 3600;               // since last access; <= 0: never expire
   bool sync_writes = false;  // WAL is always on; sync also survives power loss (kill -9 needs only the WAL)
   uint64_t segment_bytes = uint64_t{256} << 20;  // payload segment file size
-  bool direct_io = true;  // payloads written with O_DIRECT where the file system allows it
+  bool direct_io = true;  // payloads written (and read) with O_DIRECT where the file system allows it
+  uint64_t read_cache_bytes = uint64_t{1} << 30;  // RAM for units read again (read_cache.h); 0: none
   const Clock* clock = nullptr;                  // default: system clock
 };
 
@@ -135,6 +137,7 @@ class UnitStore {
   StoreMetrics* metrics_ = nullptr;
   const Clock* clock_ = nullptr;
   std::unique_ptr<SegmentFiles> segments_;
+  std::unique_ptr<ReadCache> read_cache_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cf_;  // default, units, index, lru
   std::array<std::mutex, 64> stripes_;

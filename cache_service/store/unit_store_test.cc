@@ -281,6 +281,25 @@ TEST_F(UnitStoreTest, CorruptedUnitIsAMissDeletedAndCounted) {
   EXPECT_TRUE(Has(s.get(), 2));
 }
 
+// A unit read again comes from RAM (counted); the read cache never serves a unit the index no longer
+// holds, and a store without one reads the device every time.
+TEST_F(UnitStoreTest, UnitsReadAgainComeFromTheReadCacheWhileIndexed) {
+  const std::string u = MakeUnitBytes(64, 9);
+  auto s = OpenStore();
+  ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, u).ok());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(**s->Get(ns_, K(1)), u);  // device, device (kept), RAM
+  EXPECT_EQ(metrics_.read_cache_hits.Value(), 1);
+  EXPECT_EQ(metrics_.read_cache_bytes.Value(), static_cast<double>(u.size()));
+  ASSERT_TRUE(s->DeleteNamespace(ns_).ok());
+  EXPECT_FALSE(Has(s.get(), 1));
+  EXPECT_EQ(metrics_.read_cache_hits.Value(), 1);
+  // The same key put again lands at a new location: read from the device, with the new bytes.
+  const std::string v = MakeUnitBytes(64, 10);
+  ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, v).ok());
+  EXPECT_EQ(**s->Get(ns_, K(1)), v);
+  EXPECT_EQ(metrics_.read_cache_hits.Value(), 1);
+}
+
 // A segment cut short (a lost tail): units past the cut are dropped at open, the rest are served.
 TEST_F(UnitStoreTest, TruncatedSegmentLosesOnlyTheUnitsPastTheCut) {
   const std::string u = MakeUnitBytes(64, 8);

@@ -132,6 +132,12 @@ prefix = dashboard("ds41-prefix-cache", "ds41-serve / Prefix cache", [
         panel("Units written / read per second",
               [("sum(rate(ds41_store_units_written_total[5m]))", "written"),
                ("sum(rate(ds41_store_units_read_total[5m]))", "read")], "ops"),
+        panel("Reads served from the RAM read cache (units read again)",
+              [("sum by (pod) (rate(ds41_store_read_cache_lookups_total{result=\"hit\"}[5m])) / "
+                "sum by (pod) (rate(ds41_store_read_cache_lookups_total[5m]))", "{{pod}}")], "percentunit"),
+        panel("RAM read cache: bytes held vs budget",
+              [("sum by (pod) (ds41_store_read_cache_bytes)", "{{pod}}"),
+               ("sum by (pod) (ds41_store_read_cache_budget_bytes)", "{{pod}} budget")], "bytes"),
     ]),
     ("Evictions and integrity", [
         panel("Evictions/s by reason",

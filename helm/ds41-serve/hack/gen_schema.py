@@ -95,7 +95,7 @@ schema = {
                              "dataPort": dict(PORT, description="bulk data path port (unit payloads beside gRPC; "
                                                                 "TLS when tls.enabled)"),
                              "capacity": BYTES, "ttlHours": {"type": "number", "minimum": 0},
-                             "sweepSeconds": POS, "syncWrites": B, "bufferedWrites": B,
+                             "sweepSeconds": POS, "syncWrites": B, "bufferedWrites": B, "readCache": BYTES,
                              "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "pdb": PDB, **SCHED,
                              "persistence": obj({"storageClassName": S, "size": QUANTITY,
                                                  "accessModes": {"type": "array", "items": S, "minItems": 1}},

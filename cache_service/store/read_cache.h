@@ -1,0 +1,61 @@
+// ReadCache: verified unit bytes kept in RAM, by segment location, for the units read again (a
+// shared system prompt, a session's earlier turns), within a byte budget, least recently used out
+// first.
+//
+// Payloads are read with O_DIRECT (segment_files.h), so the page cache no longer keeps them: this
+// keeps what is reused. A location is admitted on its second read within the recent past (the first
+// read leaves only a mark, a few dozen bytes), so a one-pass read of a long cold context neither pays
+// a copy per unit nor flushes the hot set. Locations never name other bytes later (segment ids only
+// grow), so entries need no invalidation: the store asks only for locations its index still holds,
+// and a removed unit's entry ages out.
+//
+// Thread-safe (one mutex; every operation is a hash lookup and a list splice).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "cache_service/store/segment_files.h"
+#include "cache_service/store/store_metrics.h"
+
+namespace ds41 {
+
+class ReadCache {
+ public:
+  // budget_bytes 0: disabled (Get always misses, Offer keeps nothing). `metrics` may be null.
+  ReadCache(uint64_t budget_bytes, StoreMetrics* metrics);
+
+  // The bytes at `loc` if held (counted as a hit or a miss); null otherwise.
+  std::shared_ptr<const std::string> Get(const SegmentLocation& loc);
+  // `bytes` (verified) were just read from `loc` after a miss: kept if `loc` was read recently.
+  void Offer(const SegmentLocation& loc, const std::string& bytes);
+
+  uint64_t bytes() const;
+
+ private:
+  using Key = std::pair<uint32_t, uint64_t>;  // segment, offset
+  struct KeyHash {
+    size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.second * 0x9E3779B97F4A7C15ull ^ k.first); }
+  };
+  struct Entry {
+    Key key;
+    std::shared_ptr<const std::string> bytes;
+  };
+  void EvictLocked();
+
+  const uint64_t budget_;
+  const size_t max_marks_;  // locations read once, remembered for admission
+  StoreMetrics* metrics_;
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;  // most recent first
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> entries_;
+  std::list<Key> marks_;  // most recent first
+  std::unordered_map<Key, std::list<Key>::iterator, KeyHash> marked_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace ds41
