@@ -219,11 +219,7 @@ float DotBf16(const float* a, const float* b, int64_t n) {
   return acc;
 }
 
-float MeanSquare(const float* x, int64_t n) {
-  double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
-  return static_cast<float>(s / static_cast<double>(n));
-}
+float MeanSquare(const float* x, int64_t n) { return static_cast<float>(SumOfSquares(x, n) / static_cast<double>(n)); }
 
 void RmsNormRow(const float* x, const Bf16View& w, int64_t n, float eps, float* y) {
   const float r = RsqrtF(MeanSquare(x, n) + eps);

@@ -187,20 +187,50 @@ HWY_ATTR double DotF32Weights(const float* x, const uint8_t* w, int64_t K) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(dd));
-  auto acc0 = hn::Zero(dd), acc1 = hn::Zero(dd);
+  // Eight chains hide the FMA latency (two left the loop latency-bound). The products are exact in
+  // float64, so the order of their sum changes nothing but, rarely, its last float64 bit
+  // (docs/numerics.md: "Other reductions").
+  constexpr int kChains = 8;
+  hn::Vec<decltype(dd)> acc[kChains];
+  for (auto& a : acc) a = hn::Zero(dd);
   int64_t k = 0;
-  for (; k + 2 * L <= K; k += 2 * L) {
-    acc0 = hn::MulAdd(hn::PromoteTo(dd, hn::LoadU(df, x + k)),
-                      hn::PromoteTo(dd, hn::LoadU(df, reinterpret_cast<const float*>(w + 4 * k))), acc0);
-    acc1 = hn::MulAdd(hn::PromoteTo(dd, hn::LoadU(df, x + k + L)),
-                      hn::PromoteTo(dd, hn::LoadU(df, reinterpret_cast<const float*>(w + 4 * (k + L)))), acc1);
+  for (; k + kChains * L <= K; k += kChains * L) {
+#pragma GCC unroll 8
+    for (int j = 0; j < kChains; ++j)
+      acc[j] = hn::MulAdd(hn::PromoteTo(dd, hn::LoadU(df, x + k + j * L)),
+                          hn::PromoteTo(dd, hn::LoadU(df, reinterpret_cast<const float*>(w + 4 * (k + j * L)))), acc[j]);
   }
-  double s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(acc0, acc1)));
+  for (; k + L <= K; k += L)
+    acc[0] = hn::MulAdd(hn::PromoteTo(dd, hn::LoadU(df, x + k)),
+                        hn::PromoteTo(dd, hn::LoadU(df, reinterpret_cast<const float*>(w + 4 * k))), acc[0]);
+  for (int j = 1; j < kChains; ++j) acc[0] = hn::Add(acc[0], acc[j]);
+  double s = hn::GetLane(hn::SumOfLanes(dd, acc[0]));
   for (; k < K; ++k) {
     float wk;
     std::memcpy(&wk, w + 4 * k, 4);
     s += static_cast<double>(x[k]) * wk;
   }
+  return s;
+}
+
+HWY_ATTR double SumOfSquares(const float* x, int64_t n) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(dd));
+  constexpr int kChains = 4;
+  hn::Vec<decltype(dd)> acc[kChains];
+  for (auto& a : acc) a = hn::Zero(dd);
+  int64_t i = 0;
+  for (; i + kChains * L <= n; i += kChains * L) {
+#pragma GCC unroll 4
+    for (int j = 0; j < kChains; ++j) {
+      const auto v = hn::PromoteTo(dd, hn::LoadU(df, x + i + j * L));
+      acc[j] = hn::MulAdd(v, v, acc[j]);
+    }
+  }
+  for (int j = 1; j < kChains; ++j) acc[0] = hn::Add(acc[0], acc[j]);
+  double s = hn::GetLane(hn::SumOfLanes(dd, acc[0]));
+  for (; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
   return s;
 }
 
@@ -356,6 +386,7 @@ HWY_EXPORT(HeadScores);
 HWY_EXPORT(BlockPv);
 HWY_EXPORT(QuantizeQdq8Blocks);
 HWY_EXPORT(DotF32Weights);
+HWY_EXPORT(SumOfSquares);
 HWY_EXPORT(RoundBf16InPlace);
 HWY_EXPORT(ExpFMany);
 HWY_EXPORT(SoftmaxBlock);
@@ -373,6 +404,7 @@ void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* sc
   HWY_DYNAMIC_DISPATCH(QuantizeQdq8Blocks)(x, blocks, values, scales);
 }
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K) { return HWY_DYNAMIC_DISPATCH(DotF32Weights)(x, w, K); }
+double SumOfSquares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumOfSquares)(x, n); }
 void RoundBf16InPlace(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(RoundBf16InPlace)(x, n); }
 void ExpFMany(const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(ExpFMany)(x, n, out); }
 void SoftmaxBlock(const float* s, int H, int nk, float* m, float* l, float* sf, double* pb) {

@@ -283,6 +283,30 @@ TEST(VectorOpsTest, ScaleInPlaceAndRescaleAddMatchTheScalarExpressionsOnEveryTar
   hwy::SetSupportedTargetsForTest(0);
 }
 
+// The float64 reductions may add in any order (docs/numerics.md): rounded to float32 they give the
+// sequential sum's value on every target (for these inputs; in general but for ~2^-29 of sums).
+TEST(VectorOpsTest, Float64ReductionsRoundToTheSequentialSumOnEveryTarget) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (const int64_t n : {20480, 5120, 37, 1}) {
+    std::vector<float> x(static_cast<size_t>(n)), w(x.size());
+    for (auto& v : x) v = d(rng);
+    for (auto& v : w) v = d(rng) * 0.01f;
+    double dot = 0.0, sq = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      dot += static_cast<double>(x[i]) * static_cast<double>(w[i]);
+      sq += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    }
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      EXPECT_EQ(static_cast<float>(DotF32Weights(x.data(), reinterpret_cast<const uint8_t*>(w.data()), n)), static_cast<float>(dot))
+          << hwy::TargetName(target) << " n " << n;
+      EXPECT_EQ(static_cast<float>(SumOfSquares(x.data(), n)), static_cast<float>(sq)) << hwy::TargetName(target) << " n " << n;
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, VectorOpsTargetsTest,
                          ::testing::Values(Shape{64, 512, 5}, Shape{48, 64, 3}, Shape{32, 128, 64}, Shape{16, 32, 1},
                                            Shape{19, 96, 7}, Shape{3, 64, 2}));
