@@ -11,11 +11,13 @@
 #include "rpc/transport_security.h"
 #include "unit/unit_format.h"
 #include "util/malloc_tuning.h"
+#include "util/open_file_limit.h"
 #include "util/process.h"
 
 int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
   ds41::TuneMallocForLargeBuffers();
+  ds41::RaiseOpenFileLimit();
   CLI::App app{"ds41 cache_service: cache units on SSD (payload segment files, RocksDB index), over gRPC"};
   std::string listen = "127.0.0.1:7400", data_listen, metrics_listen = "127.0.0.1:9400", path = "./cache-data", capacity = "64G",
               segment_size = "256M", read_cache = "1G", fingerprint;
@@ -30,7 +32,7 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen, "Prometheus /metrics address")->envname("DS41_CACHE_METRICS_LISTEN");
   app.add_option("--path", path, "store directory on an SSD (RocksDB index, segments/ for payloads)")->envname("DS41_CACHE_PATH");
   app.add_option("--capacity", capacity, "bytes kept before LRU eviction (K/M/G/T)")->envname("DS41_CACHE_CAPACITY");
-  app.add_option("--read-cache", read_cache, "RAM for units read again (hot prefixes; K/M/G, 0: none)")
+  app.add_option("--read-cache", read_cache, "RAM for units read again (hot prefixes; K/M/G, 0: none, as suits --buffered-writes)")
       ->envname("DS41_CACHE_READ_CACHE");
   app.add_option("--segment-size", segment_size, "payload segment file size (K/M/G)")->envname("DS41_CACHE_SEGMENT_SIZE");
   app.add_option("--ttl-hours", ttl_hours, "units idle longer than this expire (0: never)")->envname("DS41_CACHE_TTL_HOURS");

@@ -1,7 +1,6 @@
 #include "engine/numerics.h"
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 
 namespace ds41 {

@@ -71,6 +71,33 @@ void ReadCache::EvictLocked() {
   }
 }
 
+void ReadCache::Erase(const SegmentLocation& loc) {
+  if (budget_ == 0) return;
+  const Key key{loc.segment, loc.offset};
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto m = marked_.find(key); m != marked_.end()) {
+    marks_.erase(m->second);
+    marked_.erase(m);
+  }
+  auto it = entries_.find(key);
+  if (it == entries_.end()) return;
+  bytes_ -= it->second->bytes->size();
+  lru_.erase(it->second);
+  entries_.erase(it);
+  if (metrics_ != nullptr) metrics_->read_cache_bytes.Set(static_cast<double>(bytes_));
+}
+
+void ReadCache::Move(const SegmentLocation& from, const SegmentLocation& to) {
+  if (budget_ == 0) return;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = entries_.find({from.segment, from.offset});
+  if (it == entries_.end()) return;
+  const auto pos = it->second;
+  entries_.erase(it);
+  pos->key = {to.segment, to.offset};
+  entries_[pos->key] = pos;
+}
+
 uint64_t ReadCache::bytes() const {
   std::lock_guard<std::mutex> l(mu_);
   return bytes_;

@@ -2,12 +2,13 @@
 // shared system prompt, a session's earlier turns), within a byte budget, least recently used out
 // first.
 //
-// Payloads are read with O_DIRECT (segment_files.h), so the page cache no longer keeps them: this
-// keeps what is reused. A location is admitted on its second read within the recent past (the first
-// read leaves only a mark, a few dozen bytes), so a one-pass read of a long cold context neither pays
-// a copy per unit nor flushes the hot set. Locations never name other bytes later (segment ids only
-// grow), so entries need no invalidation: the store asks only for locations its index still holds,
-// and a removed unit's entry ages out.
+// Payloads written with O_DIRECT are read with it (segment_files.h), so the page cache no longer
+// keeps them: this keeps what is reused. A location is admitted on its second read within the recent
+// past (the first read leaves only a mark, a few dozen bytes), so a one-pass read of a long cold
+// context neither pays a copy per unit nor flushes the hot set. Locations never name other bytes
+// later (segment ids only grow) and the store asks only for locations its index holds, so no entry
+// can be stale; the store still erases a removed unit's entry (its RAM goes at once) and moves a
+// compacted one's.
 //
 // Thread-safe (one mutex; every operation is a hash lookup and a list splice).
 #pragma once
@@ -33,6 +34,10 @@ class ReadCache {
   std::shared_ptr<const std::string> Get(const SegmentLocation& loc);
   // `bytes` (verified) were just read from `loc` after a miss: kept if `loc` was read recently.
   void Offer(const SegmentLocation& loc, const std::string& bytes);
+  // The unit at `loc` was removed: its entry (or mark) goes.
+  void Erase(const SegmentLocation& loc);
+  // The unit at `from` now lives at `to` (compaction): its entry follows it, recency kept.
+  void Move(const SegmentLocation& from, const SegmentLocation& to);
 
   uint64_t bytes() const;
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -72,15 +73,16 @@ int OpenDirectRead(const std::string& path) {
 }
 
 // Reads [offset, offset + n) of `fd` into `dst` (EINTR retried); false with errno set on an error,
-// true with *got < n at the end of the file.
-bool PreadFully(int fd, uint8_t* dst, size_t n, uint64_t offset, size_t* got) {
+// true with *got < n at the end of the file. `direct`: a short read is the end (a second, unaligned
+// O_DIRECT read would be refused).
+bool PreadFully(int fd, uint8_t* dst, size_t n, uint64_t offset, bool direct, size_t* got) {
   size_t done = 0;
   while (done < n) {
     const ssize_t r = pread(fd, dst + done, n - done, static_cast<off_t>(offset + done));
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return false;
-    if (r == 0) break;
     done += static_cast<size_t>(r);
+    if (r == 0 || direct) break;
   }
   *got = done;
   return true;
@@ -94,6 +96,7 @@ struct SegmentFiles::File {
   // from the device into a reused buffer, with no page-cache page to allocate, fill and copy out
   // (on this project's VMs allocating a fresh page cost more than the device read). -1: use `fd`.
   int direct_fd = -1;
+  std::atomic<bool> direct_refused{false};  // a direct read failed with EINVAL: `fd` from then on
   int write_fd = -1;    // appends: O_DIRECT where the file system allows it
   uint64_t align = 1;   // kDirectAlign with O_DIRECT
   uint64_t written_end = 0;  // end of the bytes written (guarded by mu_); past it, O_DIRECT padding
@@ -484,28 +487,40 @@ StatusOr<std::string> SegmentFiles::Read(const SegmentLocation& loc) const {
     file = it->second.file;
   }
   auto short_file = [&] { return DataLossError("segment files: " + PathOf(loc.segment) + " is shorter than its index says"); };
-  if (file->direct_fd >= 0) {
-    // The blocks around the unit, into this thread's buffer (it only grows: ~60 KB per I/O thread).
-    thread_local Buffer buf(nullptr, std::free);
-    thread_local size_t capacity = 0;
+  if (file->direct_fd >= 0 && !file->direct_refused.load(std::memory_order_relaxed)) {
+    // The blocks around the unit, into this thread's buffer (kept up to 1 MiB: a unit's ~60 KB per
+    // I/O thread; a larger read gets a buffer of its own).
+    constexpr size_t kKeptBuffer = 1 << 20;
+    thread_local Buffer kept(nullptr, std::free);
+    thread_local size_t kept_capacity = 0;
     const uint64_t start = loc.offset / kDirectAlign * kDirectAlign;
     const size_t skip = static_cast<size_t>(loc.offset - start);
     const size_t span = (skip + loc.size + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-    if (capacity < span) {
-      buf = AlignedBuffer(span);
-      capacity = span;
+    Buffer own(nullptr, std::free);
+    uint8_t* buf = nullptr;
+    if (span <= kept_capacity) {
+      buf = kept.get();
+    } else if (span <= kKeptBuffer) {
+      kept = AlignedBuffer(span);
+      kept_capacity = span;
+      buf = kept.get();
+    } else {
+      own = AlignedBuffer(span);
+      buf = own.get();
     }
     size_t got = 0;
-    if (PreadFully(file->direct_fd, buf.get(), span, start, &got)) {
+    if (PreadFully(file->direct_fd, buf, span, start, /*direct=*/true, &got)) {
       if (got < skip + loc.size) return short_file();
-      return std::string(reinterpret_cast<const char*>(buf.get()) + skip, loc.size);
+      return std::string(reinterpret_cast<const char*>(buf) + skip, loc.size);
     }
     if (errno != EINVAL) return Errno("read " + PathOf(loc.segment));
-    // EINVAL: this file system wants other alignment after all; through the page cache.
+    // EINVAL: this file system wants other alignment after all; this file reads through the page
+    // cache from now on.
+    file->direct_refused.store(true, std::memory_order_relaxed);
   }
   std::string out(loc.size, '\0');
   size_t got = 0;
-  if (!PreadFully(file->fd, reinterpret_cast<uint8_t*>(out.data()), out.size(), loc.offset, &got))
+  if (!PreadFully(file->fd, reinterpret_cast<uint8_t*>(out.data()), out.size(), loc.offset, /*direct=*/false, &got))
     return Errno("read " + PathOf(loc.segment));
   if (got < out.size()) return short_file();
   return out;
@@ -527,6 +542,12 @@ std::vector<SegmentUsage> SegmentFiles::Usage() const {
 uint64_t SegmentFiles::FileBytes() const {
   std::lock_guard<std::mutex> l(mu_);
   return file_bytes_;
+}
+
+bool SegmentFiles::ReadsDirect() const {
+  std::lock_guard<std::mutex> l(mu_);
+  const File& f = *open_->file;
+  return f.direct_fd >= 0 && !f.direct_refused.load(std::memory_order_relaxed);
 }
 
 bool SegmentFiles::DirectIo() const {

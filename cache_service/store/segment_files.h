@@ -101,6 +101,7 @@ class SegmentFiles {
   std::vector<SegmentUsage> Usage() const;
   uint64_t FileBytes() const;  // on disk, dead bytes included
   bool DirectIo() const;       // the active segment is appended to with O_DIRECT
+  bool ReadsDirect() const;    // and read with it
   size_t FileCount() const;
 
  private:

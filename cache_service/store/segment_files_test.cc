@@ -39,6 +39,7 @@ class SegmentFilesTest : public ::testing::TestWithParam<bool> {
     const std::string probe = (dir_ / "probe").string();
     const int fd = open(probe.c_str(), O_CREAT | O_WRONLY | O_DIRECT, 0644);
     EXPECT_EQ((*s)->DirectIo(), GetParam() && fd >= 0);
+    EXPECT_EQ((*s)->ReadsDirect(), (*s)->DirectIo());  // reads follow the writes' mode
     if (fd >= 0) close(fd);
     unlink(probe.c_str());
     direct_refused_ = GetParam() && fd < 0;

@@ -326,6 +326,7 @@ std::vector<Status> UnitStore::PutMany(const std::vector<PutItem>& items) {
       bytes_ += size;  // (before the replaced unit's bytes go: the count never dips below what is held)
       if (replaced[i]) {
         segments_->Release(replaced[i]->loc);
+        read_cache_->Erase(replaced[i]->loc);
         bytes_ -= replaced[i]->size;
       } else {
         units_ += 1;
@@ -358,6 +359,7 @@ Status UnitStore::RemoveLocked(const std::string& k, const Meta& m) {
   RemoveFromIndex(k, m, &b);
   DS41_RETURN_IF_ERROR(Commit(&b));
   segments_->Release(m.loc);  // after the commit: the bytes stay until no entry points at them
+  read_cache_->Erase(m.loc);
   units_ -= 1;
   bytes_ -= m.size;
   if (metrics_) metrics_->evicted_bytes.Increment(m.size);
@@ -552,6 +554,7 @@ Status UnitStore::CompactSegments(double max_live_fraction) {
     }
     segments_->Commit(*loc);
     segments_->Release(m.loc);
+    read_cache_->Move(m.loc, *loc);
     if (metrics_) metrics_->compacted_bytes.Increment(m.size);
   }
   DS41_RETURN_IF_ERROR(FromRocks(it->status(), "segment compaction scan"));

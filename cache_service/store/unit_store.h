@@ -49,7 +49,9 @@ struct StoreOptions {
   bool sync_writes = false;  // WAL is always on; sync also survives power loss (kill -9 needs only the WAL)
   uint64_t segment_bytes = uint64_t{256} << 20;  // payload segment file size
   bool direct_io = true;  // payloads written (and read) with O_DIRECT where the file system allows it
-  uint64_t read_cache_bytes = uint64_t{1} << 30;  // RAM for units read again (read_cache.h); 0: none
+  // RAM for units read again (read_cache.h); 0: none (with direct_io false the page cache keeps
+  // them already).
+  uint64_t read_cache_bytes = uint64_t{1} << 30;
   const Clock* clock = nullptr;                  // default: system clock
 };
 

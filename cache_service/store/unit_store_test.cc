@@ -52,6 +52,7 @@ class UnitStoreTest : public ::testing::Test {
     o.capacity_bytes = capacity;
     o.ttl_seconds = ttl;
     o.segment_bytes = segment_bytes;
+    o.read_cache_bytes = read_cache_bytes_;
     o.clock = &clock_;
     auto s = UnitStore::Open(o, &metrics_);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -83,6 +84,7 @@ class UnitStoreTest : public ::testing::Test {
   }
 
   std::string dir_ = testing::TempDir("store");
+  uint64_t read_cache_bytes_ = 1 << 30;
   ManualClock clock_;
   prometheus::Registry registry_;
   StoreMetrics metrics_{registry_};
@@ -281,23 +283,43 @@ TEST_F(UnitStoreTest, CorruptedUnitIsAMissDeletedAndCounted) {
   EXPECT_TRUE(Has(s.get(), 2));
 }
 
-// A unit read again comes from RAM (counted); the read cache never serves a unit the index no longer
-// holds, and a store without one reads the device every time.
+// A unit read again comes from RAM (counted); a unit replaced or removed leaves the read cache at
+// once, and one that compaction moves keeps its place in it.
 TEST_F(UnitStoreTest, UnitsReadAgainComeFromTheReadCacheWhileIndexed) {
-  const std::string u = MakeUnitBytes(64, 9);
-  auto s = OpenStore();
+  const std::string u = MakeUnitBytes(64, 9), v = MakeUnitBytes(64, 10);
+  auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/8 * u.size());
   ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, u).ok());
   for (int i = 0; i < 3; ++i) EXPECT_EQ(**s->Get(ns_, K(1)), u);  // device, device (kept), RAM
   EXPECT_EQ(metrics_.read_cache_hits.Value(), 1);
   EXPECT_EQ(metrics_.read_cache_bytes.Value(), static_cast<double>(u.size()));
-  ASSERT_TRUE(s->DeleteNamespace(ns_).ok());
-  EXPECT_FALSE(Has(s.get(), 1));
-  EXPECT_EQ(metrics_.read_cache_hits.Value(), 1);
-  // The same key put again lands at a new location: read from the device, with the new bytes.
-  const std::string v = MakeUnitBytes(64, 10);
+  // Replaced: the new bytes come from the device, the old ones leave RAM.
   ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, v).ok());
+  EXPECT_EQ(metrics_.read_cache_bytes.Value(), 0);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(**s->Get(ns_, K(1)), v);
+  EXPECT_EQ(metrics_.read_cache_hits.Value(), 2);
+  // Moved by compaction (its segment made mostly dead by another namespace's removal): still a hit.
+  const Key32 other = K(201);
+  for (int i = 2; i < 6; ++i) ASSERT_TRUE(s->Put(other, K(i), nullptr, 64, u).ok());
+  ASSERT_TRUE(s->DeleteNamespace(other).ok());
+  ASSERT_TRUE(s->Compact().ok());
   EXPECT_EQ(**s->Get(ns_, K(1)), v);
-  EXPECT_EQ(metrics_.read_cache_hits.Value(), 1);
+  EXPECT_EQ(metrics_.read_cache_hits.Value(), 3);
+  EXPECT_GT(metrics_.compacted_bytes.Value(), 0);  // (it was moved)
+  // Removed: its RAM goes with it.
+  ASSERT_TRUE(s->DeleteNamespace(ns_).ok());
+  EXPECT_EQ(metrics_.read_cache_bytes.Value(), 0);
+  EXPECT_FALSE(Has(s.get(), 1));
+}
+
+TEST_F(UnitStoreTest, WithoutAReadCacheEveryReadGoesToTheDevice) {
+  read_cache_bytes_ = 0;
+  const std::string u = MakeUnitBytes(64, 11);
+  auto s = OpenStore();
+  ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, u).ok());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(**s->Get(ns_, K(1)), u);
+  EXPECT_EQ(metrics_.read_cache_hits.Value(), 0);
+  EXPECT_EQ(metrics_.read_cache_bytes.Value(), 0);
+  EXPECT_EQ(metrics_.read_cache_budget_bytes.Value(), 0);
 }
 
 // A segment cut short (a lost tail): units past the cut are dropped at open, the rest are served.
