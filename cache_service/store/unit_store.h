@@ -10,6 +10,8 @@
 //   lru    be64(access)|ns|key -> ""          access order for TTL and capacity eviction
 // A put appends the payload, then commits the index (WAL on, optional fsync of both): an
 // acknowledged unit survives kill -9, and an index entry never points at bytes not yet written.
+// A get reads the index, then the unit from the RAM read cache (units read again: read_cache.h) or
+// from its segment file, whose bytes' CRC is checked on every such read.
 //
 // Thread-safe: all methods may be called concurrently.
 #pragma once
