@@ -188,8 +188,8 @@ HWY_ATTR double DotF32Weights(const float* x, const uint8_t* w, int64_t K) {
   const hn::Rebind<float, decltype(dd)> df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(dd));
   // Eight chains hide the FMA latency (two left the loop latency-bound). The products are exact in
-  // float64; the order of their sum moves the float64 result by a few ulps at most for these
-  // magnitudes, which its float32 rounding almost never shows (docs/numerics.md: "Other reductions").
+  // float64; the order of their sum moves only float64 rounding errors, which its float32 rounding
+  // almost never shows (docs/numerics.md: "Other reductions").
   constexpr int kChains = 8;
   hn::Vec<decltype(dd)> acc[kChains];
   for (auto& a : acc) a = hn::Zero(dd);
@@ -210,27 +210,6 @@ HWY_ATTR double DotF32Weights(const float* x, const uint8_t* w, int64_t K) {
     std::memcpy(&wk, w + 4 * k, 4);
     s += static_cast<double>(x[k]) * wk;
   }
-  return s;
-}
-
-HWY_ATTR double SumOfSquares(const float* x, int64_t n) {
-  const hn::ScalableTag<double> dd;
-  const hn::Rebind<float, decltype(dd)> df;
-  const int64_t L = static_cast<int64_t>(hn::Lanes(dd));
-  constexpr int kChains = 4;
-  hn::Vec<decltype(dd)> acc[kChains];
-  for (auto& a : acc) a = hn::Zero(dd);
-  int64_t i = 0;
-  for (; i + kChains * L <= n; i += kChains * L) {
-#pragma GCC unroll 4
-    for (int j = 0; j < kChains; ++j) {
-      const auto v = hn::PromoteTo(dd, hn::LoadU(df, x + i + j * L));
-      acc[j] = hn::MulAdd(v, v, acc[j]);
-    }
-  }
-  for (int j = 1; j < kChains; ++j) acc[0] = hn::Add(acc[0], acc[j]);
-  double s = hn::GetLane(hn::SumOfLanes(dd, acc[0]));
-  for (; i < n; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
   return s;
 }
 
@@ -284,8 +263,8 @@ HWY_ATTR void RoundBf16InPlace(float* x, int64_t n) {
 // rounding boundary lies between them: lanes whose double is within 128 of its ulps of one (low 29
 // mantissa bits near 2^28) take ExpF, as do those whose result would be subnormal or infinite, and
 // NaN. At or below -104 the result is +0 (exp(-104) < 2^-150). The boundary fallback is a guard
-// for other libm or Highway versions: with this host's, all 2^32 inputs give ExpF's bits on every
-// target with it and without it (exp_exhaustive_test is what proves the bits where the tests run).
+// for other libm or Highway versions: with this host's, all 2^32 inputs give ExpF's bits on each
+// of its 5 targets, with it and without it (exp_exhaustive_test proves the bits where tests run).
 template <class DF>
 HWY_INLINE hn::Vec<DF> ExpExact(DF df, hn::Vec<DF> x) {
   const hn::Rebind<double, DF> dd;
@@ -388,7 +367,6 @@ HWY_EXPORT(HeadScores);
 HWY_EXPORT(BlockPv);
 HWY_EXPORT(QuantizeQdq8Blocks);
 HWY_EXPORT(DotF32Weights);
-HWY_EXPORT(SumOfSquares);
 HWY_EXPORT(RoundBf16InPlace);
 HWY_EXPORT(ExpFMany);
 HWY_EXPORT(SoftmaxBlock);
@@ -406,7 +384,7 @@ void QuantizeQdq8Blocks(const float* x, int64_t blocks, float* values, float* sc
   HWY_DYNAMIC_DISPATCH(QuantizeQdq8Blocks)(x, blocks, values, scales);
 }
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K) { return HWY_DYNAMIC_DISPATCH(DotF32Weights)(x, w, K); }
-double SumOfSquares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumOfSquares)(x, n); }
+double SumOfSquares(const float* x, int64_t n) { return DotF32Weights(x, reinterpret_cast<const uint8_t*>(x), n); }
 void RoundBf16InPlace(float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(RoundBf16InPlace)(x, n); }
 void ExpFMany(const float* x, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(ExpFMany)(x, n, out); }
 void SoftmaxBlock(const float* s, int H, int nk, float* m, float* l, float* sf, double* pb) {

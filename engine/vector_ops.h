@@ -47,8 +47,8 @@ void RescaleAdd(float* acc, const float* sf, const double* pv, int H, int hd);
 
 // Float64 dot of x (floats) and w (fp32 weights at possibly unaligned bytes) over K.
 double DotF32Weights(const float* x, const uint8_t* w, int64_t K);
-// Float64 sum of x[i]^2 for i < n (the squares are exact; the order of the sum, which differs per
-// SIMD target, moves the float64 result by a few ulps: docs/numerics.md, "Other reductions").
+// Float64 sum of x[i]^2 for i < n: DotF32Weights of x with itself (the squares are exact; the order
+// of the sum, which differs per SIMD target, moves only float64 rounding: docs/numerics.md).
 double SumOfSquares(const float* x, int64_t n);
 
 }  // namespace ds41

@@ -1,6 +1,7 @@
 #include "cache_service/store/read_cache.h"
 
 #include <algorithm>
+#include <iterator>
 
 namespace ds41 {
 namespace {
@@ -20,7 +21,7 @@ std::shared_ptr<const std::string> ReadCache::Get(const SegmentLocation& loc) {
   std::shared_ptr<const std::string> out;
   {
     std::lock_guard<std::mutex> l(mu_);
-    auto it = entries_.find({loc.segment, loc.offset});
+    auto it = entries_.find(KeyOf(loc));
     if (it != entries_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       out = it->second->bytes;
@@ -32,12 +33,11 @@ std::shared_ptr<const std::string> ReadCache::Get(const SegmentLocation& loc) {
 
 void ReadCache::Offer(const SegmentLocation& loc, const std::string& bytes) {
   if (budget_ == 0 || bytes.size() > budget_) return;
-  const Key key{loc.segment, loc.offset};
+  const Key key = KeyOf(loc);
   {
     std::lock_guard<std::mutex> l(mu_);
     if (entries_.count(key) != 0) return;  // (another reader admitted it meanwhile)
-    auto m = marked_.find(key);
-    if (m == marked_.end()) {
+    if (!UnmarkLocked(key)) {  // a first read: marked only
       marks_.push_front(key);
       marked_[key] = marks_.begin();
       if (marks_.size() > max_marks_) {
@@ -46,8 +46,6 @@ void ReadCache::Offer(const SegmentLocation& loc, const std::string& bytes) {
       }
       return;
     }
-    marks_.erase(m->second);
-    marked_.erase(m);
   }
   // Copied outside the lock (the caller keeps its bytes); a racing Offer of the same location
   // may copy too, and only one is kept.
@@ -61,40 +59,46 @@ void ReadCache::Offer(const SegmentLocation& loc, const std::string& bytes) {
   if (metrics_ != nullptr) metrics_->read_cache_bytes.Set(static_cast<double>(bytes_));
 }
 
+bool ReadCache::UnmarkLocked(const Key& key) {
+  auto m = marked_.find(key);
+  if (m == marked_.end()) return false;
+  marks_.erase(m->second);
+  marked_.erase(m);
+  return true;
+}
+
+void ReadCache::DropLocked(std::list<Entry>::iterator e) {
+  bytes_ -= e->bytes->size();
+  entries_.erase(e->key);
+  lru_.erase(e);
+}
+
 void ReadCache::EvictLocked() {
   while (bytes_ > budget_ && !lru_.empty()) {
-    const Entry& e = lru_.back();
-    bytes_ -= e.bytes->size();
-    entries_.erase(e.key);
-    lru_.pop_back();
+    DropLocked(std::prev(lru_.end()));
     if (metrics_ != nullptr) metrics_->read_cache_evictions.Increment();
   }
 }
 
 void ReadCache::Erase(const SegmentLocation& loc) {
   if (budget_ == 0) return;
-  const Key key{loc.segment, loc.offset};
+  const Key key = KeyOf(loc);
   std::lock_guard<std::mutex> l(mu_);
-  if (auto m = marked_.find(key); m != marked_.end()) {
-    marks_.erase(m->second);
-    marked_.erase(m);
-  }
+  UnmarkLocked(key);
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
-  bytes_ -= it->second->bytes->size();
-  lru_.erase(it->second);
-  entries_.erase(it);
+  DropLocked(it->second);
   if (metrics_ != nullptr) metrics_->read_cache_bytes.Set(static_cast<double>(bytes_));
 }
 
 void ReadCache::Move(const SegmentLocation& from, const SegmentLocation& to) {
   if (budget_ == 0) return;
   std::lock_guard<std::mutex> l(mu_);
-  auto it = entries_.find({from.segment, from.offset});
+  auto it = entries_.find(KeyOf(from));
   if (it == entries_.end()) return;
   const auto pos = it->second;
   entries_.erase(it);
-  pos->key = {to.segment, to.offset};
+  pos->key = KeyOf(to);
   entries_[pos->key] = pos;
 }
 

@@ -50,6 +50,10 @@ class ReadCache {
     Key key;
     std::shared_ptr<const std::string> bytes;
   };
+  static Key KeyOf(const SegmentLocation& loc) { return {loc.segment, loc.offset}; }
+  // Forgets `key`'s mark; whether it had one.
+  bool UnmarkLocked(const Key& key);
+  void DropLocked(std::list<Entry>::iterator e);
   void EvictLocked();
 
   const uint64_t budget_;

@@ -496,18 +496,12 @@ StatusOr<std::string> SegmentFiles::Read(const SegmentLocation& loc) const {
     const uint64_t start = loc.offset / kDirectAlign * kDirectAlign;
     const size_t skip = static_cast<size_t>(loc.offset - start);
     const size_t span = (skip + loc.size + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-    Buffer own(nullptr, std::free);
-    uint8_t* buf = nullptr;
-    if (span <= kept_capacity) {
-      buf = kept.get();
-    } else if (span <= kKeptBuffer) {
+    if (span > kept_capacity && span <= kKeptBuffer) {
       kept = AlignedBuffer(span);
       kept_capacity = span;
-      buf = kept.get();
-    } else {
-      own = AlignedBuffer(span);
-      buf = own.get();
     }
+    Buffer own = span <= kept_capacity ? Buffer(nullptr, std::free) : AlignedBuffer(span);
+    uint8_t* buf = own != nullptr ? own.get() : kept.get();
     size_t got = 0;
     if (PreadFully(file->direct_fd, buf, span, start, /*direct=*/true, &got)) {
       if (got < skip + loc.size) return short_file();
