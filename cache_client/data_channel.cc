@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "cache_client/resolve.h"
 
@@ -75,49 +76,71 @@ void DataChannel::Fail(Status s) {
 }
 
 void DataChannel::ReadFrame() {
-  WithStream([&](auto& s) {
-    asio::async_read(s, asio::buffer(head_), [this](std::error_code ec, size_t) {
-      if (!error_.ok()) return;
-      if (ec) return Fail(UnavailableError("data path: read: " + ec.message()));
-      auto h = wire::ParseHeader(head_, /*requests=*/false, 0);
-      if (!h.ok()) return Fail(InternalError("data path: bad response: " + h.status().message()));
-      // A UNIT's fixed fields first, its unit bytes then straight into payload_: no copy.
-      const bool unit = h->op == wire::Op::kUnit;
-      body_.resize(unit ? std::min<size_t>(h->body_length, wire::kKeyBytes + 1) : h->body_length);
-      WithStream([&, hd = *h, unit](auto& s2) {
-        asio::async_read(s2, asio::buffer(body_), [this, hd, unit](std::error_code ec2, size_t) {
+  static_assert(sizeof(ReadAhead) >= wire::kHeaderBytes + 4 + wire::kMaxErrorMessage, "the read-ahead holds a whole ERROR");
+  // Frames come out of the read-ahead buffer; a read is started only when it lacks the next one's
+  // header and fixed fields (a whole non-UNIT frame, a UNIT's key and result).
+  for (;;) {
+    const size_t have = rend_ - rpos_;
+    if (have < wire::kHeaderBytes) return Fill();
+    std::memcpy(head_.data(), rbuf_.data() + rpos_, wire::kHeaderBytes);
+    auto h = wire::ParseHeader(head_, /*requests=*/false, 0);
+    if (!h.ok()) return Fail(InternalError("data path: bad response: " + h.status().message()));
+    const bool unit = h->op == wire::Op::kUnit;
+    const size_t fixed = unit ? std::min<size_t>(h->body_length, wire::kKeyBytes + 1) : h->body_length;
+    if (have < wire::kHeaderBytes + fixed) return Fill();
+    body_.assign(rbuf_.data() + rpos_ + wire::kHeaderBytes, fixed);
+    rpos_ += wire::kHeaderBytes + fixed;
+    // A UNIT's bytes: what the read-ahead holds of them, then the rest read straight into payload_.
+    const size_t n = h->body_length - fixed;
+    const size_t buffered = std::min(n, rend_ - rpos_);
+    payload_ = std::string(n, '\0');
+    std::memcpy(payload_.data(), rbuf_.data() + rpos_, buffered);
+    rpos_ += buffered;
+    if (buffered < n) {
+      WithStream([&, hd = *h, buffered](auto& s) {
+        asio::async_read(s, asio::buffer(payload_.data() + buffered, n - buffered), [this, hd](std::error_code ec, size_t) {
           if (!error_.ok()) return;
-          if (ec2) return Fail(UnavailableError("data path: read: " + ec2.message()));
-          if (unit) return ReadPayload(hd);
-          payload_.clear();
-          Deliver(hd);
+          if (ec) return Fail(UnavailableError("data path: read: " + ec.message()));
+          if (Deliver(hd)) ReadFrame();
         });
       });
-    });
-  });
+      return;
+    }
+    if (!Deliver(*h)) return;
+  }
 }
 
-void DataChannel::ReadPayload(const wire::Header& h) {
-  payload_ = std::string(h.body_length - body_.size(), '\0');
+void DataChannel::Fill() {
+  if (rpos_ > 0) {  // (what is left is less than one frame's fixed part)
+    std::memmove(rbuf_.data(), rbuf_.data() + rpos_, rend_ - rpos_);
+    rend_ -= rpos_;
+    rpos_ = 0;
+  }
   WithStream([&](auto& s) {
-    asio::async_read(s, asio::buffer(payload_), [this, h](std::error_code ec, size_t) {
+    s.async_read_some(asio::buffer(rbuf_.data() + rend_, rbuf_.size() - rend_), [this](std::error_code ec, size_t n) {
       if (!error_.ok()) return;
       if (ec) return Fail(UnavailableError("data path: read: " + ec.message()));
-      Deliver(h);
+      rend_ += n;
+      ReadFrame();
     });
   });
 }
 
-void DataChannel::Deliver(const wire::Header& h) {
-  if (h.op == wire::Op::kError && (h.flags & wire::kFlagFatal))
-    return Fail(wire::ParseError(body_).Prefixed("data path: server closed the connection"));
-  bool more = true;
-  if (Status st = on_frame_(h, body_, &payload_, &more); !st.ok()) return Fail(st);
-  if (!more) {
-    read_done_ = true;
-    return;
+bool DataChannel::Deliver(const wire::Header& h) {
+  if (h.op == wire::Op::kError && (h.flags & wire::kFlagFatal)) {
+    Fail(wire::ParseError(body_).Prefixed("data path: server closed the connection"));
+    return false;
   }
-  ReadFrame();
+  bool more = true;
+  if (Status st = on_frame_(h, body_, &payload_, &more); !st.ok()) {
+    Fail(st);
+    return false;
+  }
+  if (more) return true;
+  read_done_ = true;
+  // The server answers only what was asked: bytes past the last answer break the protocol.
+  if (rpos_ != rend_) Fail(InternalError("data path: bytes after the last answer"));
+  return false;
 }
 
 Status DataChannel::Exchange(const std::vector<asio::const_buffer>& buffers, OnFrame on_frame, Deadline deadline) {

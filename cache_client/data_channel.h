@@ -52,6 +52,7 @@ class DataChannel {
   bool Stale();
 
  private:
+  using ReadAhead = std::array<char, 4096>;
   // Called per response frame; returns an error to stop, and sets *more = false after the last.
   // A UNIT frame's body is split: its fixed fields in `body`, its unit bytes in `*payload` (read
   // straight into a string the caller may take); other frames have all in `body`.
@@ -60,9 +61,9 @@ class DataChannel {
   // Writes `buffers` while reading responses into `on_frame` until it reports the last one, a
   // failure, or the deadline; any failure breaks the channel.
   Status Exchange(const std::vector<asio::const_buffer>& buffers, OnFrame on_frame, Deadline deadline);
-  void ReadFrame();
-  void ReadPayload(const wire::Header& h);
-  void Deliver(const wire::Header& h);
+  void ReadFrame();  // the next frame, from the read-ahead buffer as far as it holds it
+  void Fill();       // reads what arrived (into the read-ahead buffer), then ReadFrame
+  bool Deliver(const wire::Header& h);  // hands a frame over; false once the exchange ended
   void Fail(Status s);
   template <typename F>
   void WithStream(F&& f);
@@ -71,6 +72,11 @@ class DataChannel {
   asio::ip::tcp::socket socket_{io_};
   std::optional<asio::ssl::stream<asio::ip::tcp::socket&>> tls_;
   std::array<uint8_t, wire::kHeaderBytes> head_{};
+  // Read-ahead: one read takes in many small answers (PUT_OK, misses) at once. It holds at least a
+  // whole non-UNIT frame (an ERROR: header + 4 + kMaxErrorMessage); a UNIT's bytes past it are read
+  // straight into payload_, so at most this much of a unit is copied.
+  ReadAhead rbuf_{};
+  size_t rpos_ = 0, rend_ = 0;
   std::string body_, payload_;
   uint32_t next_id_ = 1;
   bool broken_ = false;

@@ -136,18 +136,28 @@ void DataSession::ArmRead(std::chrono::milliseconds d) {
 void DataSession::ReadHeader() {
   reading_ = true;
   in_body_ = false;
+  if (head_got_ == head_.size()) {  // read along with the previous frame's body
+    head_got_ = 0;
+    OnHeader({}, 0, /*between_frames=*/false);
+    return;
+  }
   ArmRead(shared_->options.idle_timeout);
   WithStream([&](auto& s) {
-    asio::async_read(s, asio::buffer(head_), [self = shared_from_this()](std::error_code ec, size_t n) { self->OnHeader(ec, n); });
+    asio::async_read(s, asio::buffer(head_.data() + head_got_, head_.size() - head_got_),
+                     [self = shared_from_this()](std::error_code ec, size_t n) {
+                       const bool between_frames = self->head_got_ == 0 && n == 0;
+                       self->head_got_ = 0;
+                       self->OnHeader(ec, n, between_frames);
+                     });
   });
 }
 
-void DataSession::OnHeader(std::error_code ec, size_t n) {
+void DataSession::OnHeader(std::error_code ec, size_t n, bool between_frames) {
   reading_ = false;
   if (closed_ || read_stopped_) return;
   shared_->metrics->bytes_in.Increment(static_cast<double>(n));
   if (ec) {
-    if (n == 0 && CleanEof(ec)) {  // between frames: answer what was asked, then close
+    if (between_frames && CleanEof(ec)) {  // answer what was asked, then close
       read_stopped_ = peer_done_ = true;
       CancelRead();
       Pump();
@@ -191,20 +201,35 @@ void DataSession::ReadBodyChunk() {
   body_.Resize(body_got_ + chunk);
   Hold(static_cast<int64_t>(chunk));
   body_held_ += static_cast<int64_t>(chunk);
+  ReadBodyBytes();
+}
+
+void DataSession::ReadBodyBytes() {
+  // The body's last bytes are read together with whatever of the next frame's header has arrived
+  // (one read per frame instead of two where the peer sends ahead of this session).
   reading_ = true;
+  auto done = [self = shared_from_this()](std::error_code ec, size_t n) {
+    self->reading_ = false;
+    if (self->closed_ || self->read_stopped_) return;
+    self->shared_->metrics->bytes_in.Increment(static_cast<double>(n));
+    if (ec) {
+      self->shared_->metrics->error_io.Increment();
+      self->CloseOnStrand();
+      return;
+    }
+    const size_t to_body = std::min(n, self->body_.size() - self->body_got_);
+    self->body_got_ += to_body;
+    self->head_got_ = n - to_body;
+    if (self->body_got_ < self->body_.size()) return self->ReadBodyBytes();
+    self->ReadBody();
+  };
+  const asio::mutable_buffer rest = asio::buffer(body_.data() + body_got_, body_.size() - body_got_);
   WithStream([&](auto& s) {
-    asio::async_read(s, asio::buffer(body_.data() + body_got_, chunk), [self = shared_from_this()](std::error_code ec, size_t n) {
-      self->reading_ = false;
-      if (self->closed_ || self->read_stopped_) return;
-      self->shared_->metrics->bytes_in.Increment(static_cast<double>(n));
-      if (ec) {
-        self->shared_->metrics->error_io.Increment();
-        self->CloseOnStrand();
-        return;
-      }
-      self->body_got_ += n;
-      self->ReadBody();
-    });
+    if (body_.size() == header_.body_length) {
+      s.async_read_some(std::array<asio::mutable_buffer, 2>{rest, asio::buffer(head_)}, std::move(done));
+    } else {
+      s.async_read_some(rest, std::move(done));
+    }
   });
 }
 
@@ -318,7 +343,7 @@ void DataSession::Pump() {
     }
     ++active_;
     if (!s.done) {
-      shared_->io->Submit([self = shared_from_this(), seq = next_start_, work = std::move(s.work)] {
+      shared_->io->Schedule([self = shared_from_this(), seq = next_start_, work = std::move(s.work)] {
         std::vector<std::string> parts = work();
         asio::post(self->socket_.get_executor(),
                    [self, seq, parts = std::move(parts)]() mutable { self->OnWorkDone(seq, std::move(parts)); });
@@ -376,7 +401,7 @@ void DataSession::StartPutGroup(int window) {
     ++next_start_;
   }
   ++put_groups_running_;
-  shared_->io->Submit([self = shared_from_this(), group = std::move(group)] {
+  shared_->io->Schedule([self = shared_from_this(), group = std::move(group)] {
     std::vector<UnitStore::PutItem> items;
     items.reserve(group.size());
     for (const auto& [seq, j] : group)

@@ -72,9 +72,11 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   void WithStream(F&& f);
   void Begin();  // on the strand: the TLS handshake (if any), then reading
   void ReadHeader();
-  void OnHeader(std::error_code ec, size_t n);
+  // `between_frames`: nothing of this header had arrived (an EOF then is a clean close).
+  void OnHeader(std::error_code ec, size_t n, bool between_frames);
   void ReadBody();
   void ReadBodyChunk();
+  void ReadBodyBytes();  // until the current chunk is in (the last one: and the next header's start)
   void OnFrame();
   void DispatchPut();
   void DispatchGet();
@@ -110,6 +112,7 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   std::shared_ptr<DataShared> shared_;
 
   std::array<uint8_t, wire::kHeaderBytes> head_{};
+  size_t head_got_ = 0;  // bytes of head_ already read (with the previous frame's body)
   wire::Header header_;
   ByteBuffer body_;
   size_t body_got_ = 0;

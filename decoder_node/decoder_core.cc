@@ -411,7 +411,7 @@ void DecoderCore::Finish(std::unique_ptr<Sequence> seq, const std::string& reaso
   // The stream ends only once the store has the units (read-your-writes: a client's next turn,
   // sent the moment this one ends, hits all of it). Off the step loop: the batch goes on meanwhile.
   const CacheNamespace ns{seq->ns, model_.fingerprint(), kUnitFormatVersion};
-  io_->Submit([this, ns, puts = std::move(puts), stream = seq->stream, reason, usage] {
+  io_->Schedule([this, ns, puts = std::move(puts), stream = seq->stream, reason, usage] {
     cache_->Put(ns, puts);
     stream->Finish(Status::Ok(), reason, usage);
   });

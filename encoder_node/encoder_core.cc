@@ -203,7 +203,7 @@ StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in) {
     std::vector<UnitPut> puts;
     for (const BuiltUnit& b : out.units) puts.push_back({b.key, b.parent, b.bytes});
     const CacheNamespace ns{in.ns, model_.fingerprint(), kUnitFormatVersion};
-    io_->Submit([this, ns, puts = std::move(puts)] { cache_->Put(ns, puts); });
+    io_->Schedule([this, ns, puts = std::move(puts)] { cache_->Put(ns, puts); });
   }
   if (metrics_) {
     metrics_->computed_new.Increment(static_cast<double>(out.computed_tokens));

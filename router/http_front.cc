@@ -38,7 +38,7 @@ void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::sh
   }
   ctx.cancel = std::make_shared<CancelToken>();
   resp->OnClose([cancel = ctx.cancel] { cancel->Cancel(); });
-  workers_->Submit([this, endpoint, ctx, body = std::move(body), resp] {
+  workers_->Schedule([this, endpoint, ctx, body = std::move(body), resp] {
     bool started = false;
     auto sink = [&](const Json& chunk) {
       if (!started) {

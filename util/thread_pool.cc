@@ -39,6 +39,14 @@ bool SpinFor(F ready) {
 
 }  // namespace
 
+void ThreadPool::Run(std::function<void()> f) {
+  if (workers_.empty()) {
+    f();
+    return;
+  }
+  Enqueue(std::move(f));
+}
+
 void ThreadPool::Enqueue(std::function<void()> f) {
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -34,18 +34,23 @@ class ThreadPool {
 
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Runs `f` on a worker; the future carries its result.
+  // Runs `f` on a worker (inline when there are none); the future carries its result.
   template <typename F>
   auto Submit(F&& f) -> std::future<decltype(f())> {
     using R = decltype(f());
     auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(f));
     std::future<R> fut = task->get_future();
-    if (workers_.empty()) {
-      (*task)();
-      return fut;
-    }
-    Enqueue([task] { (*task)(); });
+    Schedule([task] { (*task)(); });
     return fut;
+  }
+
+  // Runs `f` on a worker (inline when there are none), for work that reports back by itself: no
+  // future to set (whose one-time initialisation costs a futex call per task). `f` may be move-only.
+  template <typename F>
+  void Schedule(F&& f) {
+    // (Held by shared_ptr: std::function wants a copyable callable, and this is one allocation as
+    // a large lambda inside std::function would be.)
+    Run([p = std::make_shared<std::decay_t<F>>(std::forward<F>(f))] { (*p)(); });
   }
 
   // fn(i) for every i in [0, n); returns when all calls have returned.
@@ -59,6 +64,7 @@ class ThreadPool {
   static ThreadPool& Default();
 
  private:
+  void Run(std::function<void()> f);  // on a worker, or inline without workers
   void Enqueue(std::function<void()> f);
   void WorkerLoop();
 

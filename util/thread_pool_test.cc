@@ -52,6 +52,22 @@ TEST(ThreadPoolTest, SubmitAndConcurrentParallelFor) {
   EXPECT_EQ(total.load(), 4 * 500 * 499 / 2);
 }
 
+TEST(ThreadPoolTest, ScheduleRunsMoveOnlyWorkOnAWorkerOrInline) {
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    std::promise<std::thread::id> ran;
+    auto ran_on = ran.get_future();
+    auto owned = std::make_unique<int>(7);  // move-only capture, as a data-path session's PUT bodies
+    pool.Schedule([owned = std::move(owned), ran = std::move(ran)]() mutable { ran.set_value(std::this_thread::get_id()); });
+    const std::thread::id on = ran_on.get();
+    if (threads == 1) {
+      EXPECT_EQ(on, std::this_thread::get_id());
+    } else {
+      EXPECT_NE(on, std::this_thread::get_id());
+    }
+  }
+}
+
 TEST(ThreadPoolTest, CompletesWhenWorkersAreBlocked) {
   ThreadPool pool(2);
   std::promise<void> release;

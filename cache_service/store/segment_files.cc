@@ -121,6 +121,9 @@ struct SegmentFiles::Batch {
   bool sync = false;
   bool done = false;
   Status status;
+  // Its appenders wait here (mu_ held), so that a finished write wakes only those it concerns.
+  std::condition_variable cv;
+  int waiters = 0;
 };
 
 SegmentFiles::~SegmentFiles() {
@@ -380,10 +383,13 @@ StatusOr<std::pair<SegmentLocation, std::shared_ptr<SegmentFiles::Batch>>> Segme
 
 void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& mine) {
   // Group commit without a writer thread: whoever waits while no write is running writes the next
-  // batch (sealed ones first, so a file's batches land in order), then wakes the others.
+  // batch (sealed ones first, so a file's batches land in order), then wakes that batch's appenders
+  // and one appender of a batch still waiting to be written (who writes it next).
   while (!mine->done) {
     if (writing_) {
-      done_cv_.wait(l);
+      ++mine->waiters;
+      mine->cv.wait(l);
+      --mine->waiters;
       continue;
     }
     std::shared_ptr<Batch> next;
@@ -409,8 +415,19 @@ void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::share
     next->status = std::move(st);
     next->done = true;
     if (next->capacity == kBatchBytes && spare_buffers_.size() < 2) spare_buffers_.push_back(std::move(next->buf));
-    done_cv_.notify_all();
+    next->cv.notify_all();
+    WakeNextWriterLocked();
   }
+}
+
+void SegmentFiles::WakeNextWriterLocked() {
+  for (const std::shared_ptr<Batch>& b : sealed_) {
+    if (b->waiters > 0) {
+      b->cv.notify_one();
+      return;
+    }
+  }
+  if (open_->waiters > 0) open_->cv.notify_one();
 }
 
 Status SegmentFiles::WriteBatch(const Batch& b) const {

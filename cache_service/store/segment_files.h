@@ -128,6 +128,8 @@ class SegmentFiles {
   StatusOr<std::pair<SegmentLocation, std::shared_ptr<Batch>>> ReserveLocked(std::string_view bytes, bool sync);
   // Returns once `b` is written (mu_ held by `l`), writing batches itself while no write runs.
   void AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& b);
+  // After a write: wakes one appender waiting on a batch not yet written, to write the next one.
+  void WakeNextWriterLocked();
   // An empty batch appending to the active segment at `start`, carrying the bytes of `previous`
   // from the block `start` lies in (null: none).
   std::shared_ptr<Batch> NewBatchLocked(uint64_t start, const Batch* previous);
@@ -150,12 +152,12 @@ class SegmentFiles {
   uint64_t file_bytes_ = 0;
 
   // Group writes (guarded by mu_): appends fill open_; a writer takes sealed_ batches (full ones,
-  // and the last of a finished segment) first, then open_, one write at a time, and wakes every
-  // appender when it finishes one.
+  // and the last of a finished segment) first, then open_, one write at a time; a finished write
+  // wakes its batch's appenders and one appender of the next batch.
   std::shared_ptr<Batch> open_;
   std::deque<std::shared_ptr<Batch>> sealed_;
   std::vector<std::unique_ptr<uint8_t[], void (*)(void*)>> spare_buffers_;
-  std::condition_variable done_cv_;
+  std::condition_variable done_cv_;  // buffered appends' flushes (SyncBufferedLocked)
   bool writing_ = false;
 };
 

@@ -206,6 +206,48 @@ TEST_F(DataPathTest, PipelinedRequestsAreAnsweredInOrderThenTheConnectionCloses)
   EXPECT_TRUE(c.ClosedByPeer(milliseconds(5000)));
 }
 
+// The server reads a body's end together with whatever of the next header has arrived: each frame
+// here is cut k = 0..17 bytes past its start (no header byte, part of one, all of it, more), the
+// pieces sent 1 ms apart so that each arrives as one read.
+TEST_F(DataPathTest, FramesCutAtAnyByteOfTheirHeaderAreAnsweredAlike) {
+  const auto units = testing::TestPromptUnits(ns_, testing::TestTokens(64 * 18, 11), 11);
+  testing::RawDataClient c(data_addr_);
+  ASSERT_TRUE(c.connected());
+  std::string all, keys;
+  std::vector<size_t> cuts;
+  for (size_t i = 0; i < units.size(); ++i) {
+    if (i > 0) cuts.push_back(all.size() + i % 18);
+    all += PutFrame(static_cast<uint32_t>(10 + i), units[i]);
+    keys += Key(units[i].key);
+  }
+  cuts.push_back(all.size() + 5);
+  all += wire::EncodeGet(50, Ns(), keys);
+  cuts.push_back(all.size());
+  std::thread writer([&] {
+    size_t at = 0;
+    for (size_t cut : cuts) {
+      ASSERT_TRUE(c.Send(std::string_view(all).substr(at, cut - at)));
+      at = cut;
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+  });
+  for (size_t i = 0; i < units.size(); ++i) {
+    auto f = c.Read(milliseconds(5000));
+    ASSERT_TRUE(f.has_value()) << i;
+    EXPECT_EQ(f->header.op, wire::Op::kPutOk);
+    EXPECT_EQ(f->header.id, 10 + i);
+  }
+  for (size_t i = 0; i < units.size(); ++i) {
+    auto f = c.Read(milliseconds(5000));
+    ASSERT_TRUE(f.has_value()) << i;
+    EXPECT_EQ(f->header.id, 50u);
+    auto u = wire::ParseUnit(f->body);
+    ASSERT_TRUE(u.ok());
+    EXPECT_EQ(u->bytes, units[i].bytes) << i;
+  }
+  writer.join();
+}
+
 TEST_F(DataPathTest, MalformedAndRandomBytesCloseOnlyTheirConnection) {
   const auto units = testing::TestPromptUnits(ns_, testing::TestTokens(64 * 3, 3), 3);
   testing::RawDataClient bystander(data_addr_);  // open throughout, used at the end
