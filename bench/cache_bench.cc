@@ -1,6 +1,6 @@
 // cache_bench: the cache store against this machine's disk, in one run (issue: cache service).
 //
-//   1. sequential disk bandwidth with O_DIRECT (the limit), again before each section;
+//   1. sequential disk bandwidth with O_DIRECT (the limit), measured again right before each row;
 //   2. Put and Get throughput of real-size units (the release's layout: 56,960-byte payload per
 //      64-token unit) with 1, 4 and 16 concurrent clients, as ratios to that limit: through the
 //      real CacheClient over the bulk data path (docs/cache_data_path.md), over plain gRPC streams
@@ -155,8 +155,8 @@ Throughput Measure(const std::string& path, int clients, int per, size_t unit_by
 }
 
 void PrintRow(int clients, const Throughput& t, const DiskBandwidth& disk) {
-  std::printf("%-8d %14.0f %10.2f %14.0f %10.2f\n", clients, t.put_bps / 1e6, t.put_bps / disk.write_bytes_per_s,
-              t.get_bps / 1e6, t.get_bps / disk.read_bytes_per_s);
+  std::printf("%-8d %12.0f %10.0f %9.2f %12.0f %10.0f %9.2f\n", clients, disk.write_bytes_per_s / 1e6, t.put_bps / 1e6,
+              t.put_bps / disk.write_bytes_per_s, disk.read_bytes_per_s / 1e6, t.get_bps / 1e6, t.get_bps / disk.read_bytes_per_s);
 }
 
 }  // namespace
@@ -188,23 +188,24 @@ int main(int argc, char** argv) {
               static_cast<unsigned long>(disk_mib), std::thread::hardware_concurrency(),
               g_direct_io ? "O_DIRECT" : "buffered");
 
-  // The disk is measured again right before each throughput section, and that section's ratios are
-  // to its own measurement: on shared or virtual disks the bandwidth drifts within one run.
-  DiskBandwidth disk;
-  auto measure_disk = [&] {
-    disk = MeasureDiskBandwidth(dir, disk_mib << 20);
-    std::printf("disk sequential now (O_DIRECT %s): write %.0f MB/s, read %.0f MB/s\n", disk.direct_io ? "on" : "unavailable",
-                disk.write_bytes_per_s / 1e6, disk.read_bytes_per_s / 1e6);
-  };
+  // The disk is measured again right before each row, and the row's ratios are to that measurement:
+  // on shared or virtual disks the bandwidth drifts within one run (here 1.6-2.6 GB/s in an hour).
+  bool disk_direct = true;
 
   auto section = [&](const char* name) { return ("," + only + ",").find(std::string(",") + name + ",") != std::string::npos; };
   // One throughput section: the disk measured, then a row for 1, 4 and 16 clients (or threads).
   auto run_section = [&](const char* name, const char* title, const char* unit_col, const std::function<Throughput(int)>& run) {
     if (!section(name)) return;
     std::printf("\n%s\n", title);
-    measure_disk();
-    std::printf("%-8s %14s %10s %14s %10s\n", unit_col, "put MB/s", "put/disk", "get MB/s", "get/disk");
-    for (int n : {1, 4, 16}) PrintRow(n, run(n), disk);
+    std::printf("%-8s %12s %10s %9s %12s %10s %9s\n", unit_col, "disk write", "put MB/s", "put/disk", "disk read",
+                "get MB/s", "get/disk");
+    for (int n : {1, 4, 16}) {
+      const DiskBandwidth disk = MeasureDiskBandwidth(dir, disk_mib << 20);
+      disk_direct = disk_direct && disk.direct_io;
+      PrintRow(n, run(n), disk);
+    }
+    std::printf("(disk columns: sequential MB/s with O_DIRECT %s, measured right before the row)\n",
+                disk_direct ? "on" : "unavailable");
   };
   run_section("data", "through CacheClient over the bulk data path on loopback", "clients", [&](int clients) {
     const std::string path = dir + "/data" + std::to_string(clients);

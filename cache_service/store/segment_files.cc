@@ -124,6 +124,10 @@ struct SegmentFiles::Batch {
   // Its appenders wait here (mu_ held), so that a finished write wakes only those it concerns.
   std::condition_variable cv;
   int waiters = 0;
+  int copying = 0;  // appenders copying their bytes in (outside mu_): its writer waits for them
+  // The batch continuing this one in the same block: its carried start is copied from this buffer
+  // once this one's copies are in (by this one's writer, before the write).
+  std::shared_ptr<Batch> carry_to;
 };
 
 SegmentFiles::~SegmentFiles() {
@@ -228,7 +232,7 @@ Status SegmentFiles::StartSegmentLocked(bool drop_previous) {
   return Status::Ok();
 }
 
-std::shared_ptr<SegmentFiles::Batch> SegmentFiles::NewBatchLocked(uint64_t start, const Batch* previous) {
+std::shared_ptr<SegmentFiles::Batch> SegmentFiles::NewBatchLocked(uint64_t start, Batch* previous) {
   auto b = std::make_shared<Batch>();
   b->file = segments_[active_].file;
   b->segment = active_;
@@ -241,9 +245,9 @@ std::shared_ptr<SegmentFiles::Batch> SegmentFiles::NewBatchLocked(uint64_t start
     spare_buffers_.pop_back();
   }
   b->capacity = kBatchBytes;
-  if (previous != nullptr) {  // the partial block at the start, as the previous batch wrote it
+  if (previous != nullptr) {  // the partial block at the start, as the previous batch writes it
     b->fresh = b->len = static_cast<size_t>(start - b->start);
-    std::memcpy(b->buf.get(), previous->buf.get() + (b->start - previous->start), b->len);
+    if (b->len > 0) previous->carry_to = b;  // (filled once the previous batch's copies are in)
   }
   return b;
 }
@@ -265,17 +269,27 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vecto
   if (open_->file->align == 1) return AppendBuffered(l, units, sync);
   std::vector<StatusOr<SegmentLocation>> out;
   std::vector<std::shared_ptr<Batch>> batches;  // each unit's
+  std::vector<uint8_t*> to;                     // where its bytes go in the batch
   out.reserve(units.size());
   for (std::string_view bytes : units) {
     auto r = ReserveLocked(bytes, sync);
     if (!r.ok()) {
       out.push_back(r.status());
       batches.push_back(nullptr);
+      to.push_back(nullptr);
       continue;
     }
-    out.push_back(r->first);
-    batches.push_back(std::move(r->second));
+    out.push_back(r->loc);
+    batches.push_back(std::move(r->batch));
+    to.push_back(r->to);
   }
+  // The copies run outside the lock, beside other appenders' and the write in progress.
+  l.unlock();
+  for (size_t i = 0; i < units.size(); ++i)
+    if (to[i] != nullptr) std::memcpy(to[i], units[i].data(), units[i].size());
+  l.lock();
+  for (const std::shared_ptr<Batch>& b : batches)
+    if (b != nullptr && --b->copying == 0 && b.get() == awaiting_copies_) copied_cv_.notify_one();
   for (size_t i = 0; i < units.size(); ++i) {
     if (batches[i] == nullptr) continue;
     AwaitLocked(l, batches[i]);
@@ -356,8 +370,7 @@ StatusOr<SegmentLocation> SegmentFiles::ReserveInActiveLocked(size_t bytes) {
   return loc;
 }
 
-StatusOr<std::pair<SegmentLocation, std::shared_ptr<SegmentFiles::Batch>>> SegmentFiles::ReserveLocked(std::string_view bytes,
-                                                                                                        bool sync) {
+StatusOr<SegmentFiles::Reserved> SegmentFiles::ReserveLocked(std::string_view bytes, bool sync) {
   auto loc = ReserveInActiveLocked(bytes.size());
   DS41_RETURN_IF_ERROR(loc.status());
   if (open_->len + bytes.size() > open_->capacity && open_->fresh < open_->len) {
@@ -368,6 +381,8 @@ StatusOr<std::pair<SegmentLocation, std::shared_ptr<SegmentFiles::Batch>>> Segme
   }
   Batch& b = *open_;
   if (b.len + bytes.size() > b.capacity) {  // a unit larger than a batch: one of its own size
+    // (Nothing is being copied into it: it holds no appended bytes yet, only its carried start.)
+    DS41_CHECK(b.copying == 0, "segment files: growing a batch being copied into");
     const size_t capacity = (b.len + bytes.size() + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
     Buffer grown = AlignedBuffer(capacity);
     if (b.len > 0) std::memcpy(grown.get(), b.buf.get(), b.len);
@@ -375,10 +390,11 @@ StatusOr<std::pair<SegmentLocation, std::shared_ptr<SegmentFiles::Batch>>> Segme
     b.capacity = capacity;
   }
   DS41_CHECK(b.start + b.len == loc->offset, "segment files: batch end " << b.start + b.len << " vs segment end " << loc->offset);
-  std::memcpy(b.buf.get() + b.len, bytes.data(), bytes.size());
+  Reserved r{*loc, open_, b.buf.get() + b.len};
   b.len += bytes.size();
   b.sync = b.sync || sync;
-  return std::make_pair(*loc, open_);
+  ++b.copying;
+  return r;
 }
 
 void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& mine) {
@@ -401,6 +417,14 @@ void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::share
       open_ = NewBatchLocked(next->start + next->len, next.get());
     }
     writing_ = true;
+    awaiting_copies_ = next.get();
+    copied_cv_.wait(l, [&] { return next->copying == 0; });
+    awaiting_copies_ = nullptr;
+    if (next->carry_to != nullptr) {  // the next batch starts inside this one's last block
+      Batch& c = *next->carry_to;
+      std::memcpy(c.buf.get(), next->buf.get() + (c.start - next->start), c.fresh);
+      next->carry_to = nullptr;
+    }
     l.unlock();
     const auto t0 = std::chrono::steady_clock::now();
     Status st = WriteBatch(*next);

@@ -124,15 +124,22 @@ class SegmentFiles {
   // Reserves `bytes` at the active segment's end (a new segment first where they would overflow it),
   // pending until Commit or Abandon.
   StatusOr<SegmentLocation> ReserveInActiveLocked(size_t bytes);
-  // Copies `bytes` into the open batch (queueing a full one for writing first); its location and batch.
-  StatusOr<std::pair<SegmentLocation, std::shared_ptr<Batch>>> ReserveLocked(std::string_view bytes, bool sync);
+  // Room for `bytes` at the open batch's end (queueing a full one for writing first): its location,
+  // its batch, and where in the batch's buffer the caller copies the bytes (then counts the copy
+  // done: the batch is written only once every reserved copy is in).
+  struct Reserved {
+    SegmentLocation loc;
+    std::shared_ptr<Batch> batch;
+    uint8_t* to = nullptr;
+  };
+  StatusOr<Reserved> ReserveLocked(std::string_view bytes, bool sync);
   // Returns once `b` is written (mu_ held by `l`), writing batches itself while no write runs.
   void AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& b);
   // After a write: wakes one appender waiting on a batch not yet written, to write the next one.
   void WakeNextWriterLocked();
   // An empty batch appending to the active segment at `start`, carrying the bytes of `previous`
   // from the block `start` lies in (null: none).
-  std::shared_ptr<Batch> NewBatchLocked(uint64_t start, const Batch* previous);
+  std::shared_ptr<Batch> NewBatchLocked(uint64_t start, Batch* previous);
   Status WriteBatch(const Batch& b) const;
   // Buffered appends: each unit's bytes go from the caller's buffer to its reserved offset, with no
   // staging copy and concurrently with other appenders (page-cache writes need no order).
@@ -159,6 +166,9 @@ class SegmentFiles {
   std::vector<std::unique_ptr<uint8_t[], void (*)(void*)>> spare_buffers_;
   std::condition_variable done_cv_;  // buffered appends' flushes (SyncBufferedLocked)
   bool writing_ = false;
+  // The batch about to be written while copies into it finish (the writer waits on copied_cv_).
+  const Batch* awaiting_copies_ = nullptr;
+  std::condition_variable copied_cv_;
 };
 
 }  // namespace ds41
