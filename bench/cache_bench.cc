@@ -9,6 +9,8 @@
 //      the page cache was emptied, so all are device-bound figures;
 //   3. LookupPrefix latency p50/p99 for 1,000-unit chains;
 //   4. on-disk bytes per cached token after compaction.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
@@ -121,7 +123,16 @@ std::string KeyBytes(uint32_t client, uint32_t i) { return KeyString(Key(client,
 
 struct Throughput {
   double put_bps = 0, get_bps = 0;
+  double put_cores = 0, get_cores = 0;  // CPU seconds of the whole process (clients and server) per second
 };
+
+// The process's user + system CPU seconds so far.
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
 
 // Units per put call and keys per get call of one client.
 constexpr int kPutBatch = 256, kGetBatch = 64;
@@ -141,22 +152,27 @@ Throughput Measure(const std::string& path, int clients, int per, size_t unit_by
     return bytes.load();
   };
   auto t0 = Steady::now();
+  double cpu0 = CpuSeconds();
   const uint64_t put_bytes = run(kPutBatch, put);
   EvictFromPageCache(path);  // includes syncfs: the timing covers getting the bytes to disk
   const double put_s = std::chrono::duration<double>(Steady::now() - t0).count();
+  const double put_cpu = CpuSeconds() - cpu0;
   if (put_bytes != static_cast<uint64_t>(per) * clients * unit_bytes) std::fprintf(stderr, "puts failed\n");
   EvictFromPageCache(path);
   t0 = Steady::now();
+  cpu0 = CpuSeconds();
   const uint64_t got = run(kGetBatch, get);
   const double get_s = std::chrono::duration<double>(Steady::now() - t0).count();
+  const double get_cpu = CpuSeconds() - cpu0;
   if (got != put_bytes) std::fprintf(stderr, "gets returned %lu of %lu bytes\n", static_cast<unsigned long>(got),
                                      static_cast<unsigned long>(put_bytes));
-  return {static_cast<double>(put_bytes) / put_s, static_cast<double>(got) / get_s};
+  return {static_cast<double>(put_bytes) / put_s, static_cast<double>(got) / get_s, put_cpu / put_s, get_cpu / get_s};
 }
 
 void PrintRow(int clients, const Throughput& t, const DiskBandwidth& disk) {
-  std::printf("%-8d %12.0f %10.0f %9.2f %12.0f %10.0f %9.2f\n", clients, disk.write_bytes_per_s / 1e6, t.put_bps / 1e6,
-              t.put_bps / disk.write_bytes_per_s, disk.read_bytes_per_s / 1e6, t.get_bps / 1e6, t.get_bps / disk.read_bytes_per_s);
+  std::printf("%-8d %12.0f %10.0f %9.2f %6.2f %12.0f %10.0f %9.2f %6.2f\n", clients, disk.write_bytes_per_s / 1e6,
+              t.put_bps / 1e6, t.put_bps / disk.write_bytes_per_s, t.put_cores, disk.read_bytes_per_s / 1e6, t.get_bps / 1e6,
+              t.get_bps / disk.read_bytes_per_s, t.get_cores);
 }
 
 }  // namespace
@@ -197,15 +213,16 @@ int main(int argc, char** argv) {
   auto run_section = [&](const char* name, const char* title, const char* unit_col, const std::function<Throughput(int)>& run) {
     if (!section(name)) return;
     std::printf("\n%s\n", title);
-    std::printf("%-8s %12s %10s %9s %12s %10s %9s\n", unit_col, "disk write", "put MB/s", "put/disk", "disk read",
-                "get MB/s", "get/disk");
+    std::printf("%-8s %12s %10s %9s %6s %12s %10s %9s %6s\n", unit_col, "disk write", "put MB/s", "put/disk", "cores",
+                "disk read", "get MB/s", "get/disk", "cores");
     for (int n : {1, 4, 16}) {
       const DiskBandwidth disk = MeasureDiskBandwidth(dir, disk_mib << 20);
       disk_direct = disk_direct && disk.direct_io;
       PrintRow(n, run(n), disk);
     }
-    std::printf("(disk columns: sequential MB/s with O_DIRECT %s, measured right before the row)\n",
-                disk_direct ? "on" : "unavailable");
+    std::printf("(disk: sequential MB/s with O_DIRECT %s, measured right before the row; cores: CPU seconds per second\n"
+                " of this process, clients and server together, of %u hardware threads)\n",
+                disk_direct ? "on" : "unavailable", std::thread::hardware_concurrency());
   };
   run_section("data", "through CacheClient over the bulk data path on loopback", "clients", [&](int clients) {
     const std::string path = dir + "/data" + std::to_string(clients);
