@@ -246,21 +246,15 @@ void DataSession::OnFrame() {
 }
 
 void DataSession::DispatchPut() {
-  auto v = wire::ParsePut(body_.view());
-  if (!v.ok()) {
+  // Only the framing is checked here (a framing error ends the connection, so it must be found
+  // before the next frame is read); the unit's own checks (its checksum, a pass over its bytes) run
+  // with the store call, off this connection's strand.
+  if (auto v = wire::ParsePut(body_.view()); !v.ok()) {
     Fatal(shared_->metrics->error_framing, v.status(), header_.id);
     return;
   }
-  const uint32_t id = header_.id;
-  auto put = shared_->checks->CheckPut({v->ns.id, v->ns.model_fingerprint, v->ns.format_version}, v->key, v->parent, v->unit);
-  if (!put.ok()) {
-    shared_->metrics->put_rejected.Increment();
-    Answer({wire::EncodeError(id, put.status(), false)}, false);
-    return;
-  }
-  const size_t offset = static_cast<size_t>(v->unit.data() - body_.data());
   Slot s;
-  s.job = PutJob{*put, id, offset, std::move(body_)};
+  s.job = PutJob{header_.id, std::move(body_)};
   s.put = true;
   s.held = body_held_;
   body_held_ = 0;
@@ -402,16 +396,33 @@ void DataSession::StartPutGroup(int window) {
   }
   ++put_groups_running_;
   shared_->io->Schedule([self = shared_from_this(), group = std::move(group)] {
+    const DataShared& sh = *self->shared_;
+    std::vector<std::optional<Status>> refused(group.size());  // set: answered without the store
+    std::vector<CheckedPut> checked;
+    checked.reserve(group.size());  // (items point into it)
     std::vector<UnitStore::PutItem> items;
-    items.reserve(group.size());
-    for (const auto& [seq, j] : group)
-      items.push_back(j.put.Item(j.body.view().substr(j.offset)));
-    const std::vector<Status> st = self->shared_->store->PutMany(items);
-    std::vector<std::pair<uint64_t, std::vector<std::string>>> answers;
     for (size_t i = 0; i < group.size(); ++i) {
-      (st[i].ok() ? self->shared_->metrics->put_ok : self->shared_->metrics->put_failed).Increment();
-      answers.push_back({group[i].first, {st[i].ok() ? wire::EncodePutOk(group[i].second.id)
-                                                     : wire::EncodeError(group[i].second.id, st[i], false)}});
+      const auto v = wire::ParsePut(group[i].second.body.view());  // (parsed on the strand already)
+      auto put = sh.checks->CheckPut({v->ns.id, v->ns.model_fingerprint, v->ns.format_version}, v->key, v->parent, v->unit);
+      if (!put.ok()) {
+        sh.metrics->put_rejected.Increment();
+        refused[i] = put.status();
+        continue;
+      }
+      checked.push_back(*put);
+      items.push_back(checked.back().Item(v->unit));
+    }
+    const std::vector<Status> st = items.empty() ? std::vector<Status>{} : sh.store->PutMany(items);
+    std::vector<std::pair<uint64_t, std::vector<std::string>>> answers;
+    for (size_t i = 0, stored = 0; i < group.size(); ++i) {
+      const uint32_t id = group[i].second.id;
+      if (refused[i]) {
+        answers.push_back({group[i].first, {wire::EncodeError(id, *refused[i], false)}});
+        continue;
+      }
+      const Status& r = st[stored++];
+      (r.ok() ? sh.metrics->put_ok : sh.metrics->put_failed).Increment();
+      answers.push_back({group[i].first, {r.ok() ? wire::EncodePutOk(id) : wire::EncodeError(id, r, false)}});
     }
     asio::post(self->socket_.get_executor(), [self, answers = std::move(answers)]() mutable {
       --self->put_groups_running_;

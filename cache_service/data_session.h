@@ -50,11 +50,9 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   void Close();  // thread-safe, idempotent
 
  private:
-  // A checked PUT waiting for the store: its unit is body.view().substr(offset).
+  // A PUT waiting for the store (its frame parsed; the unit's checks run with the store call).
   struct PutJob {
-    CheckedPut put;
     uint32_t id = 0;
-    size_t offset = 0;
     ByteBuffer body;
   };
   // One response, possibly several frames (a GET's units), in parts so payloads are never copied.
