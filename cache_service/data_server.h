@@ -32,7 +32,7 @@ struct DataServerOptions {
   std::string address = "127.0.0.1:0";  // host:port; port 0: any free port
   int io_threads = 32;                  // store operations (they block on the disk)
   int net_threads = 2;                  // the Asio event loop
-  int window = 32;                      // store operations in flight per connection (pipelining)
+  int window = 64;                      // store operations in flight per connection (pipelining)
   size_t max_connections = 512;
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};  // no traffic at all: closed
   std::chrono::milliseconds io_timeout{std::chrono::seconds(30)};   // a started frame must arrive, a write drain

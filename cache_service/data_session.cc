@@ -8,7 +8,7 @@ namespace ds41::data_internal {
 namespace {
 
 constexpr size_t kBodyChunk = 1 << 20;    // a body is read (and its buffer grown) this much at a time
-constexpr size_t kKeysPerTask = 2;        // GET keys per store task, as the gRPC Get
+constexpr size_t kKeysPerTask = 1;        // GET keys per store task: a GET's reads all run at once
 constexpr size_t kMaxWriteBytes = 8 << 20;  // responses coalesced into one write
 
 bool CleanEof(const std::error_code& ec) {
