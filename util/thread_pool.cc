@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 namespace ds41 {
 
@@ -40,11 +42,20 @@ bool SpinFor(F ready) {
 }  // namespace
 
 void ThreadPool::Run(std::function<void()> f) {
+  auto guarded = [f = std::move(f)] {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "thread pool: a scheduled task failed: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "thread pool: a scheduled task failed\n");
+    }
+  };
   if (workers_.empty()) {
-    f();
+    guarded();
     return;
   }
-  Enqueue(std::move(f));
+  Enqueue(std::move(guarded));
 }
 
 void ThreadPool::Enqueue(std::function<void()> f) {

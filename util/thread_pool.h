@@ -46,6 +46,7 @@ class ThreadPool {
 
   // Runs `f` on a worker (inline when there are none), for work that reports back by itself: no
   // future to set (whose one-time initialisation costs a futex call per task). `f` may be move-only.
+  // An exception it throws is written to stderr and dropped: the worker (and process) go on.
   template <typename F>
   void Schedule(F&& f) {
     // (Held by shared_ptr: std::function wants a copyable callable, and this is one allocation as

@@ -4,6 +4,7 @@
 
 #include <future>
 #include <numeric>
+#include <stdexcept>
 #include <thread>
 
 namespace ds41 {
@@ -65,6 +66,17 @@ TEST(ThreadPoolTest, ScheduleRunsMoveOnlyWorkOnAWorkerOrInline) {
     } else {
       EXPECT_NE(on, std::this_thread::get_id());
     }
+  }
+}
+
+TEST(ThreadPoolTest, AScheduledTaskThatThrowsLeavesThePoolWorking) {
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    pool.Schedule([] { throw std::runtime_error("planted"); });
+    std::promise<int> after;
+    auto got = after.get_future();
+    pool.Schedule([&after] { after.set_value(7); });
+    EXPECT_EQ(got.get(), 7);
   }
 }
 

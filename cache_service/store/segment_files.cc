@@ -271,17 +271,23 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vecto
   std::vector<std::shared_ptr<Batch>> batches;  // each unit's
   std::vector<uint8_t*> to;                     // where its bytes go in the batch
   out.reserve(units.size());
-  for (std::string_view bytes : units) {
-    auto r = ReserveLocked(bytes, sync);
-    if (!r.ok()) {
-      out.push_back(r.status());
-      batches.push_back(nullptr);
-      to.push_back(nullptr);
-      continue;
+  try {
+    for (std::string_view bytes : units) {
+      auto r = ReserveLocked(bytes, sync);
+      if (!r.ok()) {
+        out.push_back(r.status());
+        batches.push_back(nullptr);
+        to.push_back(nullptr);
+        continue;
+      }
+      out.push_back(r->loc);
+      batches.push_back(std::move(r->batch));
+      to.push_back(r->to);
     }
-    out.push_back(r->loc);
-    batches.push_back(std::move(r->batch));
-    to.push_back(r->to);
+  } catch (...) {  // a staging buffer could not be allocated: no writer may wait for our copies
+    for (const std::shared_ptr<Batch>& b : batches)
+      if (b != nullptr && --b->copying == 0 && b.get() == awaiting_copies_) copied_cv_.notify_one();
+    throw;
   }
   // The copies run outside the lock, beside other appenders' and the write in progress.
   l.unlock();
