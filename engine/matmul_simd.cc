@@ -440,11 +440,11 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
     for (int64_t g = 0; g < G; ++g) BuildTile(w, (t0 + g) * kTileRows, b, T + g * 32 * kTileRows, sw + g * kTileRows);
     block_rows(a, nb, b, K, r0, r1, C, W, T, sw, acc);
   }
+  // The group's columns of each row are contiguous in Y: one copy per row (per tile, the calls cost
+  // more than the 64 bytes they moved).
+  const int64_t n0 = t0 * kTileRows, cnt = std::min<int64_t>(W, w.n - n0);
   for (int64_t m = r0; m < r1; ++m)
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t n0 = (t0 + g) * kTileRows, cnt = std::min<int64_t>(kTileRows, w.n - n0);
-      std::memcpy(Y + m * w.n + n0, acc + (m - r0) * W + g * kTileRows, static_cast<size_t>(cnt) * sizeof(float));
-    }
+    std::memcpy(Y + m * w.n + n0, acc + (m - r0) * W, static_cast<size_t>(cnt) * sizeof(float));
 }
 
 // R activation rows (R <= 4: decode, or a routed expert's few tokens) against a full group of
