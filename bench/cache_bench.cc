@@ -1,12 +1,13 @@
 // cache_bench: the cache store against this machine's disk, in one run (issue: cache service).
 //
-//   1. sequential disk bandwidth with O_DIRECT (the limit), measured again right before each row;
+//   1. sequential disk bandwidth with O_DIRECT (the limit), measured again right before each run;
 //   2. Put and Get throughput of real-size units (the release's layout: 56,960-byte payload per
 //      64-token unit) with 1, 4 and 16 concurrent clients, as ratios to that limit: through the
 //      real CacheClient over the bulk data path (docs/cache_data_path.md), over plain gRPC streams
 //      (the control plane's Put/Get), and against the store alone (in process, no transport: what
 //      the disk layout allows). Puts are timed until the data is on disk (syncfs); Gets read after
-//      the page cache was emptied, so all are device-bound figures;
+//      the page cache was emptied, so all are device-bound figures; --repeat N prints each row's
+//      medians over N runs (and the ratios' range), this host's disk and CPUs drifting ±30%;
 //   3. LookupPrefix latency p50/p99 for 1,000-unit chains;
 //   4. on-disk bytes per cached token after compaction.
 #include <sys/resource.h>
@@ -169,10 +170,39 @@ Throughput Measure(const std::string& path, int clients, int per, size_t unit_by
   return {static_cast<double>(put_bytes) / put_s, static_cast<double>(got) / get_s, put_cpu / put_s, get_cpu / get_s};
 }
 
-void PrintRow(int clients, const Throughput& t, const DiskBandwidth& disk) {
-  std::printf("%-8d %12.0f %10.0f %9.2f %6.2f %12.0f %10.0f %9.2f %6.2f\n", clients, disk.write_bytes_per_s / 1e6,
-              t.put_bps / 1e6, t.put_bps / disk.write_bytes_per_s, t.put_cores, disk.read_bytes_per_s / 1e6, t.get_bps / 1e6,
-              t.get_bps / disk.read_bytes_per_s, t.get_cores);
+struct Sample {
+  DiskBandwidth disk;
+  Throughput t;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void PrintRow(int clients, const std::vector<Sample>& runs) {
+  auto med = [&](auto f) {
+    std::vector<double> v;
+    for (const Sample& s : runs) v.push_back(f(s));
+    return Median(v);
+  };
+  auto put_ratio = [](const Sample& s) { return s.t.put_bps / s.disk.write_bytes_per_s; };
+  auto get_ratio = [](const Sample& s) { return s.t.get_bps / s.disk.read_bytes_per_s; };
+  std::printf("%-8d %12.0f %10.0f %9.2f %6.2f %12.0f %10.0f %9.2f %6.2f\n", clients,
+              med([](const Sample& s) { return s.disk.write_bytes_per_s / 1e6; }), med([](const Sample& s) { return s.t.put_bps / 1e6; }),
+              med(put_ratio), med([](const Sample& s) { return s.t.put_cores; }),
+              med([](const Sample& s) { return s.disk.read_bytes_per_s / 1e6; }), med([](const Sample& s) { return s.t.get_bps / 1e6; }),
+              med(get_ratio), med([](const Sample& s) { return s.t.get_cores; }));
+  if (runs.size() < 2) return;
+  auto range = [&](auto f) {
+    double lo = f(runs[0]), hi = lo;
+    for (const Sample& s : runs) lo = std::min(lo, f(s)), hi = std::max(hi, f(s));
+    return std::make_pair(lo, hi);
+  };
+  const auto [plo, phi] = range(put_ratio);
+  const auto [glo, ghi] = range(get_ratio);
+  std::printf("%-8s %33.2f-%.2f %33.2f-%.2f\n", "  range", plo, phi, glo, ghi);
 }
 
 }  // namespace
@@ -181,7 +211,7 @@ int main(int argc, char** argv) {
   ds41::TuneMallocForLargeBuffers();
   CLI::App app{"cache_bench: cache store throughput against the disk's sequential bandwidth"};
   std::string dir = "/tmp/ds41-cache-bench";
-  int units = 4096, lookups = 200;
+  int units = 4096, lookups = 200, repeat = 1;
   uint64_t disk_mib = 1024;
   app.add_option("--dir", dir, "scratch directory on the disk under test (removed at the end)");
   app.add_option("--units", units, "units per throughput run");
@@ -190,6 +220,7 @@ int main(int argc, char** argv) {
   std::string only = "data,grpc,store,lookup";
   app.add_option("--direct-io", g_direct_io, "store payload writes with O_DIRECT (true) or through the page cache (false)");
   app.add_option("--only", only, "sections to run, comma-separated: data, grpc, store, lookup");
+  app.add_option("--repeat", repeat, "runs per throughput row (medians printed, with the ratios' range)")->check(CLI::Range(1, 99));
   CLI11_PARSE(app, argc, argv);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -210,22 +241,31 @@ int main(int argc, char** argv) {
 
   auto section = [&](const char* name) { return ("," + only + ",").find(std::string(",") + name + ",") != std::string::npos; };
   // One throughput section: the disk measured, then a row for 1, 4 and 16 clients (or threads).
-  auto run_section = [&](const char* name, const char* title, const char* unit_col, const std::function<Throughput(int)>& run) {
+  // One throughput section: a row for 1, 4 and 16 clients (or threads); each row runs `repeat` times,
+  // each run on a fresh store after its own disk measurement, and prints the medians.
+  auto run_section = [&](const char* name, const char* title, const char* unit_col,
+                         const std::function<Throughput(int, const std::string&)>& run) {
     if (!section(name)) return;
     std::printf("\n%s\n", title);
     std::printf("%-8s %12s %10s %9s %6s %12s %10s %9s %6s\n", unit_col, "disk write", "put MB/s", "put/disk", "cores",
                 "disk read", "get MB/s", "get/disk", "cores");
     for (int n : {1, 4, 16}) {
-      const DiskBandwidth disk = MeasureDiskBandwidth(dir, disk_mib << 20);
-      disk_direct = disk_direct && disk.direct_io;
-      PrintRow(n, run(n), disk);
+      std::vector<Sample> samples;
+      for (int r = 0; r < repeat; ++r) {
+        const DiskBandwidth disk = MeasureDiskBandwidth(dir, disk_mib << 20);
+        disk_direct = disk_direct && disk.direct_io;
+        const std::string path = dir + "/" + name + std::to_string(n) + "-" + std::to_string(r);
+        samples.push_back({disk, run(n, path)});
+        std::filesystem::remove_all(path);
+      }
+      PrintRow(n, samples);
     }
-    std::printf("(disk: sequential MB/s with O_DIRECT %s, measured right before the row; cores: CPU seconds per second\n"
-                " of this process, clients and server together, of %u hardware threads)\n",
-                disk_direct ? "on" : "unavailable", std::thread::hardware_concurrency());
+    std::printf("(disk: sequential MB/s with O_DIRECT %s, measured right before each run; cores: CPU seconds per second\n"
+                " of this process, clients and server together, of %u hardware threads%s)\n",
+                disk_direct ? "on" : "unavailable", std::thread::hardware_concurrency(),
+                repeat > 1 ? "; medians of the runs, the ratios' range below each row" : "");
   };
-  run_section("data", "through CacheClient over the bulk data path on loopback", "clients", [&](int clients) {
-    const std::string path = dir + "/data" + std::to_string(clients);
+  run_section("data", "through CacheClient over the bulk data path on loopback", "clients", [&](int clients, const std::string& path) {
     Server srv(path);
     std::vector<std::unique_ptr<CacheClient>> cl;  // one per client, as every role process has its own
     for (int c = 0; c < clients; ++c) {
@@ -258,8 +298,7 @@ int main(int argc, char** argv) {
     return t;
   });
 
-  run_section("grpc", "over plain gRPC streams on loopback", "clients", [&](int clients) {
-    const std::string path = dir + "/run" + std::to_string(clients);
+  run_section("grpc", "over plain gRPC streams on loopback", "clients", [&](int clients, const std::string& path) {
     Server srv(path);
     const UnitKey root{};
     std::vector<std::unique_ptr<pb::Cache::Stub>> stubs;
@@ -297,8 +336,7 @@ int main(int argc, char** argv) {
     return t;
   });
 
-  run_section("store", "store alone (in process, no transport)", "threads", [&](int threads) {
-    const std::string path = dir + "/store" + std::to_string(threads);
+  run_section("store", "store alone (in process, no transport)", "threads", [&](int threads, const std::string& path) {
     prometheus::Registry registry;
     StoreMetrics metrics(registry);
     auto store = std::move(UnitStore::Open(BenchStoreOptions(path), &metrics)).value();
