@@ -373,8 +373,15 @@ HWY_ATTR void BlockAllRows(const MatmulActs& a, int64_t nb, int64_t b, int64_t K
   // group has 4 column vectors, else 8 (x 2); fewer rows use more columns.
   constexpr int kMb = 4, kNv = 2;
   int64_t m = r0;
-  if (hn::MaxLanes(df) >= 16 && C == 4)
-    for (; m + 5 <= r1; m += 5) BlockRows<5, 4, kXs, kScaled>(df, a, nb, b, K, m, r0, 0, W, T, sw, acc);
+  if (hn::MaxLanes(df) >= 16 && C == 4) {
+    // As many 5-row steps as leave a multiple of 4 rows (8 rows: two of 4, not 5 and three single
+    // rows), else as many as fit.
+    const int64_t rows = r1 - r0;
+    int64_t fives = rows / 5;
+    while (fives > 0 && (rows - 5 * fives) % 4 != 0) --fives;
+    if ((rows - 5 * fives) % 4 != 0) fives = rows / 5;
+    for (; m < r0 + 5 * fives; m += 5) BlockRows<5, 4, kXs, kScaled>(df, a, nb, b, K, m, r0, 0, W, T, sw, acc);
+  }
   for (; m + kMb <= r1; m += kMb) {
     int64_t c = 0;
     for (; c + 4 <= C; c += 4) BlockRows<kMb, 4, kXs, kScaled>(df, a, nb, b, K, m, r0, c, W, T, sw, acc);

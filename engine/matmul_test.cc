@@ -136,7 +136,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTargetsTest,
                                            // 2..7 rows (a routed expert's tokens): chunks of 4, then 3, 2, 1
                                            Case{7, 64, 64}, Case{5, 130, 32}, Case{6, 64, 96},
                                            // 8+ rows against groups of 1, 2 and 3 tiles (all row chunkings)
-                                           Case{9, 16, 32}, Case{12, 32, 96}, Case{19, 40, 64}));
+                                           Case{9, 16, 32}, Case{12, 32, 96}, Case{19, 40, 64},
+                                           // and of 4 tiles: 5-row steps, 4-row steps (8 = 4 + 4, 13 = 5 + 4 + 4)
+                                           Case{8, 64, 64}, Case{13, 70, 32}));
 
 // A chain of -0 products is -0 in the canonical order (it starts from the first product); a kernel
 // that starts its chains from +0 would return +0 here.
