@@ -12,9 +12,10 @@
 // copied forward, then released). Bytes appended but never committed (a crash between the two
 // steps, a failed index write) are dead from the start.
 //
-// With O_DIRECT, writes are grouped: concurrent appends are copied into one staging buffer, which one
-// of them then writes (one large write instead of a page-cache copy per unit), and each Append
-// returns once its batch is written. Where the file system refuses O_DIRECT, or when asked, each
+// With O_DIRECT, writes are grouped: concurrent appends reserve room in one staging buffer and copy
+// their bytes in (outside the lock, side by side), one of them then writes it once those copies are
+// in (one large write instead of a page-cache copy per unit), and each Append returns once its
+// batch is written. Where the file system refuses O_DIRECT, or when asked, each
 // append writes its own bytes through the page cache, in parallel with the others (and with sync,
 // one flush of a file covers every append written before it started). A
 // batch that ends inside a 4 KiB block rewrites that block in the next batch (unchanged bytes); the
