@@ -7,7 +7,7 @@
 //      (the control plane's Put/Get), and against the store alone (in process, no transport: what
 //      the disk layout allows). Puts are timed until the data is on disk (syncfs); Gets read after
 //      the page cache was emptied, so all are device-bound figures; --repeat N prints each row's
-//      medians over N runs (and the ratios' range), this host's disk and CPUs drifting ±30%;
+//      medians over N runs (and the ratios' range), for hosts whose disk and CPUs drift;
 //   3. LookupPrefix latency p50/p99 for 1,000-unit chains;
 //   4. on-disk bytes per cached token after compaction.
 #include <sys/resource.h>
@@ -235,12 +235,11 @@ int main(int argc, char** argv) {
               static_cast<unsigned long>(disk_mib), std::thread::hardware_concurrency(),
               g_direct_io ? "O_DIRECT" : "buffered");
 
-  // The disk is measured again right before each row, and the row's ratios are to that measurement:
-  // on shared or virtual disks the bandwidth drifts within one run (here 1.6-2.6 GB/s in an hour).
+  // The disk is measured again right before each run, and the run's ratios are to that measurement:
+  // on shared or virtual disks the bandwidth drifts within one run (here 1.6-2.7 GB/s in an hour).
   bool disk_direct = true;
 
   auto section = [&](const char* name) { return ("," + only + ",").find(std::string(",") + name + ",") != std::string::npos; };
-  // One throughput section: the disk measured, then a row for 1, 4 and 16 clients (or threads).
   // One throughput section: a row for 1, 4 and 16 clients (or threads); each row runs `repeat` times,
   // each run on a fresh store after its own disk measurement, and prints the medians.
   auto run_section = [&](const char* name, const char* title, const char* unit_col,

@@ -82,8 +82,9 @@ void DataChannel::ReadFrame() {
   for (;;) {
     const size_t have = rend_ - rpos_;
     if (have < wire::kHeaderBytes) return Fill();
-    std::memcpy(head_.data(), rbuf_.data() + rpos_, wire::kHeaderBytes);
-    auto h = wire::ParseHeader(head_, /*requests=*/false, 0);
+    std::array<uint8_t, wire::kHeaderBytes> head;
+    std::memcpy(head.data(), rbuf_.data() + rpos_, wire::kHeaderBytes);
+    auto h = wire::ParseHeader(head, /*requests=*/false, 0);
     if (!h.ok()) return Fail(InternalError("data path: bad response: " + h.status().message()));
     const bool unit = h->op == wire::Op::kUnit;
     const size_t fixed = unit ? std::min<size_t>(h->body_length, wire::kKeyBytes + 1) : h->body_length;

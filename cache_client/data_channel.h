@@ -54,8 +54,9 @@ class DataChannel {
  private:
   using ReadAhead = std::array<char, 4096>;
   // Called per response frame; returns an error to stop, and sets *more = false after the last.
-  // A UNIT frame's body is split: its fixed fields in `body`, its unit bytes in `*payload` (read
-  // straight into a string the caller may take); other frames have all in `body`.
+  // A UNIT frame's body is split: its fixed fields in `body`, its unit bytes in `*payload` (a string
+  // the caller may take: what the read-ahead held of them copied, the rest read straight in); other
+  // frames have all in `body`.
   using OnFrame = std::function<Status(const wire::Header&, std::string_view body, std::string* payload, bool* more)>;
   DataChannel() = default;
   // Writes `buffers` while reading responses into `on_frame` until it reports the last one, a
@@ -71,7 +72,6 @@ class DataChannel {
   asio::io_context io_;
   asio::ip::tcp::socket socket_{io_};
   std::optional<asio::ssl::stream<asio::ip::tcp::socket&>> tls_;
-  std::array<uint8_t, wire::kHeaderBytes> head_{};
   // Read-ahead: one read takes in many small answers (PUT_OK, misses) at once. It holds at least a
   // whole non-UNIT frame (an ERROR: header + 4 + kMaxErrorMessage); a UNIT's bytes past it are read
   // straight into payload_, so at most this much of a unit is copied.

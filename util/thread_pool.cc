@@ -42,20 +42,15 @@ bool SpinFor(F ready) {
 }  // namespace
 
 void ThreadPool::Run(std::function<void()> f) {
-  auto guarded = [f = std::move(f)] {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "thread pool: a scheduled task failed: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "thread pool: a scheduled task failed\n");
-    }
-  };
   if (workers_.empty()) {
-    guarded();
+    f();
     return;
   }
-  Enqueue(std::move(guarded));
+  Enqueue(std::move(f));
+}
+
+void ThreadPool::ReportFailedTask(const char* what) {
+  std::fprintf(stderr, "thread pool: a scheduled task failed%s%s\n", what != nullptr ? ": " : "", what != nullptr ? what : "");
 }
 
 void ThreadPool::Enqueue(std::function<void()> f) {

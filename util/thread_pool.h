@@ -40,7 +40,7 @@ class ThreadPool {
     using R = decltype(f());
     auto task = std::make_shared<std::packaged_task<R()>>(std::forward<F>(f));
     std::future<R> fut = task->get_future();
-    Schedule([task] { (*task)(); });
+    Run([task] { (*task)(); });  // (the task keeps what f throws, for the future)
     return fut;
   }
 
@@ -51,7 +51,15 @@ class ThreadPool {
   void Schedule(F&& f) {
     // (Held by shared_ptr: std::function wants a copyable callable, and this is one allocation as
     // a large lambda inside std::function would be.)
-    Run([p = std::make_shared<std::decay_t<F>>(std::forward<F>(f))] { (*p)(); });
+    Run([p = std::make_shared<std::decay_t<F>>(std::forward<F>(f))] {
+      try {
+        (*p)();
+      } catch (const std::exception& e) {
+        ReportFailedTask(e.what());
+      } catch (...) {
+        ReportFailedTask(nullptr);
+      }
+    });
   }
 
   // fn(i) for every i in [0, n); returns when all calls have returned.
@@ -66,6 +74,7 @@ class ThreadPool {
 
  private:
   void Run(std::function<void()> f);  // on a worker, or inline without workers
+  static void ReportFailedTask(const char* what);  // to stderr (`what`: the exception's, or null)
   void Enqueue(std::function<void()> f);
   void WorkerLoop();
 

@@ -100,6 +100,7 @@ TEST_F(ReadCacheTest, ConcurrentReadersSeeWholeUnits) {
     });
   for (auto& x : th) x.join();
   EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(metrics_.read_cache_hits.Value(), 0);  // (the bytes compared were the cache's)
   EXPECT_LE(c.bytes(), 64u * 1000);
 }
 

@@ -285,8 +285,7 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vecto
       to.push_back(r->to);
     }
   } catch (...) {  // a staging buffer could not be allocated: no writer may wait for our copies
-    for (const std::shared_ptr<Batch>& b : batches)
-      if (b != nullptr && --b->copying == 0 && b.get() == awaiting_copies_) copied_cv_.notify_one();
+    CopiesDoneLocked(batches);
     throw;
   }
   // The copies run outside the lock, beside other appenders' and the write in progress.
@@ -294,8 +293,7 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vecto
   for (size_t i = 0; i < units.size(); ++i)
     if (to[i] != nullptr) std::memcpy(to[i], units[i].data(), units[i].size());
   l.lock();
-  for (const std::shared_ptr<Batch>& b : batches)
-    if (b != nullptr && --b->copying == 0 && b.get() == awaiting_copies_) copied_cv_.notify_one();
+  CopiesDoneLocked(batches);
   for (size_t i = 0; i < units.size(); ++i) {
     if (batches[i] == nullptr) continue;
     AwaitLocked(l, batches[i]);
@@ -423,9 +421,7 @@ void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::share
       open_ = NewBatchLocked(next->start + next->len, next.get());
     }
     writing_ = true;
-    awaiting_copies_ = next.get();
     copied_cv_.wait(l, [&] { return next->copying == 0; });
-    awaiting_copies_ = nullptr;
     if (next->carry_to != nullptr) {  // the next batch starts inside this one's last block
       Batch& c = *next->carry_to;
       std::memcpy(c.buf.get(), next->buf.get() + (c.start - next->start), c.fresh);
@@ -448,6 +444,12 @@ void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::share
     next->cv.notify_all();
     WakeNextWriterLocked();
   }
+}
+
+void SegmentFiles::CopiesDoneLocked(const std::vector<std::shared_ptr<Batch>>& batches) {
+  // (Only the writer waits on copied_cv_, for one batch: a wake for another one just looks again.)
+  for (const std::shared_ptr<Batch>& b : batches)
+    if (b != nullptr && --b->copying == 0) copied_cv_.notify_one();
 }
 
 void SegmentFiles::WakeNextWriterLocked() {

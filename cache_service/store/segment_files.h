@@ -136,10 +136,12 @@ class SegmentFiles {
   StatusOr<Reserved> ReserveLocked(std::string_view bytes, bool sync);
   // Returns once `b` is written (mu_ held by `l`), writing batches itself while no write runs.
   void AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& b);
+  // Counts one reserved copy into each of `batches` (null entries skipped) done.
+  void CopiesDoneLocked(const std::vector<std::shared_ptr<Batch>>& batches);
   // After a write: wakes one appender waiting on a batch not yet written, to write the next one.
   void WakeNextWriterLocked();
-  // An empty batch appending to the active segment at `start`, carrying the bytes of `previous`
-  // from the block `start` lies in (null: none).
+  // An empty batch appending to the active segment at `start`, to carry the bytes of `previous`
+  // from the block `start` lies in (null: none); previous's writer copies them in before its write.
   std::shared_ptr<Batch> NewBatchLocked(uint64_t start, Batch* previous);
   Status WriteBatch(const Batch& b) const;
   // Buffered appends: each unit's bytes go from the caller's buffer to its reserved offset, with no
@@ -167,9 +169,7 @@ class SegmentFiles {
   std::vector<std::unique_ptr<uint8_t[], void (*)(void*)>> spare_buffers_;
   std::condition_variable done_cv_;  // buffered appends' flushes (SyncBufferedLocked)
   bool writing_ = false;
-  // The batch about to be written while copies into it finish (the writer waits on copied_cv_).
-  const Batch* awaiting_copies_ = nullptr;
-  std::condition_variable copied_cv_;
+  std::condition_variable copied_cv_;  // the writer waits here for the copies into its batch
 };
 
 }  // namespace ds41

@@ -325,8 +325,7 @@ std::vector<Status> UnitStore::PutMany(const std::vector<PutItem>& items) {
       const uint32_t size = static_cast<uint32_t>(items[i].unit.size());
       bytes_ += size;  // (before the replaced unit's bytes go: the count never dips below what is held)
       if (replaced[i]) {
-        segments_->Release(replaced[i]->loc);
-        read_cache_->Erase(replaced[i]->loc);
+        ReleasePayload(replaced[i]->loc);
         bytes_ -= replaced[i]->size;
       } else {
         units_ += 1;
@@ -354,12 +353,16 @@ void UnitStore::RemoveFromIndex(const std::string& k, const Meta& m, rocksdb::Wr
   if (m.has_parent) b->Delete(cf_[kIndex], k.substr(0, 32) + KeyString(m.parent) + k.substr(32));
 }
 
+void UnitStore::ReleasePayload(const SegmentLocation& loc) {
+  segments_->Release(loc);
+  read_cache_->Erase(loc);
+}
+
 Status UnitStore::RemoveLocked(const std::string& k, const Meta& m) {
   rocksdb::WriteBatch b;
   RemoveFromIndex(k, m, &b);
   DS41_RETURN_IF_ERROR(Commit(&b));
-  segments_->Release(m.loc);  // after the commit: the bytes stay until no entry points at them
-  read_cache_->Erase(m.loc);
+  ReleasePayload(m.loc);  // after the commit: the bytes stay until no entry points at them
   units_ -= 1;
   bytes_ -= m.size;
   if (metrics_) metrics_->evicted_bytes.Increment(m.size);

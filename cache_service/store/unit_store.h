@@ -123,6 +123,9 @@ class UnitStore {
   // Removes the unit (index, LRU entry, tail marker; its payload bytes become dead) and counts it.
   // REQUIRES: the key's stripe lock.
   Status RemoveLocked(const std::string& index_key, const Meta& meta);
+  // No index entry points at `loc` any more (removed or replaced): its segment bytes are dead and
+  // its read-cache entry goes.
+  void ReleasePayload(const SegmentLocation& loc);
   void RemoveFromIndex(const std::string& index_key, const Meta& meta, rocksdb::WriteBatch* batch);
   // Copies the live units of segments whose live fraction is below `max_live_fraction` into the
   // active segment, so those files go.

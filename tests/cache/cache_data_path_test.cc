@@ -64,6 +64,25 @@ class DataPathTest : public ::testing::Test {
   std::string PutFrame(uint32_t id, const UnitPut& u) const {
     return wire::EncodePutPrefix(id, Ns(), Key(u.key), u.parent ? Key(*u.parent) : "", u.bytes.size()) + u.bytes;
   }
+  // The answers to PUTs of `units` (ids first_put, first_put + 1, ...) then to one GET of them all
+  // (id get): a PUT_OK each, then each unit, in order.
+  void ExpectPutsThenUnits(testing::RawDataClient& c, const std::vector<UnitPut>& units, uint32_t first_put, uint32_t get) {
+    for (size_t i = 0; i < units.size(); ++i) {
+      auto f = c.Read(milliseconds(5000));
+      ASSERT_TRUE(f.has_value()) << i;
+      EXPECT_EQ(f->header.op, wire::Op::kPutOk);
+      EXPECT_EQ(f->header.id, first_put + i);
+    }
+    for (size_t i = 0; i < units.size(); ++i) {
+      auto f = c.Read(milliseconds(5000));
+      ASSERT_TRUE(f.has_value()) << i;
+      EXPECT_EQ(f->header.id, get);
+      auto u = wire::ParseUnit(f->body);
+      ASSERT_TRUE(u.ok());
+      EXPECT_EQ(u->key, Key(units[i].key));
+      EXPECT_EQ(u->bytes, units[i].bytes) << i;
+    }
+  }
   // One PUT and one GET over a fresh connection, answered correctly.
   void ExpectServesACorrectClient(const std::string& addr, const UnitPut& u) {
     testing::RawDataClient c(addr);
@@ -187,21 +206,7 @@ TEST_F(DataPathTest, PipelinedRequestsAreAnsweredInOrderThenTheConnectionCloses)
     ASSERT_TRUE(c.Send(all));
     c.HalfClose();
   });
-  for (size_t i = 0; i < units.size(); ++i) {
-    auto f = c.Read(milliseconds(5000));
-    ASSERT_TRUE(f.has_value()) << i;
-    EXPECT_EQ(f->header.op, wire::Op::kPutOk);
-    EXPECT_EQ(f->header.id, 100 + i);
-  }
-  for (size_t i = 0; i < units.size(); ++i) {
-    auto f = c.Read(milliseconds(5000));
-    ASSERT_TRUE(f.has_value()) << i;
-    EXPECT_EQ(f->header.id, 500u);
-    auto u = wire::ParseUnit(f->body);
-    ASSERT_TRUE(u.ok());
-    EXPECT_EQ(u->key, Key(units[i].key));
-    EXPECT_EQ(u->bytes, units[i].bytes) << i;
-  }
+  ExpectPutsThenUnits(c, units, 100, 500);
   writer.join();
   EXPECT_TRUE(c.ClosedByPeer(milliseconds(5000)));
 }
@@ -231,20 +236,7 @@ TEST_F(DataPathTest, FramesCutAtAnyByteOfTheirHeaderAreAnsweredAlike) {
       std::this_thread::sleep_for(milliseconds(1));
     }
   });
-  for (size_t i = 0; i < units.size(); ++i) {
-    auto f = c.Read(milliseconds(5000));
-    ASSERT_TRUE(f.has_value()) << i;
-    EXPECT_EQ(f->header.op, wire::Op::kPutOk);
-    EXPECT_EQ(f->header.id, 10 + i);
-  }
-  for (size_t i = 0; i < units.size(); ++i) {
-    auto f = c.Read(milliseconds(5000));
-    ASSERT_TRUE(f.has_value()) << i;
-    EXPECT_EQ(f->header.id, 50u);
-    auto u = wire::ParseUnit(f->body);
-    ASSERT_TRUE(u.ok());
-    EXPECT_EQ(u->bytes, units[i].bytes) << i;
-  }
+  ExpectPutsThenUnits(c, units, 10, 50);
   writer.join();
 }
 
