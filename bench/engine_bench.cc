@@ -6,7 +6,9 @@
 //   prefill              useful FLOPs (2 per multiply-add of every matmul and attention product) / time,
 //                        against the peak
 //   batched decode       tokens/s with 1, 8 and 32 concurrent sequences, and the weight bytes a step
-//                        reads (more sequences route to more experts) against the triad bandwidth
+//                        reads (more sequences route to more experts) against the triad bandwidth;
+//                        each batch's ceiling here (its bytes at the triad bandwidth or its FLOPs at
+//                        the peak, whichever takes longer) says how far batching can go on this machine
 //   CED vs exact prefill time ratio for the same prompt (arithmetic: about 0.5 + window / N)
 // and the run's peak resident memory against the mapped checkpoint. The matmuls read the tile-major
 // weight copy (ds41-tiles.bin, built beside the checkpoint on first use); --weight-tiles off measures
@@ -14,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -162,6 +165,14 @@ int main(int argc, char** argv) {
                   "%.3f of triad, %.1f GFLOP/s = %.3f of peak FMA%s\n",
                   batch, tps, ratio, bytes / 1e6, bytes * steps / secs / bw, flops / secs / 1e9, flops / secs / peak,
                   dot_share(flops / secs).c_str());
+      // The machine's own ceiling for this batch (a roofline): a step can take no less than its weight
+      // bytes at the triad bandwidth, nor its arithmetic at the faster exact kernel family's peak,
+      // whichever is longer, even with the two fully overlapped.
+      const double step_floor = std::max(bytes / bw, flops / steps / std::max(peak, peak_dot));
+      char ceiling_ratio[48] = "";
+      if (tps1 > 0) std::snprintf(ceiling_ratio, sizeof ceiling_ratio, " = %.2fx one sequence", batch / step_floor / tps1);
+      std::printf("  ceiling on this machine: %.2f tokens/s%s (%.1f GFLOP and %.0f MB per step); measured %.3f of it\n",
+                  batch / step_floor, ceiling_ratio, flops / steps / 1e9, bytes / 1e6, tps * step_floor / batch);
     }
   }
   // CED against exact prefill of the same prompt.
