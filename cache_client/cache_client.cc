@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -49,7 +50,45 @@ struct CacheClient::Shard {
   uint64_t seed = 0;
   std::unique_ptr<pb::Cache::Stub> stub;
   std::unique_ptr<ShardDataPath> data;  // null: gRPC only
+  std::atomic<int> calls{0};            // parts of Puts and Gets in flight to it
 };
+
+namespace {
+
+// Fewest units per stripe: below it the second connection's round trips cost more than it adds.
+constexpr size_t kStripeUnits = 64;
+
+// `idx` cut into `n` contiguous parts of near-equal size.
+std::vector<std::vector<size_t>> Split(const std::vector<size_t>& idx, int n) {
+  std::vector<std::vector<size_t>> parts(static_cast<size_t>(n));
+  for (size_t p = 0, from = 0; p < parts.size(); ++p) {
+    const size_t to = idx.size() * (p + 1) / parts.size();
+    parts[p].assign(idx.begin() + static_cast<std::ptrdiff_t>(from), idx.begin() + static_cast<std::ptrdiff_t>(to));
+    from = to;
+  }
+  return parts;
+}
+
+// Counts a part in flight to a shard for as long as it lives.
+class InFlight {
+ public:
+  explicit InFlight(std::atomic<int>& n) : n_(n) { n_.fetch_add(1, std::memory_order_relaxed); }
+  ~InFlight() { n_.fetch_sub(1, std::memory_order_relaxed); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::atomic<int>& n_;
+};
+
+}  // namespace
+
+int CacheClient::StripesFor(const Shard& shard, size_t units) const {
+  // Only a shard nobody else is using gets more connections: where calls already overlap, they
+  // keep its network threads busy, and more connections would only add their own overhead.
+  if (shard.data == nullptr || shard.calls.load(std::memory_order_relaxed) > 0) return 1;
+  return static_cast<int>(std::clamp<size_t>(units / kStripeUnits, 1, static_cast<size_t>(std::max(1, opt_.max_stripes))));
+}
 
 CacheNamespace CacheNamespace::Make(const std::string& fp_hex, const std::string& salt) {
   CacheNamespace ns;
@@ -198,25 +237,31 @@ PrefixHit CacheClient::LookupPrefix(const CacheNamespace& ns, const std::vector<
 PutResult CacheClient::Put(const CacheNamespace& ns, const std::vector<UnitPut>& units) {
   std::vector<std::vector<size_t>> owned(shards_.size());
   for (size_t i = 0; i < units.size(); ++i) owned[OwnerOf(units[i].parent ? *units[i].parent : units[i].key)].push_back(i);
-  std::vector<std::future<std::pair<int, Status>>> futs;
+  std::vector<std::vector<size_t>> parts;
+  std::vector<size_t> shard_of;  // each part's
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (owned[s].empty()) continue;
-    futs.push_back(pool_->Submit([&, s] { return PutOnShard(*shards_[s], ns, units, owned[s]); }));
+    for (auto& part : Split(owned[s], StripesFor(*shards_[s], owned[s].size()))) {
+      parts.push_back(std::move(part));
+      shard_of.push_back(s);
+    }
   }
+  std::vector<std::future<std::pair<int, Status>>> futs;
+  for (size_t p = 0; p < parts.size(); ++p)
+    futs.push_back(pool_->Submit([&, p] { return PutOnShard(*shards_[shard_of[p]], ns, units, parts[p]); }));
   PutResult r;
-  size_t k = 0;
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    if (owned[s].empty()) continue;
-    auto [acked, st] = futs[k++].get();
+  for (size_t p = 0; p < parts.size(); ++p) {
+    auto [acked, st] = futs[p].get();
     r.acked += acked;
-    r.failed += static_cast<int>(owned[s].size()) - acked;
-    if (!st.ok() && r.first_error.ok()) r.first_error = st.Prefixed("cache shard " + shards_[s]->name);
+    r.failed += static_cast<int>(parts[p].size()) - acked;
+    if (!st.ok() && r.first_error.ok()) r.first_error = st.Prefixed("cache shard " + shards_[shard_of[p]]->name);
   }
   return r;
 }
 
 std::pair<int, Status> CacheClient::PutOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
                                                std::vector<size_t> idx) {
+  const InFlight counted(shard.calls);
   const Deadline deadline = CallDeadline(idx.size());
   int acked = 0;
   Status first_error;
@@ -292,7 +337,8 @@ std::vector<std::optional<std::string>> CacheClient::Get(const CacheNamespace& n
   std::vector<std::future<void>> futs;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (owned[s].empty()) continue;
-    futs.push_back(pool_->Submit([&, s] { GetOnShard(*shards_[s], ns, units, owned[s], &out); }));
+    for (auto& part : Split(owned[s], StripesFor(*shards_[s], owned[s].size())))
+      futs.push_back(pool_->Submit([&, s, part = std::move(part)] { GetOnShard(*shards_[s], ns, units, part, &out); }));
   }
   for (auto& f : futs) f.get();
   return out;
@@ -300,6 +346,7 @@ std::vector<std::optional<std::string>> CacheClient::Get(const CacheNamespace& n
 
 void CacheClient::GetOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitGet>& units,
                              std::vector<size_t> idx, std::vector<std::optional<std::string>>* out) {
+  const InFlight counted(shard.calls);
   const Deadline deadline = CallDeadline(idx.size());
   idx = DataGet(shard, ns, units, idx, deadline, out);
   if (!idx.empty()) GrpcGet(shard, ns, units, idx, deadline, out);

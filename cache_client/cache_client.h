@@ -31,6 +31,9 @@ struct CacheClientOptions {
   std::chrono::milliseconds backoff{40};
   int io_threads = 16;
   bool data_path = true;            // use shards' bulk data paths when advertised (false: gRPC only)
+  // A shard's part of a Put / Get, while no other call to that shard is in flight, is split over up
+  // to this many data-path connections in parallel (at least 64 units each; 1: never split).
+  int max_stripes = 2;
 };
 
 struct CacheNamespace {
@@ -88,6 +91,8 @@ class CacheClient {
   // The deadline of a shard's part of a Put / Get of `units` units: the data path and gRPC after
   // it (with its retries) share it.
   Deadline CallDeadline(size_t units) const;
+  // How many parallel parts a shard's part of `units` units goes in (CacheClientOptions::max_stripes).
+  int StripesFor(const Shard& shard, size_t units) const;
   // One shard's part of a Put / Get: `idx` indexes `units`; the data path first, then gRPC for
   // what it left unanswered.
   std::pair<int, Status> PutOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,

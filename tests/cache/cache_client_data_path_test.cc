@@ -1,7 +1,7 @@
 // CacheClient over the bulk data path when things go wrong on it: a shard whose data path and gRPC
 // both hang costs one deadline, a connection cut as it is reused is replaced without leaving the
-// data path, a unit too large for a data-path frame goes over gRPC; and DataServer's shutdown
-// closes every connection it counted.
+// data path, a unit too large for a data-path frame goes over gRPC, a large call to an idle shard
+// is split over connections; and DataServer's shutdown closes every connection it counted.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -284,6 +284,44 @@ TEST_F(CacheClientDataPathTest, AUnitTooLargeForTheDataPathGetsGrpcsAnswer) {
   EXPECT_EQ(data_metrics_.error_framing.Value(), 0) << "the large unit was sent over the data path";
   EXPECT_EQ(data_metrics_.connections_accepted.Value(), 1) << "the data path connection was lost";
   EXPECT_EQ(store_->stats().units, 3u);
+}
+
+// Each part of a Get is one GET frame (up to 1,024 keys), so the frames count the parts whatever
+// connections they took.
+TEST_F(CacheClientDataPathTest, ALargeCallToAnIdleShardIsSplitOverConnections) {
+  const std::string address = StartService(data_->port());
+  CacheClientOptions o;
+  o.shards = {address};
+  o.max_stripes = 2;
+  auto client = std::move(CacheClient::Create(o)).value();
+  auto keys = [](const std::vector<UnitPut>& units) {
+    std::vector<UnitGet> want;
+    for (const auto& u : units) want.push_back({u.key, u.parent});
+    return want;
+  };
+  // 127 units make one part (two need 64 each).
+  const auto small = Units(127, 6);
+  ASSERT_EQ(small.size(), 127u);
+  ASSERT_EQ(client->Put(ns_, small).acked, 127);
+  ASSERT_EQ(client->Get(ns_, keys(small)).size(), 127u);
+  EXPECT_EQ(data_metrics_.get_ok.Value(), 1);
+  // 128 go in two parts at once, every unit stored and read back in its place.
+  const auto large = Units(128, 7);
+  const PutResult pr = client->Put(ns_, large);
+  EXPECT_EQ(pr.acked, 128);
+  EXPECT_EQ(pr.failed, 0);
+  EXPECT_EQ(data_metrics_.put_ok.Value(), 255) << "a part left the data path";
+  const auto got = client->Get(ns_, keys(large));
+  ASSERT_EQ(got.size(), large.size());
+  for (size_t i = 0; i < large.size(); ++i) EXPECT_EQ(got[i], large[i].bytes) << i;
+  EXPECT_EQ(data_metrics_.get_ok.Value(), 3) << "the Get was not split in two";
+  EXPECT_LE(data_metrics_.connections_accepted.Value(), 2) << "the parts' connections are pooled and reused";
+
+  // max_stripes 1 never splits.
+  o.max_stripes = 1;
+  auto single = std::move(CacheClient::Create(o)).value();
+  ASSERT_EQ(single->Get(ns_, keys(large)).size(), 128u);
+  EXPECT_EQ(data_metrics_.get_ok.Value(), 4);
 }
 
 TEST_F(CacheClientDataPathTest, DataServerShutdownClosesEveryConnection) {
