@@ -6,9 +6,10 @@
 //      real CacheClient over the bulk data path (docs/cache_data_path.md), over plain gRPC streams
 //      (the control plane's Put/Get), and against the store alone (in process, no transport: what
 //      the disk layout allows; puts in PutMany calls of as many units as a client's Put sends, gets
-//      one unit per call as the service reads them). Puts are timed until the data is on disk (syncfs); Gets read after
-//      the page cache was emptied, so all are device-bound figures; --repeat N prints each row's
-//      medians over N runs (and the ratios' range), for hosts whose disk and CPUs drift;
+//      one unit per call as the service reads them). Puts are timed until the data is on disk
+//      (syncfs); Gets read after the page cache was emptied, so all are device-bound figures;
+//      --repeat N prints each row's medians over N runs (and the ratios' range), for hosts whose
+//      disk and CPUs drift;
 //   3. LookupPrefix latency p50/p99 for 1,000-unit chains;
 //   4. on-disk bytes per cached token after compaction.
 #include <sys/resource.h>

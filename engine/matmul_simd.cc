@@ -427,8 +427,8 @@ HWY_ATTR void GroupRows(const MatmulActs& a, const MatmulWeights& w, int64_t t0,
       if (b + 2 < nb)
         for (int64_t t = t0; t < t1; ++t)
           for (int64_t o = 0; o < tb; o += 64) hwy::Prefetch(w.tiles + (t * nb + b + 2) * tb + o);
-      // FP4's tile-major scales: a line holds 4 blocks' (kTileRows bytes each), a line ahead.
-      if (w.tile_scales != nullptr && b % 4 == 0 && b + 4 < nb)
+      // FP4's tile-major scales (kTileRows bytes a block): four blocks, about a line, ahead.
+      if (w.tile_scales != nullptr && b + 4 < nb)
         for (int64_t t = t0; t < t1; ++t) hwy::Prefetch(w.tile_scales + (t * nb + b + 4) * kTileRows);
     } else if (off < row_bytes && (b * block_bytes) % 64 + block_bytes > 63) {
       for (int64_t r = t0 * kTileRows; r < std::min(w.n, t1 * kTileRows); ++r) hwy::Prefetch(w.data + r * row_bytes + off);
