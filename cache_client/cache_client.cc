@@ -56,7 +56,7 @@ struct CacheClient::Shard {
 namespace {
 
 // Fewest units per stripe: below it the second connection's round trips cost more than it adds.
-constexpr size_t kStripeUnits = 64;
+constexpr size_t kStripeUnits = 32;
 
 // `idx` cut into `n` contiguous parts of near-equal size.
 std::vector<std::vector<size_t>> Split(const std::vector<size_t>& idx, int n) {

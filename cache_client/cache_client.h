@@ -32,7 +32,7 @@ struct CacheClientOptions {
   int io_threads = 16;
   bool data_path = true;            // use shards' bulk data paths when advertised (false: gRPC only)
   // A shard's part of a Put / Get, while no other call to that shard is in flight, is split over up
-  // to this many data-path connections in parallel (at least 64 units each; 1: never split).
+  // to this many data-path connections in parallel (at least 32 units each; 1: never split).
   int max_stripes = 2;
 };
 

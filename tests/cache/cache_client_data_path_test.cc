@@ -299,29 +299,34 @@ TEST_F(CacheClientDataPathTest, ALargeCallToAnIdleShardIsSplitOverConnections) {
     for (const auto& u : units) want.push_back({u.key, u.parent});
     return want;
   };
-  // 127 units make one part (two need 64 each).
-  const auto small = Units(127, 6);
-  ASSERT_EQ(small.size(), 127u);
-  ASSERT_EQ(client->Put(ns_, small).acked, 127);
-  ASSERT_EQ(client->Get(ns_, keys(small)).size(), 127u);
+  // 63 units make one part (two need 32 each).
+  const auto small = Units(63, 6);
+  ASSERT_EQ(small.size(), 63u);
+  ASSERT_EQ(client->Put(ns_, small).acked, 63);
+  ASSERT_EQ(client->Get(ns_, keys(small)).size(), 63u);
   EXPECT_EQ(data_metrics_.get_ok.Value(), 1);
-  // 128 go in two parts at once, every unit stored and read back in its place.
-  const auto large = Units(128, 7);
+  // 64 go in two parts at once, and 200 in two too (max_stripes): every unit stored and read back
+  // in its place.
+  const auto large = Units(200, 7);
   const PutResult pr = client->Put(ns_, large);
-  EXPECT_EQ(pr.acked, 128);
+  EXPECT_EQ(pr.acked, 200);
   EXPECT_EQ(pr.failed, 0);
-  EXPECT_EQ(data_metrics_.put_ok.Value(), 255) << "a part left the data path";
+  EXPECT_EQ(data_metrics_.put_ok.Value(), 263) << "a part left the data path";
   const auto got = client->Get(ns_, keys(large));
   ASSERT_EQ(got.size(), large.size());
   for (size_t i = 0; i < large.size(); ++i) EXPECT_EQ(got[i], large[i].bytes) << i;
   EXPECT_EQ(data_metrics_.get_ok.Value(), 3) << "the Get was not split in two";
+  std::vector<UnitGet> first64 = keys(large);
+  first64.resize(64);
+  ASSERT_EQ(client->Get(ns_, first64).size(), 64u);
+  EXPECT_EQ(data_metrics_.get_ok.Value(), 5) << "64 keys were not split in two";
   EXPECT_LE(data_metrics_.connections_accepted.Value(), 2) << "the parts' connections are pooled and reused";
 
   // max_stripes 1 never splits.
   o.max_stripes = 1;
   auto single = std::move(CacheClient::Create(o)).value();
-  ASSERT_EQ(single->Get(ns_, keys(large)).size(), 128u);
-  EXPECT_EQ(data_metrics_.get_ok.Value(), 4);
+  ASSERT_EQ(single->Get(ns_, keys(large)).size(), 200u);
+  EXPECT_EQ(data_metrics_.get_ok.Value(), 6);
 }
 
 TEST_F(CacheClientDataPathTest, DataServerShutdownClosesEveryConnection) {
