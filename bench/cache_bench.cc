@@ -348,10 +348,8 @@ int main(int argc, char** argv) {
         [&](int c, int b, int e) {
           // Units in calls of kPutBatch, as the clients' Puts send them (and the service stores
           // what a connection has read in one call).
-          std::vector<Key32> keys;
-          for (int i = b; i < e; ++i) keys.push_back(Key(c, i));
           std::vector<UnitStore::PutItem> items;
-          for (int i = b; i < e; ++i) items.push_back({ns, keys[i - b], nullptr, 64, pool[(c + i) % pool.size()]});
+          for (int i = b; i < e; ++i) items.push_back({ns, Key(c, i), nullptr, 64, pool[(c + i) % pool.size()]});
           const std::vector<Status> st = store->PutMany(items);
           uint64_t n = 0;
           for (size_t i = 0; i < st.size(); ++i)

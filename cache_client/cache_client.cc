@@ -234,27 +234,29 @@ PrefixHit CacheClient::LookupPrefix(const CacheNamespace& ns, const std::vector<
   return hit;
 }
 
-PutResult CacheClient::Put(const CacheNamespace& ns, const std::vector<UnitPut>& units) {
+template <typename Unit>
+std::vector<CacheClient::Part> CacheClient::PartsOf(const std::vector<Unit>& units) const {
   std::vector<std::vector<size_t>> owned(shards_.size());
   for (size_t i = 0; i < units.size(); ++i) owned[OwnerOf(units[i].parent ? *units[i].parent : units[i].key)].push_back(i);
-  std::vector<std::vector<size_t>> parts;
-  std::vector<size_t> shard_of;  // each part's
+  std::vector<Part> parts;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (owned[s].empty()) continue;
-    for (auto& part : Split(owned[s], StripesFor(*shards_[s], owned[s].size()))) {
-      parts.push_back(std::move(part));
-      shard_of.push_back(s);
-    }
+    for (auto& idx : Split(owned[s], StripesFor(*shards_[s], owned[s].size()))) parts.push_back({s, std::move(idx)});
   }
+  return parts;
+}
+
+PutResult CacheClient::Put(const CacheNamespace& ns, const std::vector<UnitPut>& units) {
+  const std::vector<Part> parts = PartsOf(units);
   std::vector<std::future<std::pair<int, Status>>> futs;
-  for (size_t p = 0; p < parts.size(); ++p)
-    futs.push_back(pool_->Submit([&, p] { return PutOnShard(*shards_[shard_of[p]], ns, units, parts[p]); }));
+  for (const Part& p : parts)
+    futs.push_back(pool_->Submit([&] { return PutOnShard(*shards_[p.shard], ns, units, p.idx); }));
   PutResult r;
-  for (size_t p = 0; p < parts.size(); ++p) {
-    auto [acked, st] = futs[p].get();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto [acked, st] = futs[i].get();
     r.acked += acked;
-    r.failed += static_cast<int>(parts[p].size()) - acked;
-    if (!st.ok() && r.first_error.ok()) r.first_error = st.Prefixed("cache shard " + shards_[shard_of[p]]->name);
+    r.failed += static_cast<int>(parts[i].idx.size()) - acked;
+    if (!st.ok() && r.first_error.ok()) r.first_error = st.Prefixed("cache shard " + shards_[parts[i].shard]->name);
   }
   return r;
 }
@@ -332,14 +334,9 @@ std::pair<int, Status> CacheClient::GrpcPut(Shard& shard, const CacheNamespace& 
 
 std::vector<std::optional<std::string>> CacheClient::Get(const CacheNamespace& ns, const std::vector<UnitGet>& units) {
   std::vector<std::optional<std::string>> out(units.size());
-  std::vector<std::vector<size_t>> owned(shards_.size());
-  for (size_t i = 0; i < units.size(); ++i) owned[OwnerOf(units[i].parent ? *units[i].parent : units[i].key)].push_back(i);
+  const std::vector<Part> parts = PartsOf(units);
   std::vector<std::future<void>> futs;
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    if (owned[s].empty()) continue;
-    for (auto& part : Split(owned[s], StripesFor(*shards_[s], owned[s].size())))
-      futs.push_back(pool_->Submit([&, s, part = std::move(part)] { GetOnShard(*shards_[s], ns, units, part, &out); }));
-  }
+  for (const Part& p : parts) futs.push_back(pool_->Submit([&] { GetOnShard(*shards_[p.shard], ns, units, p.idx, &out); }));
   for (auto& f : futs) f.get();
   return out;
 }

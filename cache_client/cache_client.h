@@ -93,6 +93,14 @@ class CacheClient {
   Deadline CallDeadline(size_t units) const;
   // How many parallel parts a shard's part of `units` units goes in (CacheClientOptions::max_stripes).
   int StripesFor(const Shard& shard, size_t units) const;
+  // A Put's or Get's units by owning shard (rendezvous on a tail's parent, else the unit's key), each
+  // shard's cut into StripesFor parts: indexes into the call's units.
+  struct Part {
+    size_t shard = 0;
+    std::vector<size_t> idx;
+  };
+  template <typename Unit>
+  std::vector<Part> PartsOf(const std::vector<Unit>& units) const;
   // One shard's part of a Put / Get: `idx` indexes `units`; the data path first, then gRPC for
   // what it left unanswered.
   std::pair<int, Status> PutOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,

@@ -368,7 +368,7 @@ HWY_ATTR void BlockAllRows(const MatmulActs& a, int64_t nb, int64_t b, int64_t K
                            int64_t W, const float* HWY_RESTRICT T, const float* HWY_RESTRICT sw, float* HWY_RESTRICT acc) {
   const hn::ScalableTag<float> df;
   // With 512-bit vectors (32 registers) and a group of 4 tiles: 20 chains in flight (5 rows x 4
-  // column vectors: 9 loads per 20 FMAs; prefill 8% faster than 4 x 4 on AVX3, while 6 x 4 spilled
+  // column vectors: 9 loads per 20 FMAs; prefill 5-8% faster than 4 x 4 on AVX3, while 6 x 4 spilled
   // and ran 30% slower). Otherwise, and for the rows left, 16 (4 x 4: 8 loads per 16 FMAs) where the
   // group has 4 column vectors, else 8 (x 2); fewer rows use more columns.
   constexpr int kMb = 4, kNv = 2;
