@@ -1,13 +1,23 @@
 #include "cache_service/data_session.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 
 #include "unit/unit_key.h"
 
 namespace ds41::data_internal {
 namespace {
 
-constexpr size_t kBodyChunk = 1 << 20;    // a body is read (and its buffer grown) this much at a time
+// Read chunks: a connection that was idle reads into a small one; once a read fills it, into full
+// ones (one read and one store call then take ~36 units of 57 KB). A frame larger than a chunk
+// gets one of its own, grown as its bytes arrive (by at least kGrowStep, at most doubling), so a
+// header that lies about its length costs little until they do.
+constexpr size_t kSmallChunk = 64 << 10;
+constexpr size_t kChunkBytes = 2 << 20;
+constexpr size_t kGrowStep = 1 << 20;
+// A read into less free room than this (where the frame being read wants more) moves to a new chunk.
+constexpr size_t kMinRead = 16 << 10;
 constexpr size_t kKeysPerTask = 1;        // GET keys per store task: a GET's reads all run at once
 constexpr size_t kMaxWriteBytes = 8 << 20;  // responses coalesced into one write
 
@@ -16,6 +26,30 @@ bool CleanEof(const std::error_code& ec) {
 }
 
 }  // namespace
+
+struct DataSession::Chunk {
+  // `budget` null: not counted (a connection's small chunk).
+  Chunk(size_t bytes, DataShared* budget)
+      : data(std::make_unique_for_overwrite<char[]>(bytes)), capacity(bytes), counted(budget) {
+    if (counted == nullptr) return;
+    counted->chunk_bytes.fetch_add(static_cast<int64_t>(capacity), std::memory_order_relaxed);
+    counted->metrics->held_bytes.Increment(static_cast<double>(capacity));
+  }
+  ~Chunk() { Uncount(); }
+  // Out of the budget from now on (its memory may outlive the count by a pending read's handler).
+  void Uncount() {
+    if (counted == nullptr) return;
+    counted->metrics->held_bytes.Decrement(static_cast<double>(capacity));
+    counted->chunk_bytes.fetch_sub(static_cast<int64_t>(capacity), std::memory_order_relaxed);
+    counted = nullptr;
+  }
+  Chunk(const Chunk&) = delete;
+  Chunk& operator=(const Chunk&) = delete;
+
+  std::unique_ptr<char[]> data;
+  size_t capacity;
+  DataShared* counted;  // (outlives the server's pool, where the last holder may let go)
+};
 
 DataSession::DataSession(asio::ip::tcp::socket socket, std::shared_ptr<DataShared> shared)
     : socket_(std::move(socket)),
@@ -72,6 +106,7 @@ void DataSession::CloseOnStrand() {
   budget_timer_.cancel();
   budget_waiters_.clear();
   Hold(-held_);  // what slots still in flight hold goes with them
+  if (InOnlyHere()) in_->Uncount();  // (a chunk store calls still read stays counted until they end)
   std::error_code ignored;
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
@@ -108,7 +143,7 @@ void DataSession::ArmBudget() {
   budget_timer_.expires_after(std::chrono::milliseconds(2));
   budget_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
     if (ec || self->closed_) return;
-    if (self->shared_->OverBudget()) {
+    if (self->shared_->AnswersOverBudget()) {  // (a waiter for room looks again, and may wait again)
       self->ArmBudget();
       return;
     }
@@ -129,35 +164,135 @@ void DataSession::ArmRead(std::chrono::milliseconds d) {
     }
     // Tell the peer why while its side still reads; one that does not is closed by the write timeout.
     self->Fatal(self->shared_->metrics->error_timeout, DeadlineExceededError("data path: connection idle or stalled"),
-                self->in_body_ ? self->header_.id : 0);
+                self->partial_ ? self->partial_->id : 0);
   });
 }
 
-void DataSession::ReadHeader() {
-  reading_ = true;
-  in_body_ = false;
-  if (head_got_ == head_.size()) {  // read along with the previous frame's body
-    head_got_ = 0;
-    OnHeader({}, 0, /*between_frames=*/false);
+void DataSession::ReadFrames() {
+  if (ParseFrames()) {
+    Pump();
     return;
   }
-  ArmRead(shared_->options.idle_timeout);
+  StartRead();
+}
+
+bool DataSession::ParseFrames() {
+  const size_t window = static_cast<size_t>(std::max(1, shared_->options.window));
+  bool any = false;
+  while (!read_stopped_ && slots_.size() < window) {
+    const size_t have = in_end_ - in_begin_;
+    if (!partial_) {
+      if (have < wire::kHeaderBytes) break;
+      std::array<uint8_t, wire::kHeaderBytes> head;
+      std::memcpy(head.data(), in_->data.get() + in_begin_, head.size());
+      auto h = wire::ParseHeader(head, /*requests=*/true, shared_->checks->max_keys_per_request());
+      if (!h.ok()) {
+        Fatal(shared_->metrics->error_framing, h.status(), 0);  // (no id: the header did not parse)
+        return true;
+      }
+      partial_ = *h;
+    }
+    const size_t total = wire::kHeaderBytes + partial_->body_length;
+    if (have < total) break;
+    const wire::Header h = *partial_;
+    partial_.reset();
+    frame_timed_ = false;
+    const std::string_view body(in_->data.get() + in_begin_ + wire::kHeaderBytes, h.body_length);
+    in_begin_ += total;
+    if (h.op == wire::Op::kPut) {
+      DispatchPut(h, body);
+    } else {
+      DispatchGet(h, body);
+    }
+    any = true;
+  }
+  return any;
+}
+
+bool DataSession::InOnlyHere() const {
+  if (in_ == nullptr || in_.use_count() != 1) return false;
+  // The store calls that held it are done reading it: their releases (acq_rel decrements of the
+  // count read above) happen before what this session writes into it next.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return true;
+}
+
+bool DataSession::MakeRoom() {
+  const size_t have = in_end_ - in_begin_;
+  // What in_ must hold from in_begin_ on: the frame being read (once its header is in), else a header.
+  size_t want = wire::kHeaderBytes;
+  if (partial_) {
+    const size_t total = wire::kHeaderBytes + partial_->body_length;
+    want = total <= kChunkBytes ? total : std::min(total, std::max(have + kGrowStep, 2 * have));
+  }
+  if (have == 0 && InOnlyHere()) {
+    in_begin_ = in_end_ = 0;
+    if (slots_.empty() && in_->capacity > kSmallChunk) in_.reset();  // idle: the full chunk goes back
+  }
+  const bool unique = InOnlyHere();
+  auto fits = [&] {
+    return in_ != nullptr && in_->capacity - in_begin_ >= want &&
+           in_->capacity - in_end_ >= std::min(kMinRead, in_begin_ + want - in_end_);
+  };
+  if (fits()) return true;
+  const size_t capacity = std::max(want, in_ == nullptr ? kSmallChunk : kChunkBytes);
+  // A small chunk is outside the budget, as a header buffer would be: a connection has at most one
+  // (in_ is dropped only when larger), and an idle one must be able to read its next request.
+  const bool counted = capacity > kSmallChunk;
+  const bool may_allocate = !counted || !shared_->OverBudget();
+  if (unique && (in_->capacity >= capacity || (!may_allocate && in_->capacity >= want))) {
+    std::memmove(in_->data.get(), in_->data.get() + in_begin_, have);
+    in_begin_ = 0;
+    in_end_ = have;
+    return true;
+  }
+  if (!may_allocate) return false;
+  auto grown = std::make_shared<Chunk>(capacity, counted ? shared_.get() : nullptr);
+  if (have > 0) std::memcpy(grown->data.get(), in_->data.get() + in_begin_, have);
+  in_ = std::move(grown);
+  in_begin_ = 0;
+  in_end_ = have;
+  return true;
+}
+
+void DataSession::StartRead() {
+  if (!MakeRoom()) {
+    // Our store calls letting go of in_ pump again; the budget's waiter covers other sessions'.
+    if (!room_waiting_) {
+      room_waiting_ = true;
+      CancelRead();
+      AfterBudget([this] {
+        room_waiting_ = false;
+        Pump();
+      });
+    }
+    return;
+  }
+  reading_ = true;
+  if (in_end_ == in_begin_) {
+    ArmRead(shared_->options.idle_timeout);
+  } else {  // inside a frame: the rest of it is due by its deadline, however it trickles in
+    const auto now = std::chrono::steady_clock::now();
+    if (!frame_timed_) {
+      frame_deadline_ = now + shared_->options.io_timeout;
+      frame_timed_ = true;
+    }
+    ArmRead(std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(frame_deadline_ - now)));
+  }
   WithStream([&](auto& s) {
-    asio::async_read(s, asio::buffer(head_.data() + head_got_, head_.size() - head_got_),
-                     [self = shared_from_this()](std::error_code ec, size_t n) {
-                       const bool between_frames = self->head_got_ == 0 && n == 0;
-                       self->head_got_ = 0;
-                       self->OnHeader(ec, n, between_frames);
-                     });
+    s.async_read_some(asio::buffer(in_->data.get() + in_end_, in_->capacity - in_end_),
+                      [self = shared_from_this()](std::error_code ec, size_t n) { self->OnRead(ec, n); });
   });
 }
 
-void DataSession::OnHeader(std::error_code ec, size_t n, bool between_frames) {
+void DataSession::OnRead(std::error_code ec, size_t n) {
   reading_ = false;
+  ++read_gen_;  // (the timer is re-armed by the next read; a stale expiry does nothing)
   if (closed_ || read_stopped_) return;
   shared_->metrics->bytes_in.Increment(static_cast<double>(n));
+  in_end_ += n;
   if (ec) {
-    if (between_frames && CleanEof(ec)) {  // answer what was asked, then close
+    if (in_end_ == in_begin_ && CleanEof(ec)) {  // between frames: answer what was asked, then close
       read_stopped_ = peer_done_ = true;
       CancelRead();
       Pump();
@@ -167,107 +302,30 @@ void DataSession::OnHeader(std::error_code ec, size_t n, bool between_frames) {
     CloseOnStrand();
     return;
   }
-  auto h = wire::ParseHeader(head_, /*requests=*/true, shared_->checks->max_keys_per_request());
-  if (!h.ok()) {
-    Fatal(shared_->metrics->error_framing, h.status(), 0);  // (no id: the header did not parse)
-    return;
-  }
-  header_ = *h;
-  body_.Clear();
-  body_got_ = 0;
-  in_body_ = true;
-  ArmRead(shared_->options.io_timeout);
-  ReadBody();
-}
-
-void DataSession::ReadBody() {
-  if (body_got_ == header_.body_length) {
-    CancelRead();
-    in_body_ = false;
-    OnFrame();
-    return;
-  }
-  if (shared_->OverBudget()) {
-    reading_ = true;  // (still inside the frame: Pump must not start a header read meanwhile)
-    AfterBudget([this] { ReadBodyChunk(); });
-  } else {
-    ReadBodyChunk();
-  }
-}
-
-void DataSession::ReadBodyChunk() {
-  // Grown as bytes arrive: a header that lies about its length costs nothing until they do.
-  const size_t chunk = std::min<size_t>(header_.body_length - body_got_, kBodyChunk);
-  body_.Resize(body_got_ + chunk);
-  Hold(static_cast<int64_t>(chunk));
-  body_held_ += static_cast<int64_t>(chunk);
-  ReadBodyBytes();
-}
-
-void DataSession::ReadBodyBytes() {
-  // The body's last bytes are read together with whatever of the next frame's header has arrived
-  // (one read per frame instead of two where the peer sends ahead of this session).
-  reading_ = true;
-  auto done = [self = shared_from_this()](std::error_code ec, size_t n) {
-    self->reading_ = false;
-    if (self->closed_ || self->read_stopped_) return;
-    self->shared_->metrics->bytes_in.Increment(static_cast<double>(n));
-    if (ec) {
-      self->shared_->metrics->error_io.Increment();
-      self->CloseOnStrand();
-      return;
-    }
-    const size_t to_body = std::min(n, self->body_.size() - self->body_got_);
-    self->body_got_ += to_body;
-    self->head_got_ = n - to_body;
-    if (self->body_got_ < self->body_.size()) return self->ReadBodyBytes();
-    self->ReadBody();
-  };
-  const asio::mutable_buffer rest = asio::buffer(body_.data() + body_got_, body_.size() - body_got_);
-  WithStream([&](auto& s) {
-    if (body_.size() == header_.body_length) {
-      s.async_read_some(std::array<asio::mutable_buffer, 2>{rest, asio::buffer(head_)}, std::move(done));
-    } else {
-      s.async_read_some(rest, std::move(done));
-    }
-  });
-}
-
-void DataSession::OnFrame() {
-  if (header_.op == wire::Op::kPut) {
-    DispatchPut();
-  } else {
-    DispatchGet();
-  }
-  // A PUT's body went to its slot; anything else read (a GET's keys, a refused frame) is done with.
-  Hold(-body_held_);
-  body_held_ = 0;
   Pump();
 }
 
-void DataSession::DispatchPut() {
+void DataSession::DispatchPut(const wire::Header& h, std::string_view body) {
   // Only the framing is checked here (a framing error ends the connection, so it must be found
   // before the next frame is read); the unit's own checks (its checksum, a pass over its bytes) run
   // with the store call, off this connection's strand.
-  if (auto v = wire::ParsePut(body_.view()); !v.ok()) {
-    Fatal(shared_->metrics->error_framing, v.status(), header_.id);
+  if (auto v = wire::ParsePut(body); !v.ok()) {
+    Fatal(shared_->metrics->error_framing, v.status(), h.id);
     return;
   }
   Slot s;
-  s.job = PutJob{header_.id, std::move(body_)};
+  s.job = PutJob{h.id, in_, body};
   s.put = true;
-  s.held = body_held_;
-  body_held_ = 0;
   slots_.push_back(std::move(s));
 }
 
-void DataSession::DispatchGet() {
-  auto v = wire::ParseGet(body_.view(), shared_->checks->max_keys_per_request());
+void DataSession::DispatchGet(const wire::Header& h, std::string_view body) {
+  auto v = wire::ParseGet(body, shared_->checks->max_keys_per_request());
   if (!v.ok()) {
-    Fatal(shared_->metrics->error_framing, v.status(), header_.id);
+    Fatal(shared_->metrics->error_framing, v.status(), h.id);
     return;
   }
-  const uint32_t id = header_.id;
+  const uint32_t id = h.id;
   Key32 ns;
   if (Status st = shared_->checks->CheckNamespace({v->ns.id, v->ns.model_fingerprint, v->ns.format_version}, &ns); !st.ok()) {
     shared_->metrics->get_rejected.Increment();
@@ -324,7 +382,7 @@ void DataSession::Pump() {
     // A GET waits for this connection's earlier PUTs (their completion pumps again) and for room in
     // the budget for its answer.
     if (!s.done && !s.put && puts_running_ > 0) break;
-    if (!s.done && !s.put && shared_->OverBudget()) {
+    if (!s.done && !s.put && shared_->AnswersOverBudget()) {
       AfterBudget([this] { Pump(); });
       break;
     }
@@ -379,7 +437,7 @@ void DataSession::Pump() {
   const bool all_started = next_start_ == first_seq_ + slots_.size();
   const bool puts_queue = !all_started && slots_[next_start_ - first_seq_].put && !slots_[next_start_ - first_seq_].done;
   if (!reading_ && !read_stopped_ && (all_started || puts_queue) && slots_.size() < static_cast<size_t>(window))
-    ReadHeader();
+    ReadFrames();
   if (peer_done_ && slots_.empty() && !writing_) CloseOnStrand();
 }
 
@@ -395,14 +453,14 @@ void DataSession::StartPutGroup(int window) {
     ++next_start_;
   }
   ++put_groups_running_;
-  shared_->io->Schedule([self = shared_from_this(), group = std::move(group)] {
+  shared_->io->Schedule([self = shared_from_this(), group = std::move(group)]() mutable {
     const DataShared& sh = *self->shared_;
     std::vector<std::optional<Status>> refused(group.size());  // set: answered without the store
     std::vector<CheckedPut> checked;
     checked.reserve(group.size());  // (items point into it)
     std::vector<UnitStore::PutItem> items;
     for (size_t i = 0; i < group.size(); ++i) {
-      const auto v = wire::ParsePut(group[i].second.body.view());  // (parsed on the strand already)
+      const auto v = wire::ParsePut(group[i].second.body);  // (parsed on the strand already)
       auto put = sh.checks->CheckPut({v->ns.id, v->ns.model_fingerprint, v->ns.format_version}, v->key, v->parent, v->unit);
       if (!put.ok()) {
         sh.metrics->put_rejected.Increment();
@@ -424,6 +482,9 @@ void DataSession::StartPutGroup(int window) {
       (r.ok() ? sh.metrics->put_ok : sh.metrics->put_failed).Increment();
       answers.push_back({group[i].first, {r.ok() ? wire::EncodePutOk(id) : wire::EncodeError(id, r, false)}});
     }
+    // The chunks go before the answers are posted: the session reuses a chunk only it holds.
+    items.clear();
+    group.clear();
     asio::post(self->socket_.get_executor(), [self, answers = std::move(answers)]() mutable {
       --self->put_groups_running_;
       for (auto& [seq, parts] : answers) self->OnWorkDone(seq, std::move(parts));
@@ -436,10 +497,8 @@ void DataSession::OnWorkDone(uint64_t seq, std::vector<std::string> parts) {
   Slot& s = slots_[seq - first_seq_];
   s.parts = std::move(parts);
   s.done = true;
-  if (s.put) {  // its body is freed
+  if (s.put) {
     --puts_running_;
-    Hold(-s.held);
-    s.held = 0;
   } else {  // its answer is held until written
     for (const std::string& p : s.parts) s.held += static_cast<int64_t>(p.size());
     Hold(s.held);
@@ -463,7 +522,7 @@ void DataSession::OnWrite(std::error_code ec, size_t n, bool fatal) {
     CloseOnStrand();
     return;
   }
-  if (reading_ && !in_body_) ArmRead(shared_->options.idle_timeout);  // the peer is busy reading: not idle
+  if (reading_ && in_end_ == in_begin_) ArmRead(shared_->options.idle_timeout);  // the peer is busy reading: not idle
   Pump();
 }
 

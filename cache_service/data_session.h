@@ -1,14 +1,19 @@
-// Internal to DataServer: one accepted data-path connection. Reads frames one at a time, turns each
-// into store operations run on the I/O pool (at most `window` started and unanswered at once:
-// reading stops while the window is full), and writes their responses strictly in request order.
-// A GET starts only once every earlier PUT of the connection is in the store (read-your-writes on a
-// connection). All sessions together hold at most about DataServerOptions::max_held_bytes of frame
-// bodies and answers: past it they stop reading bodies and starting GETs until it frees. All state lives on
-// the socket's strand.
+// Internal to DataServer: one accepted data-path connection. Reads whatever bytes have arrived into
+// a chunk, parses every complete frame in place and turns each into store operations run on the I/O
+// pool (at most `window` started and unanswered at once: parsing and reading stop while the window
+// is full), and writes their responses strictly in request order. A PUT's store call reads its unit
+// from the chunk it arrived in (no copy between the socket and the store), so a stream of PUTs costs
+// one read and one store call per chunk rather than per frame. A GET starts only once every earlier
+// PUT of the connection is in the store (read-your-writes on a connection). All sessions together
+// hold at most about DataServerOptions::max_held_bytes of chunks and answers: past it they stop
+// reading into new chunks and (counting answers only) starting GETs until it frees; besides that,
+// each connection may hold one 64 KiB chunk, so that it can always read its next request. All
+// state lives on the socket's strand.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -20,7 +25,6 @@
 #include "cache_data/asio_tls.h"
 #include "cache_data/wire.h"
 #include "cache_service/data_server.h"
-#include "util/byte_buffer.h"
 #include "util/thread_pool.h"
 
 namespace ds41::data_internal {
@@ -36,8 +40,16 @@ struct DataShared {
   ThreadPool* io = nullptr;
   std::shared_ptr<asio::ssl::context> tls;  // null: plaintext
 
-  // What all sessions hold (metrics->held_bytes) against options.max_held_bytes.
+  // What all sessions hold (metrics->held_bytes: read chunks and answers) against
+  // options.max_held_bytes: new chunks wait while it is spent.
   bool OverBudget() const { return metrics->held_bytes.Value() >= static_cast<double>(options.max_held_bytes); }
+  // The answers alone against it: a GET waits only for these (read chunks, which may hold the
+  // frames after it, must not hold it up), so the two together stay under twice the budget.
+  bool AnswersOverBudget() const {
+    return metrics->held_bytes.Value() - static_cast<double>(chunk_bytes.load(std::memory_order_relaxed)) >=
+           static_cast<double>(options.max_held_bytes);
+  }
+  std::atomic<int64_t> chunk_bytes{0};  // of held_bytes, in read chunks
   // Sessions started and not yet closed (against options.max_connections).
   std::atomic<size_t> open_sessions{0};
 };
@@ -50,10 +62,14 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   void Close();  // thread-safe, idempotent
 
  private:
+  // Bytes read from the socket, shared by the PUTs whose bodies lie in it; counted against the
+  // memory budget while it lives.
+  struct Chunk;
   // A PUT waiting for the store (its frame parsed; the unit's checks run with the store call).
   struct PutJob {
     uint32_t id = 0;
-    ByteBuffer body;
+    std::shared_ptr<const Chunk> chunk;
+    std::string_view body;  // in `chunk`
   };
   // One response, possibly several frames (a GET's units), in parts so payloads are never copied.
   struct Slot {
@@ -63,21 +79,25 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
     bool done = false;
     bool fatal = false;  // the connection closes once this is written
     bool put = false;    // store work that writes (a GET after it waits for it)
-    int64_t held = 0;    // budget bytes this slot holds (a PUT's body, a GET's answer)
+    int64_t held = 0;    // budget bytes this slot holds (a GET's answer; a PUT's chunk counts itself)
   };
 
   template <typename F>
   void WithStream(F&& f);
   void Begin();  // on the strand: the TLS handshake (if any), then reading
-  void ReadHeader();
-  // `between_frames`: nothing of this header had arrived (an EOF then is a clean close).
-  void OnHeader(std::error_code ec, size_t n, bool between_frames);
-  void ReadBody();
-  void ReadBodyChunk();
-  void ReadBodyBytes();  // until the current chunk is in (the last one: and the next header's start)
-  void OnFrame();
-  void DispatchPut();
-  void DispatchGet();
+  // Dispatches the complete frames already read (up to the window), then reads more if none was.
+  void ReadFrames();
+  // Dispatches every complete frame read so far, up to the window; whether it dispatched any (or
+  // stopped reading on a framing error).
+  bool ParseFrames();
+  // Makes room in in_ for the next read (a new chunk, or in_ compacted); false: it must wait for
+  // the budget or for its own store calls to let go of in_.
+  bool MakeRoom();
+  bool InOnlyHere() const;  // no store call holds in_ any more (so it can be reused or dropped)
+  void StartRead();
+  void OnRead(std::error_code ec, size_t n);
+  void DispatchPut(const wire::Header& h, std::string_view body);
+  void DispatchGet(const wire::Header& h, std::string_view body);
   void Answer(std::vector<std::string> parts, bool fatal);  // a slot answered without store work
   // Answers an ERROR with FATAL set (for request `id`, 0 when there is none) and stops reading.
   void Fatal(prometheus::Counter& reason, const Status& status, uint32_t id);
@@ -102,19 +122,23 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   // A timer's handler acts only if its generation is still current: cancel() cannot stop a handler
   // already queued with success, which would otherwise close a connection that just made progress.
   uint64_t read_gen_ = 0, write_gen_ = 0;
-  int64_t held_ = 0;  // budget bytes this session holds (in slots, the body being read, a write)
-  int64_t body_held_ = 0, write_held_ = 0;
+  int64_t held_ = 0;  // budget bytes this session holds in GET answers and the write in flight
+  int64_t write_held_ = 0;
   int puts_running_ = 0;        // PUT slots started, not finished
   int put_groups_running_ = 0;  // store calls they were handed to
   std::vector<std::function<void()>> budget_waiters_;
   std::shared_ptr<DataShared> shared_;
 
-  std::array<uint8_t, wire::kHeaderBytes> head_{};
-  size_t head_got_ = 0;  // bytes of head_ already read (with the previous frame's body)
-  wire::Header header_;
-  ByteBuffer body_;
-  size_t body_got_ = 0;
-  bool reading_ = false, in_body_ = false, read_stopped_ = false;
+  // Read bytes: [in_begin_, in_end_) of in_ are not yet parsed; partial_ is the header of the
+  // incomplete frame at in_begin_ once its 16 bytes are in. frame_deadline_ (when frame_timed_):
+  // by when the rest of that frame must have arrived.
+  std::shared_ptr<Chunk> in_;
+  size_t in_begin_ = 0, in_end_ = 0;
+  std::optional<wire::Header> partial_;
+  std::chrono::steady_clock::time_point frame_deadline_;
+  bool frame_timed_ = false;
+  bool room_waiting_ = false;  // MakeRoom failed: a budget waiter is registered
+  bool reading_ = false, read_stopped_ = false;
   bool peer_done_ = false;  // the peer closed its side between frames
 
   std::deque<Slot> slots_;  // slots_[i] has sequence number first_seq_ + i

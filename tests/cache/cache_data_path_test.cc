@@ -244,6 +244,61 @@ TEST_F(DataPathTest, FramesCutAtAnyByteOfTheirHeaderAreAnsweredAlike) {
   writer.join();
 }
 
+// The server reads into 2 MiB chunks and stores PUTs from them in place: a burst of PUTs several
+// chunks long (frames cut at chunk ends while earlier ones are still being stored from the same
+// chunk; under a spent budget, the chunk moved back to its start once they are done), then a frame
+// larger than a chunk sent in pieces (its buffer grown as they arrive), are answered whole and in
+// order, and the connection goes on serving.
+TEST_F(DataPathTest, BurstsLongerThanAChunkAndFramesLargerThanOneAreReadWhole) {
+  const size_t unit_bytes = testing::TestPromptUnits(ns_, testing::TestTokens(64, 12), 12)[0].bytes.size();
+  const size_t count = (5 << 20) / unit_bytes + 1;  // ~2.5 chunks
+  const auto units = testing::TestPromptUnits(ns_, testing::TestTokens(64 * count, 12), 12);
+  ASSERT_EQ(units.size(), count);
+  std::string all, keys;
+  for (size_t i = 0; i < units.size(); ++i) {
+    all += PutFrame(static_cast<uint32_t>(1000 + i), units[i]);
+    keys += Key(units[i].key);
+  }
+  all += wire::EncodeGet(99, Ns(), keys);
+  {  // A budget of one byte: past the first full chunk, none may be taken (the one in use is reused).
+    const auto tight = StartDataServer(milliseconds(20000), 1);
+    testing::RawDataClient t("127.0.0.1:" + std::to_string(tight->port()));
+    ASSERT_TRUE(t.connected());
+    std::thread writer([&] { ASSERT_TRUE(t.Send(all)); });
+    ExpectPutsThenUnits(t, units, 1000, 99);
+    writer.join();
+  }
+  testing::RawDataClient c(data_addr_);
+  ASSERT_TRUE(c.connected());
+  std::thread writer([&] { ASSERT_TRUE(c.Send(all)); });
+  ExpectPutsThenUnits(c, units, 1000, 99);
+  writer.join();
+
+  // A 5 MiB PUT body (not a unit: refused, without closing the connection), in 64 KiB pieces.
+  UnitPut junk{units[0].key, std::nullopt, std::string(5 << 20, 'j')};
+  const std::string big = PutFrame(7, junk);
+  std::thread pieces([&] {
+    for (size_t at = 0; at < big.size(); at += 64 << 10) {
+      ASSERT_TRUE(c.Send(std::string_view(big).substr(at, 64 << 10)));
+      if ((at >> 16) % 8 == 0) std::this_thread::sleep_for(milliseconds(1));
+    }
+  });
+  auto refused = c.Read(milliseconds(10000));
+  pieces.join();
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->header.op, wire::Op::kError);
+  EXPECT_EQ(refused->header.id, 7u);
+  EXPECT_EQ(refused->header.flags, 0) << "a refused unit must not close the connection";
+  EXPECT_EQ(wire::ParseError(refused->body).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(c.Send(wire::EncodeGet(8, Ns(), Key(units.back().key))));
+  auto f = c.Read(milliseconds(5000));
+  ASSERT_TRUE(f.has_value());
+  auto u = wire::ParseUnit(f->body);
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->bytes, units.back().bytes);
+  EXPECT_EQ(data_metrics_.put_ok.Value(), static_cast<double>(2 * count));
+}
+
 TEST_F(DataPathTest, MalformedAndRandomBytesCloseOnlyTheirConnection) {
   const auto units = testing::TestPromptUnits(ns_, testing::TestTokens(64 * 3, 3), 3);
   testing::RawDataClient bystander(data_addr_);  // open throughout, used at the end
