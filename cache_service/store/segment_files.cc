@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <new>
+#include <thread>
 
 #include "util/check.h"
 
@@ -135,6 +136,12 @@ struct SegmentFiles::Batch {
 };
 
 SegmentFiles::~SegmentFiles() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  writer_cv_.notify_one();
+  if (writer_.joinable()) writer_.join();
   std::lock_guard<std::mutex> l(mu_);
   if (open_ != nullptr) CutPaddingLocked(*open_->file);  // (no writes run any more)
 }
@@ -187,6 +194,7 @@ StatusOr<std::unique_ptr<SegmentFiles>> SegmentFiles::Open(const std::string& di
     std::lock_guard<std::mutex> l(s->mu_);
     DS41_RETURN_IF_ERROR(s->StartSegmentLocked(/*drop_previous=*/false));  // (not counted yet)
   }
+  s->writer_ = std::thread([p = s.get()] { p->WriterLoop(); });
   return s;
 }
 
@@ -228,6 +236,7 @@ Status SegmentFiles::StartSegmentLocked(bool drop_previous) {
   // the last of them cuts its padding, or it is cut here when all of it was written already.
   if (open_ != nullptr && open_->fresh < open_->len) {
     sealed_.push_back(std::move(open_));
+    writer_cv_.notify_one();
   } else if (open_ != nullptr && !writing_) {
     CutPaddingLocked(*open_->file);
   }
@@ -292,12 +301,22 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vecto
     CopiesDoneLocked(batches);
     throw;
   }
-  // The copies run outside the lock, beside other appenders' and the write in progress.
+  // The copies run outside the lock, beside other appenders' and the write in progress; each batch
+  // is counted copied as soon as this call's units in it are, so that the writer can start on it
+  // while the rest are copied (a unit's batch is its predecessor's or the next one).
   l.unlock();
-  for (size_t i = 0; i < units.size(); ++i)
-    if (to[i] != nullptr) std::memcpy(to[i], units[i].data(), units[i].size());
+  for (size_t i = 0; i < units.size();) {
+    size_t j = i;
+    for (; j < units.size() && batches[j] == batches[i]; ++j)
+      if (to[j] != nullptr) std::memcpy(to[j], units[j].data(), units[j].size());
+    if (batches[i] != nullptr) {
+      std::lock_guard<std::mutex> g(mu_);
+      batches[i]->copying -= static_cast<int>(j - i);
+      if (batches[i]->copying == 0) copied_cv_.notify_one();
+    }
+    i = j;
+  }
   l.lock();
-  CopiesDoneLocked(batches);
   for (size_t i = 0; i < units.size(); ++i) {
     if (batches[i] == nullptr) continue;
     AwaitLocked(l, batches[i]);
@@ -386,6 +405,7 @@ StatusOr<SegmentFiles::Reserved> SegmentFiles::ReserveLocked(std::string_view by
     std::shared_ptr<Batch> full = std::move(open_);
     open_ = NewBatchLocked(full->start + full->len, full.get());
     sealed_.push_back(std::move(full));
+    writer_cv_.notify_one();
   }
   Batch& b = *open_;
   if (b.len + bytes.size() > b.capacity) {  // a unit larger than a batch: one of its own size
@@ -406,16 +426,22 @@ StatusOr<SegmentFiles::Reserved> SegmentFiles::ReserveLocked(std::string_view by
 }
 
 void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& mine) {
-  // Group commit without a writer thread: whoever waits while no write is running writes the next
-  // batch (sealed ones first, so a file's batches land in order), then wakes that batch's appenders
-  // and one appender of a batch still waiting to be written (who writes it next).
-  while (!mine->done) {
-    if (writing_) {
-      ++mine->waiters;
-      mine->cv.wait(l);
-      --mine->waiters;
-      continue;
-    }
+  if (mine->done) return;
+  ++mine->waiters;
+  if (!writing_) writer_cv_.notify_one();  // (a busy writer looks again once its write is done)
+  mine->cv.wait(l, [&] { return mine->done; });
+  --mine->waiters;
+}
+
+void SegmentFiles::WriterLoop() {
+  // One thread writes every batch, back to back: sealed ones first (so a file's batches land in
+  // order), then the open one once someone waits for it. Appenders only wait; a write that ends
+  // goes straight on to the next instead of waking another thread to write it (a hand-off that
+  // left the device idle for 10-15% of a 4-client put stream on a 2-vCPU host).
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    writer_cv_.wait(l, [&] { return stop_ || !sealed_.empty() || (open_->waiters > 0 && open_->fresh < open_->len); });
+    if (sealed_.empty() && !(open_->waiters > 0 && open_->fresh < open_->len)) return;  // stopping, nothing owed
     std::shared_ptr<Batch> next;
     if (!sealed_.empty()) {
       next = std::move(sealed_.front());
@@ -446,7 +472,6 @@ void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::share
     next->done = true;
     if (next->capacity == kBatchBytes && spare_buffers_.size() < kSpareBuffers) spare_buffers_.push_back(std::move(next->buf));
     next->cv.notify_all();
-    WakeNextWriterLocked();
   }
 }
 
@@ -454,16 +479,6 @@ void SegmentFiles::CopiesDoneLocked(const std::vector<std::shared_ptr<Batch>>& b
   // (Only the writer waits on copied_cv_, for one batch: a wake for another one just looks again.)
   for (const std::shared_ptr<Batch>& b : batches)
     if (b != nullptr && --b->copying == 0) copied_cv_.notify_one();
-}
-
-void SegmentFiles::WakeNextWriterLocked() {
-  for (const std::shared_ptr<Batch>& b : sealed_) {
-    if (b->waiters > 0) {
-      b->cv.notify_one();
-      return;
-    }
-  }
-  if (open_->waiters > 0) open_->cv.notify_one();
 }
 
 Status SegmentFiles::WriteBatch(const Batch& b) const {

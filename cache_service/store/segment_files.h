@@ -13,9 +13,10 @@
 // steps, a failed index write) are dead from the start.
 //
 // With O_DIRECT, writes are grouped: concurrent appends reserve room in one staging buffer and copy
-// their bytes in (outside the lock, side by side), one of them then writes it once those copies are
-// in (one large write instead of a page-cache copy per unit), and each Append returns once its
-// batch is written. Where the file system refuses O_DIRECT, or when asked, each
+// their bytes in (outside the lock, side by side), and a writer thread writes each buffer once those
+// copies are in (one large write instead of a page-cache copy per unit; full buffers back to back,
+// the one being filled as soon as someone waits for it); each Append returns once its batch is
+// written. Where the file system refuses O_DIRECT, or when asked, each
 // append writes its own bytes through the page cache, in parallel with the others (and with sync,
 // one flush of a file covers every append written before it started). A
 // batch that ends inside a 4 KiB block rewrites that block in the next batch (unchanged bytes); the
@@ -42,6 +43,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -134,12 +136,11 @@ class SegmentFiles {
     uint8_t* to = nullptr;
   };
   StatusOr<Reserved> ReserveLocked(std::string_view bytes, bool sync);
-  // Returns once `b` is written (mu_ held by `l`), writing batches itself while no write runs.
+  // Returns once `b` is written (mu_ held by `l`).
   void AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& b);
+  void WriterLoop();  // the writer thread: writes batches in order until the destructor stops it
   // Counts one reserved copy into each of `batches` (null entries skipped) done.
   void CopiesDoneLocked(const std::vector<std::shared_ptr<Batch>>& batches);
-  // After a write: wakes one appender waiting on a batch not yet written, to write the next one.
-  void WakeNextWriterLocked();
   // An empty batch appending to the active segment at `start`, to carry the bytes of `previous`
   // from the block `start` lies in (null: none); previous's writer copies them in before its write.
   std::shared_ptr<Batch> NewBatchLocked(uint64_t start, Batch* previous);
@@ -161,15 +162,18 @@ class SegmentFiles {
   uint32_t active_ = 0;
   uint64_t file_bytes_ = 0;
 
-  // Group writes (guarded by mu_): appends fill open_; a writer takes sealed_ batches (full ones,
-  // and the last of a finished segment) first, then open_, one write at a time; a finished write
-  // wakes its batch's appenders and one appender of the next batch.
+  // Group writes (guarded by mu_): appends fill open_; the writer takes sealed_ batches (full ones,
+  // and the last of a finished segment) first, then open_ once it has waiters, one write at a
+  // time; a finished write wakes its batch's appenders.
   std::shared_ptr<Batch> open_;
   std::deque<std::shared_ptr<Batch>> sealed_;
   std::vector<std::unique_ptr<uint8_t[], void (*)(void*)>> spare_buffers_;
   std::condition_variable done_cv_;  // buffered appends' flushes (SyncBufferedLocked)
   bool writing_ = false;
-  std::condition_variable copied_cv_;  // the writer waits here for the copies into its batch
+  bool stop_ = false;
+  std::condition_variable writer_cv_;  // the writer waits here for a batch to write
+  std::condition_variable copied_cv_;  // and here for the copies into the one it took
+  std::thread writer_;                 // (last: started once the rest is set up, joined first)
 };
 
 }  // namespace ds41
