@@ -127,7 +127,20 @@ std::string KeyBytes(uint32_t client, uint32_t i) { return KeyString(Key(client,
 struct Throughput {
   double put_bps = 0, get_bps = 0;
   double put_cores = 0, get_cores = 0;  // CPU seconds of the whole process (clients and server) per second
+  // The store's payload writes during the puts (its segment-write metrics): the share of the put
+  // time a write was running, and bytes per second of it. On a VM whose disk slows while the CPUs
+  // are busy (clients, transport), this tells a store that leaves the device idle from a device
+  // that is slower than when it was measured alone.
+  double write_busy = 0, write_bps = 0;
 };
+
+// The payload bytes written and seconds spent writing them, so far, from a store's metrics.
+struct WriteTotals {
+  double bytes = 0, seconds = 0;
+};
+WriteTotals ReadWriteTotals(const StoreMetrics& m) {
+  return {m.segment_write_bytes.Collect().histogram.sample_sum, m.segment_write_seconds.Collect().histogram.sample_sum};
+}
 
 // The process's user + system CPU seconds so far.
 double CpuSeconds() {
@@ -143,7 +156,8 @@ constexpr int kPutBatch = 256, kGetBatch = 64;
 // `clients` threads each put `per` units then, after the page cache was emptied, get them back;
 // put(c, begin, end) and get(c, begin, end) return the unit bytes they moved.
 template <typename Put, typename Get>
-Throughput Measure(const std::string& path, int clients, int per, size_t unit_bytes, Put put, Get get) {
+Throughput Measure(const std::string& path, const StoreMetrics& store, int clients, int per, size_t unit_bytes, Put put,
+                   Get get) {
   auto run = [&](int batch, auto& fn) {
     std::atomic<uint64_t> bytes{0};
     std::vector<std::thread> th;
@@ -156,10 +170,12 @@ Throughput Measure(const std::string& path, int clients, int per, size_t unit_by
   };
   auto t0 = Steady::now();
   double cpu0 = CpuSeconds();
+  const WriteTotals w0 = ReadWriteTotals(store);
   const uint64_t put_bytes = run(kPutBatch, put);
   EvictFromPageCache(path);  // includes syncfs: the timing covers getting the bytes to disk
   const double put_s = std::chrono::duration<double>(Steady::now() - t0).count();
   const double put_cpu = CpuSeconds() - cpu0;
+  const WriteTotals w1 = ReadWriteTotals(store);
   if (put_bytes != static_cast<uint64_t>(per) * clients * unit_bytes) std::fprintf(stderr, "puts failed\n");
   EvictFromPageCache(path);
   t0 = Steady::now();
@@ -169,7 +185,9 @@ Throughput Measure(const std::string& path, int clients, int per, size_t unit_by
   const double get_cpu = CpuSeconds() - cpu0;
   if (got != put_bytes) std::fprintf(stderr, "gets returned %lu of %lu bytes\n", static_cast<unsigned long>(got),
                                      static_cast<unsigned long>(put_bytes));
-  return {static_cast<double>(put_bytes) / put_s, static_cast<double>(got) / get_s, put_cpu / put_s, get_cpu / get_s};
+  const double writing = w1.seconds - w0.seconds;
+  return {static_cast<double>(put_bytes) / put_s, static_cast<double>(got) / get_s, put_cpu / put_s, get_cpu / get_s,
+          writing / put_s, writing > 0 ? (w1.bytes - w0.bytes) / writing : 0};
 }
 
 struct Sample {
@@ -183,6 +201,12 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// A row: clients; disk write, put MB/s, put/disk, cores, busy, writing; disk read, get MB/s, get/disk, cores.
+constexpr const char* kHeadFormat = "%-8s %12s %10s %9s %6s %5s %8s %12s %10s %9s %6s\n";
+constexpr const char* kRowFormat = "%-8d %12.0f %10.0f %9.2f %6.2f %5.2f %8.0f %12.0f %10.0f %9.2f %6.2f\n";
+constexpr int kPutRatioEnd = 8 + 1 + 12 + 1 + 10 + 1 + 9;
+constexpr int kGetRatioEnd = kPutRatioEnd + 1 + 6 + 1 + 5 + 1 + 8 + 1 + 12 + 1 + 10 + 1 + 9;
+
 void PrintRow(int clients, const std::vector<Sample>& runs) {
   auto med = [&](auto f) {
     std::vector<double> v;
@@ -191,9 +215,9 @@ void PrintRow(int clients, const std::vector<Sample>& runs) {
   };
   auto put_ratio = [](const Sample& s) { return s.t.put_bps / s.disk.write_bytes_per_s; };
   auto get_ratio = [](const Sample& s) { return s.t.get_bps / s.disk.read_bytes_per_s; };
-  std::printf("%-8d %12.0f %10.0f %9.2f %6.2f %12.0f %10.0f %9.2f %6.2f\n", clients,
-              med([](const Sample& s) { return s.disk.write_bytes_per_s / 1e6; }), med([](const Sample& s) { return s.t.put_bps / 1e6; }),
-              med(put_ratio), med([](const Sample& s) { return s.t.put_cores; }),
+  std::printf(kRowFormat, clients, med([](const Sample& s) { return s.disk.write_bytes_per_s / 1e6; }),
+              med([](const Sample& s) { return s.t.put_bps / 1e6; }), med(put_ratio), med([](const Sample& s) { return s.t.put_cores; }),
+              med([](const Sample& s) { return s.t.write_busy; }), med([](const Sample& s) { return s.t.write_bps / 1e6; }),
               med([](const Sample& s) { return s.disk.read_bytes_per_s / 1e6; }), med([](const Sample& s) { return s.t.get_bps / 1e6; }),
               med(get_ratio), med([](const Sample& s) { return s.t.get_cores; }));
   if (runs.size() < 2) return;
@@ -204,7 +228,11 @@ void PrintRow(int clients, const std::vector<Sample>& runs) {
   };
   const auto [plo, phi] = range(put_ratio);
   const auto [glo, ghi] = range(get_ratio);
-  std::printf("%-8s %33.2f-%.2f %33.2f-%.2f\n", "  range", plo, phi, glo, ghi);
+  // Each range's low end under its ratio column (columns end at kPutRatioEnd and kGetRatioEnd).
+  char line[160];
+  int n = std::snprintf(line, sizeof(line), "%-8s %*.2f-%.2f", "  range", kPutRatioEnd - 9, plo, phi);
+  std::snprintf(line + n, sizeof(line) - n, "%*.2f-%.2f", kGetRatioEnd - n, glo, ghi);
+  std::printf("%s\n", line);
 }
 
 }  // namespace
@@ -248,8 +276,8 @@ int main(int argc, char** argv) {
                          const std::function<Throughput(int, const std::string&)>& run) {
     if (!section(name)) return;
     std::printf("\n%s\n", title);
-    std::printf("%-8s %12s %10s %9s %6s %12s %10s %9s %6s\n", unit_col, "disk write", "put MB/s", "put/disk", "cores",
-                "disk read", "get MB/s", "get/disk", "cores");
+    std::printf(kHeadFormat, unit_col, "disk write", "put MB/s", "put/disk", "cores", "busy", "writing", "disk read",
+                "get MB/s", "get/disk", "cores");
     for (int n : {1, 4, 16}) {
       std::vector<Sample> samples;
       for (int r = 0; r < repeat; ++r) {
@@ -261,8 +289,9 @@ int main(int argc, char** argv) {
       }
       PrintRow(n, samples);
     }
-    std::printf("(disk: sequential MB/s with O_DIRECT %s, measured right before each run; cores: CPU seconds per second\n"
-                " of this process, clients and server together, of %u hardware threads%s)\n",
+    std::printf("(disk: sequential MB/s with O_DIRECT %s, measured right before each run, its CPUs idle; cores: CPU seconds\n"
+                " per second of this process, clients and server together, of %u hardware threads; busy: share of the put time\n"
+                " the store's payload writes ran; writing: their MB/s while they ran%s)\n",
                 disk_direct ? "on" : "unavailable", std::thread::hardware_concurrency(),
                 repeat > 1 ? "; medians of the runs, the ratios' range below each row" : "");
   };
@@ -286,7 +315,7 @@ int main(int argc, char** argv) {
         for (int i = b; i < std::min(per, b + kPutBatch); ++i) puts.push_back({Key(c, i), std::nullopt, pool[(c + i) % pool.size()]});
       }
     const Throughput t = Measure(
-        path, clients, per, unit_bytes,
+        path, srv.node->store_metrics(), clients, per, unit_bytes,
         [&](int c, int b, int) { return static_cast<uint64_t>(cl[c]->Put(ns, calls[c][b / kPutBatch]).acked) * unit_bytes; },
         [&](int c, int b, int e) {
           std::vector<UnitGet> gets;
@@ -305,7 +334,7 @@ int main(int argc, char** argv) {
     std::vector<std::unique_ptr<pb::Cache::Stub>> stubs;
     for (int c = 0; c < clients; ++c) stubs.push_back(Stub(srv.addr, c));
     const Throughput t = Measure(
-        path, clients, units / clients, unit_bytes,
+        path, srv.node->store_metrics(), clients, units / clients, unit_bytes,
         [&](int c, int b, int e) -> uint64_t {
           grpc::ClientContext ctx;
           auto s = stubs[c]->Put(&ctx);
@@ -344,7 +373,7 @@ int main(int argc, char** argv) {
     NoteWriteMode(*store);
     const Key32 ns{};
     const Throughput t = Measure(
-        path, threads, units / threads, unit_bytes,
+        path, metrics, threads, units / threads, unit_bytes,
         [&](int c, int b, int e) {
           // Units in calls of kPutBatch, as the clients' Puts send them (and the service stores
           // what a connection has read in one call).

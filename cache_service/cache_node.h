@@ -44,6 +44,7 @@ class CacheNode {
   UnitStore* store() { return store_.get(); }
   DataServer* data() { return data_.get(); }  // null without a data path
   DataPathMetrics& data_metrics() { return data_metrics_; }
+  const StoreMetrics& store_metrics() const { return store_metrics_; }
   int grpc_port() const { return rpc_.port; }
 
  private:
