@@ -13,7 +13,7 @@ struct DataPathMetrics {
   explicit DataPathMetrics(prometheus::Registry& registry);
 
   prometheus::Gauge& connections_open;
-  // Frame bodies and answers the sessions hold (DataShared's budget counts this gauge).
+  // Read chunks and answers the sessions hold (DataShared's budget counts this gauge).
   prometheus::Gauge& held_bytes;
   prometheus::Counter& connections_accepted;
   prometheus::Counter& connections_refused;  // over max_connections

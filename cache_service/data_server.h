@@ -5,7 +5,7 @@
 // so both paths give the same answers and the same durability.
 //
 // Every byte received is untrusted: a malformed frame gets a fatal ERROR frame and its connection
-// is closed; memory per connection is bounded (one frame being read, `window` store operations and
+// is closed; memory per connection is bounded (its read chunks, `window` store operations and
 // their responses); idle and stalled connections time out. Other connections are unaffected.
 //
 // Thread-safe: construction and destruction only.
@@ -36,8 +36,9 @@ struct DataServerOptions {
   size_t max_connections = 512;
   std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};  // no traffic at all: closed
   std::chrono::milliseconds io_timeout{std::chrono::seconds(30)};   // a started frame must arrive, a write drain
-  // Frame bodies and answers all connections may hold at once; past it they wait (without one, 512
-  // peers sending 16 MiB PUTs and never reading could make the server hold ~100 GiB).
+  // Read chunks and answers all connections may hold at once; past it they wait (without one, 512
+  // peers sending 16 MiB PUTs and never reading could make the server hold ~100 GiB). Besides it,
+  // each connection may hold a 64 KiB chunk; chunks and answers each stay under it.
   int64_t max_held_bytes = int64_t{512} << 20;
 };
 
