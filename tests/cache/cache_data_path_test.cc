@@ -244,14 +244,14 @@ TEST_F(DataPathTest, FramesCutAtAnyByteOfTheirHeaderAreAnsweredAlike) {
   writer.join();
 }
 
-// The server reads into 2 MiB chunks and stores PUTs from them in place: a burst of PUTs several
+// The server reads into 4 MiB chunks and stores PUTs from them in place: a burst of PUTs several
 // chunks long (frames cut at chunk ends while earlier ones are still being stored from the same
 // chunk; under a spent budget, the chunk moved back to its start once they are done), then a frame
 // larger than a chunk sent in pieces (its buffer grown as they arrive), are answered whole and in
 // order, and the connection goes on serving.
 TEST_F(DataPathTest, BurstsLongerThanAChunkAndFramesLargerThanOneAreReadWhole) {
   const size_t unit_bytes = testing::TestPromptUnits(ns_, testing::TestTokens(64, 12), 12)[0].bytes.size();
-  const size_t count = (5 << 20) / unit_bytes + 1;  // ~2.5 chunks
+  const size_t count = (10 << 20) / unit_bytes + 1;  // ~2.5 chunks
   const auto units = testing::TestPromptUnits(ns_, testing::TestTokens(64 * count, 12), 12);
   ASSERT_EQ(units.size(), count);
   std::string all, keys;
@@ -274,8 +274,8 @@ TEST_F(DataPathTest, BurstsLongerThanAChunkAndFramesLargerThanOneAreReadWhole) {
   ExpectPutsThenUnits(c, units, 1000, 99);
   writer.join();
 
-  // A 5 MiB PUT body (not a unit: refused, without closing the connection), in 64 KiB pieces.
-  UnitPut junk{units[0].key, std::nullopt, std::string(5 << 20, 'j')};
+  // A 9 MiB PUT body (not a unit: refused, without closing the connection), in 64 KiB pieces.
+  UnitPut junk{units[0].key, std::nullopt, std::string(9 << 20, 'j')};
   const std::string big = PutFrame(7, junk);
   std::thread pieces([&] {
     for (size_t at = 0; at < big.size(); at += 64 << 10) {
