@@ -238,9 +238,12 @@ bool DataSession::MakeRoom() {
   if (fits()) return true;
   const size_t capacity = std::max(want, in_ == nullptr ? kSmallChunk : kChunkBytes);
   // A small chunk is outside the budget, as a header buffer would be: a connection has at most one
-  // (in_ is dropped only when larger), and an idle one must be able to read its next request.
+  // (in_ is dropped only when larger), and an idle one must be able to read its next request. A
+  // chunk only this session holds goes as its successor comes, so it does not count against it
+  // (else a frame larger than a chunk could wait forever on the chunk holding its start).
   const bool counted = capacity > kSmallChunk;
-  const bool may_allocate = !counted || !shared_->OverBudget();
+  const int64_t replaced = unique && in_->counted != nullptr ? static_cast<int64_t>(in_->capacity) : 0;
+  const bool may_allocate = !counted || !shared_->OverBudget(replaced);
   if (unique && (in_->capacity >= capacity || (!may_allocate && in_->capacity >= want))) {
     std::memmove(in_->data.get(), in_->data.get() + in_begin_, have);
     in_begin_ = 0;

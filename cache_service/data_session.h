@@ -40,9 +40,11 @@ struct DataShared {
   ThreadPool* io = nullptr;
   std::shared_ptr<asio::ssl::context> tls;  // null: plaintext
 
-  // What all sessions hold (metrics->held_bytes: read chunks and answers) against
+  // What all sessions hold (metrics->held_bytes: read chunks and answers), less `besides`, against
   // options.max_held_bytes: new chunks wait while it is spent.
-  bool OverBudget() const { return metrics->held_bytes.Value() >= static_cast<double>(options.max_held_bytes); }
+  bool OverBudget(int64_t besides = 0) const {
+    return metrics->held_bytes.Value() - static_cast<double>(besides) >= static_cast<double>(options.max_held_bytes);
+  }
   // The answers alone against it: a GET waits only for these (read chunks, which may hold the
   // frames after it, must not hold it up), so the two together stay under twice the budget.
   bool AnswersOverBudget() const {

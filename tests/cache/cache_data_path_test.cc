@@ -299,6 +299,89 @@ TEST_F(DataPathTest, BurstsLongerThanAChunkAndFramesLargerThanOneAreReadWhole) {
   EXPECT_EQ(data_metrics_.put_ok.Value(), static_cast<double>(2 * count));
 }
 
+// Random streams against what each frame must get: PUTs of units (acknowledged), PUTs of junk
+// bodies from 1 byte to 6 MiB (refused, the connection kept), GETs of keys put earlier in the stream
+// or never (units or misses), the bytes cut at random points with random pauses, under the normal
+// budget and under one of a byte. Whatever the cuts, every frame gets its answer, in order.
+TEST_F(DataPathTest, RandomlyCutStreamsGetEveryAnswerInOrder) {
+  const auto units = testing::TestPromptUnits(ns_, testing::TestTokens(64 * 120, 21), 21);
+  const auto never = testing::TestPromptUnits(ns_, testing::TestTokens(64 * 4, 22), 22);  // not put
+  const auto tight = StartDataServer(milliseconds(20000), 1);
+  std::mt19937 rng(5);
+  for (int round = 0; round < 6; ++round) {
+    const std::string addr = "127.0.0.1:" + std::to_string((round % 2 == 0 ? data_ : tight)->port());
+    struct Want {
+      wire::Op op;
+      std::vector<std::string> units;  // a GET's answers in order ("" = miss)
+    };
+    std::vector<Want> wants;
+    std::string all;
+    size_t next_unit = 0;
+    std::vector<size_t> stored;  // units put so far in this stream
+    for (int f = 0; f < 40; ++f) {
+      const uint32_t id = static_cast<uint32_t>(f + 1);
+      const int kind = static_cast<int>(rng() % 10);
+      if (kind < 6 && next_unit < units.size()) {
+        all += PutFrame(id, units[next_unit]);
+        stored.push_back(next_unit++);
+        wants.push_back({wire::Op::kPutOk, {}});
+      } else if (kind < 8) {
+        const size_t size = rng() % 4 == 0 ? (1 << 20) + rng() % (5 << 20) : 1 + rng() % 100000;
+        all += PutFrame(id, UnitPut{never[0].key, std::nullopt, std::string(size, static_cast<char>('a' + f % 26))});
+        wants.push_back({wire::Op::kError, {}});
+      } else {
+        std::string keys;
+        Want w{wire::Op::kUnit, {}};
+        for (size_t k = 0, n = 1 + rng() % 70; k < n; ++k) {
+          const bool hit = !stored.empty() && rng() % 3 != 0;
+          const UnitPut& u = hit ? units[stored[rng() % stored.size()]] : never[rng() % never.size()];
+          keys += Key(u.key);
+          w.units.push_back(hit ? u.bytes : "");
+        }
+        all += wire::EncodeGet(id, Ns(), keys);
+        wants.push_back(std::move(w));
+      }
+    }
+    testing::RawDataClient c(addr);
+    ASSERT_TRUE(c.connected());
+    std::thread writer([&] {
+      for (size_t at = 0; at < all.size();) {
+        const size_t n = std::min(all.size() - at, size_t{1} + rng() % (rng() % 2 ? 300 : 3 << 20));
+        ASSERT_TRUE(c.Send(std::string_view(all).substr(at, n)));
+        at += n;
+        if (rng() % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+      }
+    });
+    for (size_t f = 0; f < wants.size(); ++f) {
+      const uint32_t id = static_cast<uint32_t>(f + 1);
+      if (wants[f].op != wire::Op::kUnit) {
+        auto a = c.Read(milliseconds(20000));
+        ASSERT_TRUE(a.has_value()) << "round " << round << " frame " << f;
+        EXPECT_EQ(a->header.id, id);
+        EXPECT_EQ(a->header.op, wants[f].op) << "round " << round << " frame " << f;
+        if (a->header.op == wire::Op::kError) {
+          EXPECT_EQ(a->header.flags, 0);
+          EXPECT_EQ(wire::ParseError(a->body).code(), StatusCode::kInvalidArgument);
+        }
+        continue;
+      }
+      for (size_t k = 0; k < wants[f].units.size(); ++k) {
+        auto a = c.Read(milliseconds(20000));
+        ASSERT_TRUE(a.has_value()) << "round " << round << " frame " << f << " key " << k;
+        ASSERT_EQ(a->header.id, id);
+        auto u = wire::ParseUnit(a->body);
+        ASSERT_TRUE(u.ok());
+        EXPECT_EQ(u->result, wants[f].units[k].empty() ? wire::UnitResult::kMiss : wire::UnitResult::kFound);
+        EXPECT_EQ(u->bytes, wants[f].units[k]) << "round " << round << " frame " << f << " key " << k;
+      }
+    }
+    writer.join();
+  }
+  EXPECT_EQ(data_metrics_.error_framing.Value(), 0);
+  EXPECT_EQ(data_metrics_.error_io.Value(), 0);
+  EXPECT_EQ(data_metrics_.error_timeout.Value(), 0);
+}
+
 TEST_F(DataPathTest, MalformedAndRandomBytesCloseOnlyTheirConnection) {
   const auto units = testing::TestPromptUnits(ns_, testing::TestTokens(64 * 3, 3), 3);
   testing::RawDataClient bystander(data_addr_);  // open throughout, used at the end
