@@ -231,12 +231,11 @@ bool DataSession::MakeRoom() {
     if (slots_.empty() && in_->capacity > kSmallChunk) in_.reset();  // idle: the full chunk goes back
   }
   const bool unique = InOnlyHere();
-  auto fits = [&] {
-    return in_ != nullptr && in_->capacity - in_begin_ >= want &&
-           in_->capacity - in_end_ >= std::min(kMinRead, in_begin_ + want - in_end_);
-  };
+  // Room for a useful read: up to kMinRead, and never none (a read into no room returns at once).
+  const size_t room = std::max<size_t>(1, std::min(kMinRead, want > have ? want - have : 0));
+  auto fits = [&] { return in_ != nullptr && in_->capacity - in_begin_ >= want && in_->capacity - in_end_ >= room; };
   if (fits()) return true;
-  const size_t capacity = std::max(want, in_ == nullptr ? kSmallChunk : kChunkBytes);
+  const size_t capacity = std::max({want, have + room, in_ == nullptr ? kSmallChunk : kChunkBytes});
   // A small chunk is outside the budget, as a header buffer would be: a connection has at most one
   // (in_ is dropped only when larger), and an idle one must be able to read its next request. A
   // chunk only this session holds goes as its successor comes, so it does not count against it
@@ -244,7 +243,7 @@ bool DataSession::MakeRoom() {
   const bool counted = capacity > kSmallChunk;
   const int64_t replaced = unique && in_->counted != nullptr ? static_cast<int64_t>(in_->capacity) : 0;
   const bool may_allocate = !counted || !shared_->OverBudget(replaced);
-  if (unique && (in_->capacity >= capacity || (!may_allocate && in_->capacity >= want))) {
+  if (unique && (in_->capacity >= capacity || (!may_allocate && in_->capacity >= std::max(want, have + room)))) {
     std::memmove(in_->data.get(), in_->data.get() + in_begin_, have);
     in_begin_ = 0;
     in_end_ = have;
