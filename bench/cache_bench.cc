@@ -202,10 +202,9 @@ double Median(std::vector<double> v) {
 }
 
 // A row: clients; disk write, put MB/s, put/disk, cores, busy, writing; disk read, get MB/s, get/disk, cores.
+// (The header and the ranges' line print text in the same columns.)
 constexpr const char* kHeadFormat = "%-8s %12s %10s %9s %6s %5s %8s %12s %10s %9s %6s\n";
 constexpr const char* kRowFormat = "%-8d %12.0f %10.0f %9.2f %6.2f %5.2f %8.0f %12.0f %10.0f %9.2f %6.2f\n";
-constexpr int kPutRatioEnd = 8 + 1 + 12 + 1 + 10 + 1 + 9;
-constexpr int kGetRatioEnd = kPutRatioEnd + 1 + 6 + 1 + 5 + 1 + 8 + 1 + 12 + 1 + 10 + 1 + 9;
 
 void PrintRow(int clients, const std::vector<Sample>& runs) {
   auto med = [&](auto f) {
@@ -226,13 +225,12 @@ void PrintRow(int clients, const std::vector<Sample>& runs) {
     for (const Sample& s : runs) lo = std::min(lo, f(s)), hi = std::max(hi, f(s));
     return std::make_pair(lo, hi);
   };
-  const auto [plo, phi] = range(put_ratio);
-  const auto [glo, ghi] = range(get_ratio);
-  // Each range's low end under its ratio column (columns end at kPutRatioEnd and kGetRatioEnd).
-  char line[160];
-  int n = std::snprintf(line, sizeof(line), "%-8s %*.2f-%.2f", "  range", kPutRatioEnd - 9, plo, phi);
-  std::snprintf(line + n, sizeof(line) - n, "%*.2f-%.2f", kGetRatioEnd - n, glo, ghi);
-  std::printf("%s\n", line);
+  auto text = [](std::pair<double, double> r) {
+    char s[32];
+    std::snprintf(s, sizeof(s), "%.2f-%.2f", r.first, r.second);
+    return std::string(s);
+  };
+  std::printf(kHeadFormat, "  range", "", "", text(range(put_ratio)).c_str(), "", "", "", "", "", text(range(get_ratio)).c_str(), "");
 }
 
 }  // namespace

@@ -82,9 +82,7 @@ void DataChannel::ReadFrame() {
   for (;;) {
     const size_t have = rend_ - rpos_;
     if (have < wire::kHeaderBytes) return Fill();
-    std::array<uint8_t, wire::kHeaderBytes> head;
-    std::memcpy(head.data(), rbuf_.data() + rpos_, wire::kHeaderBytes);
-    auto h = wire::ParseHeader(head, /*requests=*/false, 0);
+    auto h = wire::ParseHeader(rbuf_.data() + rpos_, /*requests=*/false, 0);
     if (!h.ok()) return Fail(InternalError("data path: bad response: " + h.status().message()));
     const bool unit = h->op == wire::Op::kUnit;
     const size_t fixed = unit ? std::min<size_t>(h->body_length, wire::kKeyBytes + 1) : h->body_length;

@@ -54,15 +54,20 @@ bool IsResponse(Op op) { return op == Op::kPutOk || op == Op::kUnit || op == Op:
 }  // namespace
 
 StatusOr<Header> ParseHeader(const std::array<uint8_t, kHeaderBytes>& b, bool requests, size_t max_keys) {
-  if (Load32(b.data()) != kMagic) return InvalidArgumentError("bad magic");
+  return ParseHeader(reinterpret_cast<const char*>(b.data()), requests, max_keys);
+}
+
+StatusOr<Header> ParseHeader(const char* bytes, bool requests, size_t max_keys) {
+  const uint8_t* b = reinterpret_cast<const uint8_t*>(bytes);
+  if (Load32(b) != kMagic) return InvalidArgumentError("bad magic");
   if (b[4] != kWireVersion) return InvalidArgumentError("wire version " + std::to_string(b[4]) + " is not spoken here");
   Header h;
   h.op = static_cast<Op>(b[5]);
   if (requests ? !IsRequest(h.op) : !IsResponse(h.op)) return InvalidArgumentError("unexpected opcode " + std::to_string(b[5]));
   h.flags = b[6];
   if ((h.flags & ~(h.op == Op::kError ? kFlagFatal : 0)) != 0 || b[7] != 0) return InvalidArgumentError("unknown flags");
-  h.id = Load32(b.data() + 8);
-  h.body_length = Load32(b.data() + 12);
+  h.id = Load32(b + 8);
+  h.body_length = Load32(b + 12);
   if (h.body_length > MaxBodyBytes(h.op, max_keys))
     return InvalidArgumentError("body of " + std::to_string(h.body_length) + " bytes exceeds the opcode's bound");
   return h;

@@ -76,6 +76,8 @@ struct UnitView {
 // GET's grows with `max_keys`), so a length is refused before any body byte is read. `requests`
 // selects which side's opcodes are acceptable (PUT/GET for a server, the responses for a client).
 StatusOr<Header> ParseHeader(const std::array<uint8_t, kHeaderBytes>& bytes, bool requests, size_t max_keys);
+// The same for the kHeaderBytes bytes at `bytes` (a header inside a read buffer).
+StatusOr<Header> ParseHeader(const char* bytes, bool requests, size_t max_keys);
 
 // Body parsers: the views point into `body`, which must outlive them.
 StatusOr<PutView> ParsePut(std::string_view body);

@@ -47,10 +47,7 @@ struct DataShared {
   }
   // The answers alone against it: a GET waits only for these (read chunks, which may hold the
   // frames after it, must not hold it up), so the two together stay under twice the budget.
-  bool AnswersOverBudget() const {
-    return metrics->held_bytes.Value() - static_cast<double>(chunk_bytes.load(std::memory_order_relaxed)) >=
-           static_cast<double>(options.max_held_bytes);
-  }
+  bool AnswersOverBudget() const { return OverBudget(chunk_bytes.load(std::memory_order_relaxed)); }
   std::atomic<int64_t> chunk_bytes{0};  // of held_bytes, in read chunks
   // Sessions started and not yet closed (against options.max_connections).
   std::atomic<size_t> open_sessions{0};
@@ -132,13 +129,12 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   std::shared_ptr<DataShared> shared_;
 
   // Read bytes: [in_begin_, in_end_) of in_ are not yet parsed; partial_ is the header of the
-  // incomplete frame at in_begin_ once its 16 bytes are in. frame_deadline_ (when frame_timed_):
-  // by when the rest of that frame must have arrived.
+  // incomplete frame at in_begin_ once its 16 bytes are in. frame_deadline_: by when the rest of
+  // the incomplete frame must have arrived (set by its first read).
   std::shared_ptr<Chunk> in_;
   size_t in_begin_ = 0, in_end_ = 0;
   std::optional<wire::Header> partial_;
-  std::chrono::steady_clock::time_point frame_deadline_;
-  bool frame_timed_ = false;
+  std::optional<std::chrono::steady_clock::time_point> frame_deadline_;
   bool room_waiting_ = false;  // MakeRoom failed: a budget waiter is registered
   bool reading_ = false, read_stopped_ = false;
   bool peer_done_ = false;  // the peer closed its side between frames

@@ -139,8 +139,8 @@ class SegmentFiles {
   // Returns once `b` is written (mu_ held by `l`).
   void AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& b);
   void WriterLoop();  // the writer thread: writes batches in order until the destructor stops it
-  // Counts one reserved copy into each of `batches` (null entries skipped) done.
-  void CopiesDoneLocked(const std::vector<std::shared_ptr<Batch>>& batches);
+  // Counts `copies` of the copies reserved in `b` done (its writer waits for all of them).
+  void CopiesDoneLocked(Batch& b, int copies);
   // An empty batch appending to the active segment at `start`, to carry the bytes of `previous`
   // from the block `start` lies in (null: none); previous's writer copies them in before its write.
   std::shared_ptr<Batch> NewBatchLocked(uint64_t start, Batch* previous);
