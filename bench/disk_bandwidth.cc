@@ -8,22 +8,23 @@
 #include <cstring>
 #include <filesystem>
 
+#include "util/io_buffer.h"
+
 namespace ds41 {
 
 DiskBandwidth MeasureDiskBandwidth(const std::string& dir, uint64_t bytes) {
   DiskBandwidth r;
   const std::string path = dir + "/disk-bandwidth.tmp";
   constexpr size_t kBlock = 4 << 20;
-  void* buf = nullptr;
-  if (posix_memalign(&buf, 4096, kBlock) != 0) return r;
+  // The buffer the store's writes come from (util/io_buffer.h): on huge pages where the kernel
+  // allows them, else this would measure the device's segment limit instead of its bandwidth.
+  const IoBuffer block = AllocateIoBuffer(kBlock);
+  uint8_t* buf = block.get();
   std::memset(buf, 0x5A, kBlock);
   int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_DIRECT, 0644);
   r.direct_io = fd >= 0;
   if (fd < 0) fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
-  if (fd < 0) {
-    free(buf);
-    return r;
-  }
+  if (fd < 0) return r;
   const uint64_t blocks = std::max<uint64_t>(1, bytes / kBlock);
   auto t0 = std::chrono::steady_clock::now();
   for (uint64_t i = 0; i < blocks; ++i)
@@ -42,7 +43,6 @@ DiskBandwidth MeasureDiskBandwidth(const std::string& dir, uint64_t bytes) {
   r.read_bytes_per_s = static_cast<double>(got) / s;
   ::close(fd);
   ::unlink(path.c_str());
-  free(buf);
   return r;
 }
 

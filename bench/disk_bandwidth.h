@@ -1,5 +1,6 @@
 // Sequential disk bandwidth of the file system holding `dir`, measured with O_DIRECT (page cache
-// bypassed) in 4 MiB blocks: the limit the cache store's throughput is reported against.
+// bypassed) in 4 MiB blocks from an I/O buffer as the store's (util/io_buffer.h): the limit the cache
+// store's throughput is reported against.
 #pragma once
 
 #include <cstdint>

@@ -40,10 +40,11 @@ std::optional<uint32_t> ParseName(std::string_view name) {
 constexpr uint64_t kDirectAlign = 4096;
 // A batch's staging buffer: ~16 units; a larger unit gets a buffer of its own.
 constexpr size_t kBatchBytes = 4 << 20;
-// Written batches' buffers kept for reuse: a 256-unit PutMany fills four, and a fresh 4 MiB buffer
-// costs 1,024 page faults and the kernel's zeroing (with two kept, the store-alone bench took twice
-// the faults and 20-30% more CPU).
-constexpr size_t kSpareBuffers = 4;
+// Staging buffers at most (32 MiB): allocated as needed, then kept. A fresh buffer costs the
+// kernel's zeroing and, under a hypervisor that reclaims freed guest memory, the host's too: the
+// store-alone bench spent 76% of its CPU zeroing pages when each batch past four spare ones got a
+// fresh mapping. Eight keep seven full batches queued behind the write in progress.
+constexpr size_t kPoolBuffers = 8;
 
 // Whether O_DIRECT on `fd` takes kDirectAlign-aligned offsets, lengths and buffers, where the
 // kernel says (statx, Linux 6.1+); assumed so where it does not.
@@ -57,14 +58,6 @@ bool DirectAlignmentFits(int fd) {
   (void)fd;
 #endif
   return true;
-}
-
-using Buffer = std::unique_ptr<uint8_t[], void (*)(void*)>;
-
-Buffer AlignedBuffer(size_t bytes) {
-  void* p = nullptr;
-  if (posix_memalign(&p, kDirectAlign, bytes) != 0) throw std::bad_alloc();
-  return Buffer(static_cast<uint8_t*>(p), std::free);
 }
 
 // An O_DIRECT read descriptor for `path`, or -1 where the file system refuses one.
@@ -120,9 +113,10 @@ struct SegmentFiles::Batch {
   std::shared_ptr<File> file;
   uint32_t segment = 0;
   uint64_t start = 0;  // file offset of buf[0]: a multiple of file->align
-  Buffer buf{nullptr, std::free};
+  IoBuffer buf;        // from the pool at its first append (a unit larger than a batch: its own)
   size_t capacity = 0, len = 0;
   size_t fresh = 0;    // buf[0, fresh) was carried from the previous batch (already written)
+  std::string carried;  // those bytes, set by the previous batch's writer; in buf before the write
   bool sync = false;
   bool done = false;
   Status status;
@@ -133,6 +127,7 @@ struct SegmentFiles::Batch {
   // The batch continuing this one in the same block: its carried start is copied from this buffer
   // once this one's copies are in (by this one's writer, before the write).
   std::shared_ptr<Batch> carry_to;
+  bool pooled() const { return buf != nullptr && capacity == kBatchBytes; }
 };
 
 SegmentFiles::~SegmentFiles() {
@@ -251,12 +246,6 @@ std::shared_ptr<SegmentFiles::Batch> SegmentFiles::NewBatchLocked(uint64_t start
   b->segment = active_;
   b->start = start - start % b->file->align;
   if (b->file->align == 1) return b;  // buffered appends write from the callers' bytes (AppendBuffered)
-  if (spare_buffers_.empty()) {
-    b->buf = AlignedBuffer(kBatchBytes);
-  } else {
-    b->buf = std::move(spare_buffers_.back());
-    spare_buffers_.pop_back();
-  }
   b->capacity = kBatchBytes;
   if (previous != nullptr) {  // the partial block at the start, as the previous batch writes it
     b->fresh = b->len = static_cast<size_t>(start - b->start);
@@ -284,39 +273,54 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vecto
   std::vector<std::shared_ptr<Batch>> batches;  // each unit's
   std::vector<uint8_t*> to;                     // where its bytes go in the batch
   out.reserve(units.size());
+  size_t copied = 0;  // units before it are copied in
+  // The copies run outside the lock, beside other appenders' and the write in progress; each batch
+  // is counted copied as soon as this call's units in it are, so that the writer can start on it
+  // while the rest are copied (a unit's batch is its predecessor's or the next one).
+  auto copy_reserved = [&] {
+    l.unlock();
+    for (size_t i = copied; i < batches.size();) {
+      size_t j = i;
+      for (; j < batches.size() && batches[j] == batches[i]; ++j)
+        if (to[j] != nullptr) std::memcpy(to[j], units[j].data(), units[j].size());
+      if (batches[i] != nullptr) {
+        std::lock_guard<std::mutex> g(mu_);
+        CopiesDoneLocked(*batches[i], static_cast<int>(j - i));
+      }
+      i = j;
+    }
+    l.lock();
+    copied = batches.size();
+  };
   try {
-    for (std::string_view bytes : units) {
-      auto r = ReserveLocked(bytes, sync);
+    while (out.size() < units.size()) {
+      auto r = ReserveLocked(units[out.size()], sync);
+      if (r.ok() && !r->has_value()) {
+        // No staging buffer free. Those held may be waiting for this call's copies: they go first,
+        // and only a call with none outstanding waits (so every held buffer gets written).
+        if (copied < batches.size()) {
+          copy_reserved();
+        } else {
+          buffer_cv_.wait(l);
+        }
+        continue;
+      }
       if (!r.ok()) {
         out.push_back(r.status());
         batches.push_back(nullptr);
         to.push_back(nullptr);
         continue;
       }
-      out.push_back(r->loc);
-      batches.push_back(std::move(r->batch));
-      to.push_back(r->to);
+      out.push_back((*r)->loc);
+      batches.push_back(std::move((*r)->batch));
+      to.push_back((*r)->to);
     }
   } catch (...) {  // a staging buffer could not be allocated: no writer may wait for our copies
-    for (const std::shared_ptr<Batch>& b : batches)
-      if (b != nullptr) CopiesDoneLocked(*b, 1);
+    for (size_t i = copied; i < batches.size(); ++i)
+      if (batches[i] != nullptr) CopiesDoneLocked(*batches[i], 1);
     throw;
   }
-  // The copies run outside the lock, beside other appenders' and the write in progress; each batch
-  // is counted copied as soon as this call's units in it are, so that the writer can start on it
-  // while the rest are copied (a unit's batch is its predecessor's or the next one).
-  l.unlock();
-  for (size_t i = 0; i < units.size();) {
-    size_t j = i;
-    for (; j < units.size() && batches[j] == batches[i]; ++j)
-      if (to[j] != nullptr) std::memcpy(to[j], units[j].data(), units[j].size());
-    if (batches[i] != nullptr) {
-      std::lock_guard<std::mutex> g(mu_);
-      CopiesDoneLocked(*batches[i], static_cast<int>(j - i));
-    }
-    i = j;
-  }
-  l.lock();
+  copy_reserved();
   for (size_t i = 0; i < units.size(); ++i) {
     if (batches[i] == nullptr) continue;
     AwaitLocked(l, batches[i]);
@@ -397,9 +401,11 @@ StatusOr<SegmentLocation> SegmentFiles::ReserveInActiveLocked(size_t bytes) {
   return loc;
 }
 
-StatusOr<SegmentFiles::Reserved> SegmentFiles::ReserveLocked(std::string_view bytes, bool sync) {
-  auto loc = ReserveInActiveLocked(bytes.size());
-  DS41_RETURN_IF_ERROR(loc.status());
+StatusOr<std::optional<SegmentFiles::Reserved>> SegmentFiles::ReserveLocked(std::string_view bytes, bool sync) {
+  // Where the bytes go first (a new segment, a new batch), then a buffer to stage them in, and only
+  // then the reservation itself, so that a missing buffer leaves nothing half done.
+  if (segments_[active_].size > 0 && segments_[active_].size + bytes.size() > segment_bytes_)
+    DS41_RETURN_IF_ERROR(StartSegmentLocked(/*drop_previous=*/true));
   if (open_->len + bytes.size() > open_->capacity && open_->fresh < open_->len) {
     // Full: queued for writing as it is (its appenders wait for it), and a new batch continues it.
     std::shared_ptr<Batch> full = std::move(open_);
@@ -412,17 +418,33 @@ StatusOr<SegmentFiles::Reserved> SegmentFiles::ReserveLocked(std::string_view by
     // (Nothing is being copied into it: it holds no appended bytes yet, only its carried start.)
     DS41_CHECK(b.copying == 0, "segment files: growing a batch being copied into");
     const size_t capacity = (b.len + bytes.size() + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-    Buffer grown = AlignedBuffer(capacity);
-    if (b.len > 0) std::memcpy(grown.get(), b.buf.get(), b.len);
+    IoBuffer grown = AllocateIoBuffer(capacity);
+    if (b.pooled()) ReturnBufferLocked(std::move(b.buf));
     b.buf = std::move(grown);
     b.capacity = capacity;
+  } else if (b.buf == nullptr) {
+    if (spare_buffers_.empty() && pool_buffers_ == kPoolBuffers) return std::optional<Reserved>();
+    if (spare_buffers_.empty()) {
+      b.buf = AllocateIoBuffer(kBatchBytes);
+      ++pool_buffers_;
+    } else {
+      b.buf = std::move(spare_buffers_.back());
+      spare_buffers_.pop_back();
+    }
   }
+  auto loc = ReserveInActiveLocked(bytes.size());
+  DS41_RETURN_IF_ERROR(loc.status());
   DS41_CHECK(b.start + b.len == loc->offset, "segment files: batch end " << b.start + b.len << " vs segment end " << loc->offset);
   Reserved r{*loc, open_, b.buf.get() + b.len};
   b.len += bytes.size();
   b.sync = b.sync || sync;
   ++b.copying;
-  return r;
+  return std::optional<Reserved>(std::move(r));
+}
+
+void SegmentFiles::ReturnBufferLocked(IoBuffer buf) {
+  spare_buffers_.push_back(std::move(buf));
+  buffer_cv_.notify_one();
 }
 
 void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& mine) {
@@ -453,9 +475,10 @@ void SegmentFiles::WriterLoop() {
     }
     writing_ = true;
     copied_cv_.wait(l, [&] { return next->copying == 0; });
+    std::memcpy(next->buf.get(), next->carried.data(), next->carried.size());
     if (next->carry_to != nullptr) {  // the next batch starts inside this one's last block
       Batch& c = *next->carry_to;
-      std::memcpy(c.buf.get(), next->buf.get() + (c.start - next->start), c.fresh);
+      c.carried.assign(reinterpret_cast<const char*>(next->buf.get()) + (c.start - next->start), c.fresh);
       next->carry_to = nullptr;
     }
     l.unlock();
@@ -471,7 +494,7 @@ void SegmentFiles::WriterLoop() {
     writing_ = false;
     next->status = std::move(st);
     next->done = true;
-    if (next->capacity == kBatchBytes && spare_buffers_.size() < kSpareBuffers) spare_buffers_.push_back(std::move(next->buf));
+    if (next->pooled()) ReturnBufferLocked(std::move(next->buf));
     next->cv.notify_all();
   }
 }
@@ -560,16 +583,16 @@ StatusOr<std::string> SegmentFiles::Read(const SegmentLocation& loc) const {
     // The blocks around the unit, into this thread's buffer (kept up to 1 MiB: a unit's ~60 KB per
     // I/O thread; a larger read gets a buffer of its own).
     constexpr size_t kKeptBuffer = 1 << 20;
-    thread_local Buffer kept(nullptr, std::free);
+    thread_local IoBuffer kept;
     thread_local size_t kept_capacity = 0;
     const uint64_t start = loc.offset / kDirectAlign * kDirectAlign;
     const size_t skip = static_cast<size_t>(loc.offset - start);
     const size_t span = (skip + loc.size + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
     if (span > kept_capacity && span <= kKeptBuffer) {
-      kept = AlignedBuffer(span);
+      kept = AllocateIoBuffer(span);
       kept_capacity = span;
     }
-    Buffer own = span <= kept_capacity ? Buffer(nullptr, std::free) : AlignedBuffer(span);
+    IoBuffer own = span <= kept_capacity ? IoBuffer() : AllocateIoBuffer(span);
     uint8_t* buf = own != nullptr ? own.get() : kept.get();
     size_t got = 0;
     if (PreadFully(file->direct_fd, buf, span, start, /*direct=*/true, &got)) {

@@ -16,7 +16,9 @@
 // their bytes in (outside the lock, side by side), and a writer thread writes each buffer once those
 // copies are in (one large write instead of a page-cache copy per unit; full buffers back to back,
 // the one being filled as soon as someone waits for it); each Append returns once its batch is
-// written. Where the file system refuses O_DIRECT, or when asked, each
+// written. Staging buffers come from a pool of eight (32 MiB, on huge pages where the kernel allows:
+// util/io_buffer.h); an append that finds none free copies in what it has reserved, then waits
+// for one. Where the file system refuses O_DIRECT, or when asked, each
 // append writes its own bytes through the page cache, in parallel with the others (and with sync,
 // one flush of a file covers every append written before it started). A
 // batch that ends inside a 4 KiB block rewrites that block in the next batch (unchanged bytes); the
@@ -47,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "util/io_buffer.h"
 #include "util/status.h"
 
 namespace ds41 {
@@ -129,13 +132,16 @@ class SegmentFiles {
   StatusOr<SegmentLocation> ReserveInActiveLocked(size_t bytes);
   // Room for `bytes` at the open batch's end (queueing a full one for writing first): its location,
   // its batch, and where in the batch's buffer the caller copies the bytes (then counts the copy
-  // done: the batch is written only once every reserved copy is in).
+  // done: the batch is written only once every reserved copy is in). None (and nothing reserved)
+  // when the batch needs a staging buffer and all are held.
   struct Reserved {
     SegmentLocation loc;
     std::shared_ptr<Batch> batch;
     uint8_t* to = nullptr;
   };
-  StatusOr<Reserved> ReserveLocked(std::string_view bytes, bool sync);
+  StatusOr<std::optional<Reserved>> ReserveLocked(std::string_view bytes, bool sync);
+  // A pooled staging buffer is free again.
+  void ReturnBufferLocked(IoBuffer buf);
   // Returns once `b` is written (mu_ held by `l`).
   void AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& b);
   void WriterLoop();  // the writer thread: writes batches in order until the destructor stops it
@@ -167,7 +173,9 @@ class SegmentFiles {
   // time; a finished write wakes its batch's appenders.
   std::shared_ptr<Batch> open_;
   std::deque<std::shared_ptr<Batch>> sealed_;
-  std::vector<std::unique_ptr<uint8_t[], void (*)(void*)>> spare_buffers_;
+  std::vector<IoBuffer> spare_buffers_;  // the pool's free staging buffers
+  size_t pool_buffers_ = 0;              // the pool's staging buffers, free or held
+  std::condition_variable buffer_cv_;    // appenders wait here for a free one
   std::condition_variable done_cv_;  // buffered appends' flushes (SyncBufferedLocked)
   bool writing_ = false;
   bool stop_ = false;

@@ -131,6 +131,49 @@ TEST_P(SegmentFilesTest, ConcurrentGroupsFillingBatchesReadBackIntact) {
   }
 }
 
+TEST_P(SegmentFilesTest, MoreBatchesAtOnceThanStagingBuffers) {
+  // Twelve calls of ~6 MB each reserve ~20 batches at once, more than the eight staging buffers:
+  // calls wait for buffers their own and the others' written batches give back. Every tenth call
+  // also carries a unit larger than a batch, which gets a buffer of its own. A wait that could not
+  // end hangs here; a batch staged from the wrong bytes fails the comparison.
+  constexpr int kThreads = 12, kGroups = 3, kPerGroup = 450;
+  auto files = Open(/*segment_bytes=*/48 << 20);
+  if (direct_refused_) GTEST_SKIP() << "O_DIRECT refused by the file system under " << dir_;
+  std::vector<std::string> distinct;
+  for (int i = 0; i < 600; ++i) distinct.push_back(Payload(i));
+  std::string big(5 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 + (i >> 12));
+  std::vector<std::string_view> payloads;
+  for (int i = 0; i < kThreads * kGroups * kPerGroup; ++i)
+    payloads.push_back(i % (10 * kPerGroup) == kPerGroup / 2 ? std::string_view(big) : std::string_view(distinct[i % 600]));
+  std::vector<SegmentLocation> locs(payloads.size());
+  std::vector<std::thread> th;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < kThreads; ++t)
+    th.emplace_back([&, t] {
+      for (int g = 0; g < kGroups; ++g) {
+        const int first = (g * kThreads + t) * kPerGroup;
+        const std::vector<std::string_view> group(payloads.begin() + first, payloads.begin() + first + kPerGroup);
+        auto got = files->AppendMany(group, /*sync=*/false);
+        for (int j = 0; j < kPerGroup; ++j) {
+          if (!got[j].ok()) {
+            ++failed;
+            continue;
+          }
+          files->Commit(*got[j]);
+          locs[first + j] = *got[j];
+        }
+      }
+    });
+  for (auto& t : th) t.join();
+  ASSERT_EQ(failed.load(), 0);
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    auto got = files->Read(locs[i]);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(*got == payloads[i]) << i;
+  }
+}
+
 TEST_P(SegmentFilesTest, AppendLargerThanABatch) {
   auto files = Open(64 << 20);
   if (direct_refused_) GTEST_SKIP() << "O_DIRECT refused by the file system under " << dir_;
