@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -127,6 +128,9 @@ std::string KeyBytes(uint32_t client, uint32_t i) { return KeyString(Key(client,
 struct Throughput {
   double put_bps = 0, get_bps = 0;
   double put_cores = 0, get_cores = 0;  // CPU seconds of the whole process (clients and server) per second
+  // Those less the cache clients' threads ("cache-client"): the service's own, where the clients'
+  // CPU can be told apart (negative: it cannot, over gRPC).
+  double put_server_cores = -1, get_server_cores = -1;
   // The store's payload writes during the puts (its segment-write metrics): the share of the put
   // time a write was running, and bytes per second of it. On a VM whose disk slows while the CPUs
   // are busy (clients, transport), this tells a store that leaves the device idle from a device
@@ -142,6 +146,22 @@ WriteTotals ReadWriteTotals(const StoreMetrics& m) {
   return {m.segment_write_bytes.Collect().histogram.sample_sum, m.segment_write_seconds.Collect().histogram.sample_sum};
 }
 
+// CPU seconds so far of this process's live threads whose names start with `prefix` (schedstat's
+// nanoseconds on a CPU: finer than the 10 ms ticks of /proc's stat).
+double ThreadsCpuSeconds(const std::string& prefix) {
+  double s = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream comm(e.path() / "comm");
+    std::string name;
+    if (!std::getline(comm, name) || name.rfind(prefix, 0) != 0) continue;
+    std::ifstream sched(e.path() / "schedstat");
+    uint64_t ns = 0;
+    if (sched >> ns) s += static_cast<double>(ns) * 1e-9;
+  }
+  return s;
+}
+
 // The process's user + system CPU seconds so far.
 double CpuSeconds() {
   rusage u{};
@@ -154,10 +174,11 @@ double CpuSeconds() {
 constexpr int kPutBatch = 256, kGetBatch = 64;
 
 // `clients` threads each put `per` units then, after the page cache was emptied, get them back;
-// put(c, begin, end) and get(c, begin, end) return the unit bytes they moved.
+// put(c, begin, end) and get(c, begin, end) return the unit bytes they moved. `client_threads`:
+// the name prefix of the threads doing the clients' work, where they have one.
 template <typename Put, typename Get>
 Throughput Measure(const std::string& path, const StoreMetrics& store, int clients, int per, size_t unit_bytes, Put put,
-                   Get get) {
+                   Get get, const char* client_threads = nullptr) {
   auto run = [&](int batch, auto& fn) {
     std::atomic<uint64_t> bytes{0};
     std::vector<std::thread> th;
@@ -168,26 +189,38 @@ Throughput Measure(const std::string& path, const StoreMetrics& store, int clien
     for (auto& t : th) t.join();
     return bytes.load();
   };
+  auto client_cpu = [&] { return client_threads != nullptr ? ThreadsCpuSeconds(client_threads) : 0.0; };
   auto t0 = Steady::now();
-  double cpu0 = CpuSeconds();
+  double cpu0 = CpuSeconds(), client0 = client_cpu();
   const WriteTotals w0 = ReadWriteTotals(store);
   const uint64_t put_bytes = run(kPutBatch, put);
   EvictFromPageCache(path);  // includes syncfs: the timing covers getting the bytes to disk
   const double put_s = std::chrono::duration<double>(Steady::now() - t0).count();
-  const double put_cpu = CpuSeconds() - cpu0;
+  const double put_cpu = CpuSeconds() - cpu0, put_client_cpu = client_cpu() - client0;
   const WriteTotals w1 = ReadWriteTotals(store);
   if (put_bytes != static_cast<uint64_t>(per) * clients * unit_bytes) std::fprintf(stderr, "puts failed\n");
   EvictFromPageCache(path);
   t0 = Steady::now();
   cpu0 = CpuSeconds();
+  client0 = client_cpu();
   const uint64_t got = run(kGetBatch, get);
   const double get_s = std::chrono::duration<double>(Steady::now() - t0).count();
-  const double get_cpu = CpuSeconds() - cpu0;
+  const double get_cpu = CpuSeconds() - cpu0, get_client_cpu = client_cpu() - client0;
   if (got != put_bytes) std::fprintf(stderr, "gets returned %lu of %lu bytes\n", static_cast<unsigned long>(got),
                                      static_cast<unsigned long>(put_bytes));
   const double writing = w1.seconds - w0.seconds;
-  return {static_cast<double>(put_bytes) / put_s, static_cast<double>(got) / get_s, put_cpu / put_s, get_cpu / get_s,
-          writing / put_s, writing > 0 ? (w1.bytes - w0.bytes) / writing : 0};
+  Throughput t;
+  t.put_bps = static_cast<double>(put_bytes) / put_s;
+  t.get_bps = static_cast<double>(got) / get_s;
+  t.put_cores = put_cpu / put_s;
+  t.get_cores = get_cpu / get_s;
+  if (client_threads != nullptr) {
+    t.put_server_cores = (put_cpu - put_client_cpu) / put_s;
+    t.get_server_cores = (get_cpu - get_client_cpu) / get_s;
+  }
+  t.write_busy = writing / put_s;
+  t.write_bps = writing > 0 ? (w1.bytes - w0.bytes) / writing : 0;
+  return t;
 }
 
 struct Sample {
@@ -201,10 +234,18 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// A row: clients; disk write, put MB/s, put/disk, cores, busy, writing; disk read, get MB/s, get/disk, cores.
-// (The header and the ranges' line print text in the same columns.)
-constexpr const char* kHeadFormat = "%-8s %12s %10s %9s %6s %5s %8s %12s %10s %9s %6s\n";
-constexpr const char* kRowFormat = "%-8d %12.0f %10.0f %9.2f %6.2f %5.2f %8.0f %12.0f %10.0f %9.2f %6.2f\n";
+// A row: clients; disk write, put MB/s, put/disk, cores, server, busy, writing; disk read, get MB/s,
+// get/disk, cores, server. (The header and the ranges' line print text in the same columns.)
+constexpr const char* kHeadFormat = "%-8s %12s %10s %9s %6s %6s %5s %8s %12s %10s %9s %6s %6s\n";
+constexpr const char* kRowFormat = "%-8d %12.0f %10.0f %9.2f %6.2f %6s %5.2f %8.0f %12.0f %10.0f %9.2f %6.2f %6s\n";
+
+// A server-cores figure, or "-" where the clients' CPU could not be told apart.
+std::string ServerCores(double cores) {
+  if (cores < 0) return "-";
+  char s[16];
+  std::snprintf(s, sizeof(s), "%.2f", cores);
+  return s;
+}
 
 void PrintRow(int clients, const std::vector<Sample>& runs) {
   auto med = [&](auto f) {
@@ -216,9 +257,11 @@ void PrintRow(int clients, const std::vector<Sample>& runs) {
   auto get_ratio = [](const Sample& s) { return s.t.get_bps / s.disk.read_bytes_per_s; };
   std::printf(kRowFormat, clients, med([](const Sample& s) { return s.disk.write_bytes_per_s / 1e6; }),
               med([](const Sample& s) { return s.t.put_bps / 1e6; }), med(put_ratio), med([](const Sample& s) { return s.t.put_cores; }),
+              ServerCores(med([](const Sample& s) { return s.t.put_server_cores; })).c_str(),
               med([](const Sample& s) { return s.t.write_busy; }), med([](const Sample& s) { return s.t.write_bps / 1e6; }),
               med([](const Sample& s) { return s.disk.read_bytes_per_s / 1e6; }), med([](const Sample& s) { return s.t.get_bps / 1e6; }),
-              med(get_ratio), med([](const Sample& s) { return s.t.get_cores; }));
+              med(get_ratio), med([](const Sample& s) { return s.t.get_cores; }),
+              ServerCores(med([](const Sample& s) { return s.t.get_server_cores; })).c_str());
   if (runs.size() < 2) return;
   auto range = [&](auto f) {
     double lo = f(runs[0]), hi = lo;
@@ -230,7 +273,7 @@ void PrintRow(int clients, const std::vector<Sample>& runs) {
     std::snprintf(s, sizeof(s), "%.2f-%.2f", r.first, r.second);
     return std::string(s);
   };
-  std::printf(kHeadFormat, "  range", "", "", text(range(put_ratio)).c_str(), "", "", "", "", "", text(range(get_ratio)).c_str(), "");
+  std::printf(kHeadFormat, "  range", "", "", text(range(put_ratio)).c_str(), "", "", "", "", "", "", text(range(get_ratio)).c_str(), "", "");
 }
 
 }  // namespace
@@ -274,8 +317,8 @@ int main(int argc, char** argv) {
                          const std::function<Throughput(int, const std::string&)>& run) {
     if (!section(name)) return;
     std::printf("\n%s\n", title);
-    std::printf(kHeadFormat, unit_col, "disk write", "put MB/s", "put/disk", "cores", "busy", "writing", "disk read",
-                "get MB/s", "get/disk", "cores");
+    std::printf(kHeadFormat, unit_col, "disk write", "put MB/s", "put/disk", "cores", "server", "busy", "writing",
+                "disk read", "get MB/s", "get/disk", "cores", "server");
     for (int n : {1, 4, 16}) {
       std::vector<Sample> samples;
       for (int r = 0; r < repeat; ++r) {
@@ -288,8 +331,9 @@ int main(int argc, char** argv) {
       PrintRow(n, samples);
     }
     std::printf("(disk: sequential MB/s with O_DIRECT %s, measured right before each run, its CPUs idle; cores: CPU seconds\n"
-                " per second of this process, clients and server together, of %u hardware threads; busy: share of the put time\n"
-                " the store's payload writes ran; writing: their MB/s while they ran%s)\n",
+                " per second of this process, clients and server together, of %u hardware threads; server: those less the\n"
+                " cache clients' threads, \"-\" where they cannot be told apart; busy: share of the put time the store's\n"
+                " payload writes ran; writing: their MB/s while they ran%s)\n",
                 disk_direct ? "on" : "unavailable", std::thread::hardware_concurrency(),
                 repeat > 1 ? "; medians of the runs, the ratios' range below each row" : "");
   };
@@ -321,7 +365,8 @@ int main(int argc, char** argv) {
           uint64_t n = 0;
           for (const auto& g : cl[c]->Get(ns, gets)) n += g ? g->size() : 0;
           return n;
-        });
+        },
+        "cache-client");  // (CacheClient does a call's work on its pool's threads)
     if (srv.node->data_metrics().put_ok.Value() < units / clients * clients) std::fprintf(stderr, "puts bypassed the data path\n");
     return t;
   });
@@ -370,7 +415,7 @@ int main(int argc, char** argv) {
     auto store = std::move(UnitStore::Open(BenchStoreOptions(path), &metrics)).value();
     NoteWriteMode(*store);
     const Key32 ns{};
-    const Throughput t = Measure(
+    Throughput t = Measure(
         path, metrics, threads, units / threads, unit_bytes,
         [&](int c, int b, int e) {
           // Units in calls of kPutBatch, as the clients' Puts send them (and the service stores
@@ -389,6 +434,8 @@ int main(int argc, char** argv) {
             if (auto g = store->Get(ns, Key(c, i)); g.ok() && g->has_value()) n += (*g)->size();
           return n;
         });
+    t.put_server_cores = t.put_cores;  // (no clients: every thread does the store's work)
+    t.get_server_cores = t.get_cores;
     return t;
   });
 

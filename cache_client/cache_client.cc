@@ -130,7 +130,7 @@ StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(const CacheClientOpti
     }
     c->shards_.push_back(std::move(s));
   }
-  c->pool_ = std::make_unique<ThreadPool>(std::max(2, o.io_threads));
+  c->pool_ = std::make_unique<ThreadPool>(std::max(2, o.io_threads), ThreadPool::Idle::kSleep, "cache-client");
   return c;
 }
 

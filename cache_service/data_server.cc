@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cache_service/data_session.h"
+#include "util/process.h"
 
 namespace ds41 {
 
@@ -149,10 +150,14 @@ StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions&
   const asio::ip::tcp::endpoint local = im.acceptor.local_endpoint(ec);
   if (ec) return UnavailableError("data path: cannot listen on " + o.address + ": " + ec.message());
   s->port_ = local.port();
-  im.store_pool = std::make_unique<ThreadPool>(std::max(2, o.io_threads));
+  im.store_pool = std::make_unique<ThreadPool>(std::max(2, o.io_threads), ThreadPool::Idle::kSleep, "cache-data-io");
   im.shared->io = im.store_pool.get();
   im.Accept();
-  for (int i = 0; i < std::max(1, o.net_threads); ++i) im.threads.emplace_back([&im] { im.io.run(); });
+  for (int i = 0; i < std::max(1, o.net_threads); ++i)
+    im.threads.emplace_back([&im] {
+      NameThisThread("cache-data-net");
+      im.io.run();
+    });
   return s;
 }
 

@@ -20,7 +20,7 @@ CacheService::CacheService(UnitStore* store, StoreMetrics* metrics, CacheService
       metrics_(metrics),
       opt_(std::move(options)),
       checks_(opt_.model_fingerprint, opt_.max_keys_per_request),
-      io_(std::make_unique<ThreadPool>(std::max(2, opt_.io_threads))) {}
+      io_(std::make_unique<ThreadPool>(std::max(2, opt_.io_threads), ThreadPool::Idle::kSleep, "cache-grpc-io")) {}
 
 Status CacheService::CheckNamespace(const pb::Namespace& ns, Key32* id) const {
   return checks_.CheckNamespace({ns.id(), ns.model_fingerprint(), ns.format_version()}, id);

@@ -1,7 +1,10 @@
 #include "util/process.h"
 
+#include <pthread.h>
+
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 
 namespace ds41 {
 namespace {
@@ -24,6 +27,12 @@ int WaitForTerminationSignal() {
   int sig = 0;
   sigwait(&s, &sig);
   return sig;
+}
+
+void NameThisThread(const char* name) {
+  char cut[16] = {};
+  std::strncpy(cut, name, sizeof(cut) - 1);
+  pthread_setname_np(pthread_self(), cut);
 }
 
 StatusOr<uint64_t> ParseByteSize(const std::string& s) {

@@ -1,4 +1,4 @@
-// Process helpers for the node binaries: termination signals and human byte sizes.
+// Process helpers: termination signals, thread names and human byte sizes.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,9 @@ namespace ds41 {
 void BlockTerminationSignals();
 // Waits until SIGINT or SIGTERM arrives; returns the signal number.
 int WaitForTerminationSignal();
+
+// Names the calling thread (the first 15 characters of `name`), as top -H, perf and gdb show it.
+void NameThisThread(const char* name);
 
 // "64G", "512M", "1048576" -> bytes.
 StatusOr<uint64_t> ParseByteSize(const std::string& s);

@@ -6,10 +6,16 @@
 #include <cstdlib>
 #include <exception>
 
+#include "util/process.h"
+
 namespace ds41 {
 
-ThreadPool::ThreadPool(int threads, Idle idle) : idle_(idle) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+ThreadPool::ThreadPool(int threads, Idle idle, const char* name) : idle_(idle) {
+  for (int i = 1; i < threads; ++i)
+    workers_.emplace_back([this, name] {
+      if (name != nullptr) NameThisThread(name);
+      WorkerLoop();
+    });
 }
 
 ThreadPool::~ThreadPool() {

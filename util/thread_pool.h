@@ -27,7 +27,8 @@ class ThreadPool {
   enum class Idle { kSleep, kSpinThenSleep };
 
   // `threads` = workers + the caller of ParallelFor; 1 means no workers (everything inline).
-  explicit ThreadPool(int threads, Idle idle = Idle::kSleep);
+  // `name` (up to 15 characters) names the workers, as top -H, perf and gdb show them.
+  explicit ThreadPool(int threads, Idle idle = Idle::kSleep, const char* name = nullptr);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "util/check.h"
+#include "util/process.h"
 
 namespace ds41 {
 namespace {
@@ -189,7 +190,10 @@ StatusOr<std::unique_ptr<SegmentFiles>> SegmentFiles::Open(const std::string& di
     std::lock_guard<std::mutex> l(s->mu_);
     DS41_RETURN_IF_ERROR(s->StartSegmentLocked(/*drop_previous=*/false));  // (not counted yet)
   }
-  s->writer_ = std::thread([p = s.get()] { p->WriterLoop(); });
+  s->writer_ = std::thread([p = s.get()] {
+    NameThisThread("segment-writer");
+    p->WriterLoop();
+  });
   return s;
 }
 
