@@ -132,9 +132,9 @@ struct Throughput {
   // CPU can be told apart (negative: it cannot, over gRPC).
   double put_server_cores = -1, get_server_cores = -1;
   // The store's payload writes during the puts (its segment-write metrics): the share of the put
-  // time a write was running, and bytes per second of it. On a VM whose disk slows while the CPUs
-  // are busy (clients, transport), this tells a store that leaves the device idle from a device
-  // that is slower than when it was measured alone.
+  // time a write was running, and bytes per second of it. This tells a store that leaves the device
+  // idle from writes that are slower than the disk measured alone (partial batches pay a write's
+  // fixed cost for fewer bytes; from 4 KiB pages this VM's disk also slowed under CPU load).
   double write_busy = 0, write_bps = 0;
 };
 
