@@ -172,6 +172,8 @@ double CpuSeconds() {
 
 // Units per put call and keys per get call of one client.
 constexpr int kPutBatch = 256, kGetBatch = 64;
+// Keys per GetMany of the store-alone rows: a gRPC read task's.
+constexpr int kStoreGetBatch = 16;
 
 // `clients` threads each put `per` units then, after the page cache was emptied, get them back;
 // put(c, begin, end) and get(c, begin, end) return the unit bytes they moved. `client_threads`:
@@ -409,7 +411,7 @@ int main(int argc, char** argv) {
     return t;
   });
 
-  run_section("store", "store alone (in process, no transport; PutMany of 256 units, Get of one)", "threads", [&](int threads, const std::string& path) {
+  run_section("store", "store alone (in process, no transport; PutMany of 256 units, GetMany of 16 as the gRPC service's tasks)", "threads", [&](int threads, const std::string& path) {
     prometheus::Registry registry;
     StoreMetrics metrics(registry);
     auto store = std::move(UnitStore::Open(BenchStoreOptions(path), &metrics)).value();
@@ -430,8 +432,12 @@ int main(int argc, char** argv) {
         },
         [&](int c, int b, int e) {
           uint64_t n = 0;
-          for (int i = b; i < e; ++i)
-            if (auto g = store->Get(ns, Key(c, i)); g.ok() && g->has_value()) n += (*g)->size();
+          for (int f = b; f < e; f += kStoreGetBatch) {
+            std::vector<Key32> keys;
+            for (int i = f; i < std::min(e, f + kStoreGetBatch); ++i) keys.push_back(Key(c, i));
+            for (const auto& g : store->GetMany(ns, keys))
+              if (g.ok() && g->has_value()) n += (*g)->size();
+          }
           return n;
         });
     t.put_server_cores = t.put_cores;  // (no clients: every thread does the store's work)

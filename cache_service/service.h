@@ -23,7 +23,7 @@ struct CacheServiceOptions {
   // Units of one Get stream read ahead while earlier ones are sent, and of one Put stream received
   // while earlier ones are written (in groups, each acknowledged only once written, in order): a
   // lone client keeps this many units in flight instead of one. One pool of io_threads serves all.
-  int read_ahead = 8;
+  int read_ahead = 32;  // (two store calls of 16)
   int write_behind = 16;
   int io_threads = 16;
   // Advertised in Stats so clients find the bulk data path with one address per shard (0: none).

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -46,6 +47,13 @@ constexpr size_t kBatchBytes = 4 << 20;
 // store-alone bench spent 76% of its CPU zeroing pages when each batch past four spare ones got a
 // fresh mapping. Eight keep seven full batches queued behind the write in progress.
 constexpr size_t kPoolBuffers = 8;
+// Reads: locations at most kReadGap apart in a segment are read as one run of at most kReadRun
+// bytes (a gap is read through: one unit another writer put between two of a chain's). Here four
+// parallel 1 MiB reads from huge pages moved 3.0 GB/s, sixteen parallel 57 KB reads 1.5-1.8.
+constexpr uint64_t kReadGap = 64 << 10;
+constexpr uint64_t kReadRun = 1 << 20;
+// Each reading thread's buffer: a run and its blocks' slack, one huge page.
+constexpr size_t kKeptReadBuffer = 2 << 20;
 
 // Whether O_DIRECT on `fd` takes kDirectAlign-aligned offsets, lengths and buffers, where the
 // kernel says (statx, Linux 6.1+); assumed so where it does not.
@@ -574,46 +582,84 @@ Status SegmentFiles::DropUnreferenced() {
   return Status::Ok();
 }
 
-StatusOr<std::string> SegmentFiles::Read(const SegmentLocation& loc) const {
+StatusOr<std::string> SegmentFiles::Read(const SegmentLocation& loc) const { return std::move(ReadMany({loc}).front()); }
+
+std::vector<StatusOr<std::string>> SegmentFiles::ReadMany(const std::vector<SegmentLocation>& locs) const {
+  std::vector<StatusOr<std::string>> out(locs.size(), std::string());
+  std::vector<size_t> order(locs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::pair(locs[a].segment, locs[a].offset) < std::pair(locs[b].segment, locs[b].offset);
+  });
+  for (size_t i = 0; i < order.size();) {
+    const SegmentLocation& first = locs[order[i]];
+    uint64_t end = first.offset + first.size;
+    size_t j = i + 1;
+    for (; j < order.size(); ++j) {
+      const SegmentLocation& l = locs[order[j]];
+      const uint64_t e = std::max(end, l.offset + l.size);
+      if (l.segment != first.segment || l.offset > end + kReadGap || e - first.offset > kReadRun) break;
+      end = e;
+    }
+    ReadRun(locs, order.data() + i, j - i, &out);
+    i = j;
+  }
+  return out;
+}
+
+void SegmentFiles::ReadRun(const std::vector<SegmentLocation>& locs, const size_t* idx, size_t n,
+                           std::vector<StatusOr<std::string>>* out) const {
+  const uint32_t segment = locs[idx[0]].segment;
+  const uint64_t begin = locs[idx[0]].offset;
+  uint64_t end = 0;
+  for (size_t k = 0; k < n; ++k) end = std::max(end, locs[idx[k]].offset + locs[idx[k]].size);
+  auto all = [&](const Status& st) {
+    for (size_t k = 0; k < n; ++k) (*out)[idx[k]] = st;
+  };
   std::shared_ptr<File> file;
   {
     std::lock_guard<std::mutex> l(mu_);
-    auto it = segments_.find(loc.segment);
-    if (it == segments_.end()) return NotFoundError("segment files: segment gone");
+    auto it = segments_.find(segment);
+    if (it == segments_.end()) return all(NotFoundError("segment files: segment gone"));
     file = it->second.file;
   }
-  auto short_file = [&] { return DataLossError("segment files: " + PathOf(loc.segment) + " is shorter than its index says"); };
-  if (file->direct_fd >= 0 && !file->direct_refused.load(std::memory_order_relaxed)) {
-    // The blocks around the unit, into this thread's buffer (kept up to 1 MiB: a unit's ~60 KB per
-    // I/O thread; a larger read gets a buffer of its own).
-    constexpr size_t kKeptBuffer = 1 << 20;
-    thread_local IoBuffer kept;
-    thread_local size_t kept_capacity = 0;
-    const uint64_t start = loc.offset / kDirectAlign * kDirectAlign;
-    const size_t skip = static_cast<size_t>(loc.offset - start);
-    const size_t span = (skip + loc.size + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
-    if (span > kept_capacity && span <= kKeptBuffer) {
-      kept = AllocateIoBuffer(span);
-      kept_capacity = span;
+  // Each location's bytes from the `got` bytes read at `base` (file offset `from`).
+  auto slice = [&](const uint8_t* base, uint64_t from, size_t got) {
+    for (size_t k = 0; k < n; ++k) {
+      const SegmentLocation& l = locs[idx[k]];
+      if (l.offset + l.size > from + got) {
+        (*out)[idx[k]] = DataLossError("segment files: " + PathOf(segment) + " is shorter than its index says");
+      } else {
+        (*out)[idx[k]] = std::string(reinterpret_cast<const char*>(base) + (l.offset - from), l.size);
+      }
     }
-    IoBuffer own = span <= kept_capacity ? IoBuffer() : AllocateIoBuffer(span);
+  };
+  if (file->direct_fd >= 0 && !file->direct_refused.load(std::memory_order_relaxed)) {
+    // The blocks around the run, into this thread's buffer (kept, one huge page: any run of
+    // several units fits; a unit larger than it gets a buffer of its own).
+    thread_local IoBuffer kept;
+    const uint64_t start = begin / kDirectAlign * kDirectAlign;
+    const size_t span = static_cast<size_t>((end + kDirectAlign - 1) / kDirectAlign * kDirectAlign - start);
+    if (kept == nullptr && span <= kKeptReadBuffer) kept = AllocateIoBuffer(kKeptReadBuffer);
+    IoBuffer own = span <= kKeptReadBuffer ? IoBuffer() : AllocateIoBuffer(span);
     uint8_t* buf = own != nullptr ? own.get() : kept.get();
     size_t got = 0;
-    if (PreadFully(file->direct_fd, buf, span, start, /*direct=*/true, &got)) {
-      if (got < skip + loc.size) return short_file();
-      return std::string(reinterpret_cast<const char*>(buf) + skip, loc.size);
-    }
-    if (errno != EINVAL) return Errno("read " + PathOf(loc.segment));
+    if (PreadFully(file->direct_fd, buf, span, start, /*direct=*/true, &got)) return slice(buf, start, got);
+    if (errno != EINVAL) return all(Errno("read " + PathOf(segment)));
     // EINVAL: this file system wants other alignment after all; this file reads through the page
     // cache from now on.
     file->direct_refused.store(true, std::memory_order_relaxed);
   }
-  std::string out(loc.size, '\0');
+  // Through the page cache: a lone unit straight into its string, a run into one buffer.
+  std::string run(static_cast<size_t>(end - begin), '\0');
   size_t got = 0;
-  if (!PreadFully(file->fd, reinterpret_cast<uint8_t*>(out.data()), out.size(), loc.offset, /*direct=*/false, &got))
-    return Errno("read " + PathOf(loc.segment));
-  if (got < out.size()) return short_file();
-  return out;
+  if (!PreadFully(file->fd, reinterpret_cast<uint8_t*>(run.data()), run.size(), begin, /*direct=*/false, &got))
+    return all(Errno("read " + PathOf(segment)));
+  if (n == 1 && got == run.size()) {
+    (*out)[idx[0]] = std::move(run);
+    return;
+  }
+  slice(reinterpret_cast<const uint8_t*>(run.data()), begin, got);
 }
 
 Status SegmentFiles::Seal() {

@@ -27,8 +27,9 @@
 // write goes to the device (the encoder hands a turn's new KV to its decoder directly, so only later
 // turns read them back); a lone writer waits for its own device write. Buffered mode keeps them
 // cached, at the cost of a page-cache copy per unit (cache_bench --direct-io true|false compares
-// both). Segments appended with O_DIRECT are read with it too, the blocks around a unit into a
-// per-thread buffer: no page-cache page per read to allocate, fill and copy out (the store keeps
+// both). Segments appended with O_DIRECT are read with it too, the blocks around a unit (or a run
+// of neighbouring units, ReadMany) into a per-thread 2 MiB buffer on a huge page: no page-cache
+// page per read to allocate, fill and copy out (the store keeps
 // units read again in RAM itself: read_cache.h).
 //
 // Thread-safe. Readers keep a file open while they read, so deleting it never fails a read in
@@ -99,6 +100,9 @@ class SegmentFiles {
 
   // The bytes at `loc`; NotFound when its segment was deleted meanwhile (the unit was removed).
   StatusOr<std::string> Read(const SegmentLocation& loc) const;
+  // Read for each location, in order; locations that lie close together in a segment (as a chain's
+  // units appended together do) come in one device read.
+  std::vector<StatusOr<std::string>> ReadMany(const std::vector<SegmentLocation>& locs) const;
 
   // Starts a new active segment, so that the previous one can be compacted or dropped.
   Status Seal();
@@ -151,6 +155,9 @@ class SegmentFiles {
   // from the block `start` lies in (null: none); previous's writer copies them in before its write.
   std::shared_ptr<Batch> NewBatchLocked(uint64_t start, Batch* previous);
   Status WriteBatch(const Batch& b) const;
+  // Reads the run of locs[idx[0..n)] (one segment, sorted by offset, close together) into `out`.
+  void ReadRun(const std::vector<SegmentLocation>& locs, const size_t* idx, size_t n,
+               std::vector<StatusOr<std::string>>* out) const;
   // Buffered appends: each unit's bytes go from the caller's buffer to its reserved offset, with no
   // staging copy and concurrently with other appenders (page-cache writes need no order).
   std::vector<StatusOr<SegmentLocation>> AppendBuffered(std::unique_lock<std::mutex>& l,

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <algorithm>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -172,6 +173,49 @@ TEST_P(SegmentFilesTest, MoreBatchesAtOnceThanStagingBuffers) {
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     ASSERT_TRUE(*got == payloads[i]) << i;
   }
+}
+
+// ReadMany: neighbouring units come in runs (a gap of another writer's unit read through), units
+// far apart, in other segments or asked for twice each come right, in the order asked; a location
+// past a file's end fails alone; a location in a segment gone is NotFound alone.
+TEST_P(SegmentFilesTest, ReadManyAnswersEveryLocationInOrder) {
+  auto files = Open(/*segment_bytes=*/2 << 20);  // ~150 units per segment: the units span segments
+  if (direct_refused_) GTEST_SKIP() << "O_DIRECT refused by the file system under " << dir_;
+  constexpr int kUnits = 400;
+  std::vector<std::string> payloads;
+  for (int i = 0; i < kUnits; ++i) payloads.push_back(Payload(i));
+  std::vector<std::string_view> views(payloads.begin(), payloads.end());
+  std::vector<StatusOr<SegmentLocation>> got = files->AppendMany(views, /*sync=*/false);
+  std::vector<SegmentLocation> locs;
+  for (int i = 0; i < kUnits; ++i) {
+    ASSERT_TRUE(got[i].ok()) << got[i].status().ToString();
+    files->Commit(*got[i]);
+    locs.push_back(*got[i]);
+  }
+  ASSERT_GT(files->FileCount(), 2u);
+  // Every third unit is left out (gaps within a run), the rest asked for in a shuffled order, some twice.
+  std::vector<int> asked;
+  for (int i = 0; i < kUnits; ++i)
+    if (i % 3 != 0) asked.push_back(i);
+  for (int i = 0; i < kUnits; i += 37) asked.push_back(i);
+  std::shuffle(asked.begin(), asked.end(), std::mt19937(5));
+  std::vector<SegmentLocation> want;
+  for (int i : asked) want.push_back(locs[i]);
+  SegmentLocation past = locs.back();
+  past.offset += 64 << 10;  // past the active segment's end
+  want.push_back(past);
+  SegmentLocation gone = locs.front();
+  gone.segment = 9999;
+  want.push_back(gone);
+  const std::vector<StatusOr<std::string>> read = files->ReadMany(want);
+  ASSERT_EQ(read.size(), want.size());
+  for (size_t k = 0; k < asked.size(); ++k) {
+    ASSERT_TRUE(read[k].ok()) << k << ": " << read[k].status().ToString();
+    ASSERT_TRUE(*read[k] == payloads[asked[k]]) << "unit " << asked[k];
+  }
+  EXPECT_EQ(read[asked.size()].status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(read[asked.size() + 1].status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(files->ReadMany({}).empty());
 }
 
 TEST_P(SegmentFilesTest, AppendLargerThanABatch) {

@@ -378,48 +378,98 @@ void UnitStore::PublishSizes() {
 }
 
 StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32& key) {
+  return std::move(GetMany(ns, {key}).front());
+}
+
+std::vector<StatusOr<std::optional<std::string>>> UnitStore::GetMany(const Key32& ns, const std::vector<Key32>& keys) {
   const auto t0 = Now();
-  const std::string k = Join(ns, key);
-  std::string raw;
-  Meta meta;
-  const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf_[kIndex], k, &raw);
-  if (s.IsNotFound()) return std::optional<std::string>();
-  DS41_RETURN_IF_ERROR(FromRocks(s, "read index"));
-  if (!Meta::Decode(raw, &meta)) return DataLossError("unit store: malformed index entry");
-  const std::shared_ptr<const std::string> held = read_cache_->Get(meta.loc);
-  StatusOr<std::string> value = held ? StatusOr<std::string>(*held) : segments_->Read(meta.loc);
-  if (value.status().code() == StatusCode::kNotFound) return std::optional<std::string>();  // removed meanwhile
-  if (!value.ok() && value.status().code() != StatusCode::kDataLoss) return value.status();
-  // The unit carries its own CRC32C, checked on every device read (the read cache holds only checked
-  // bytes): a bad or truncated unit is a counted miss and is deleted, never served.
-  if (!held && (!value.ok() || !VerifyUnitBytes(*value).ok())) {
-    std::lock_guard<std::mutex> l(StripeFor(k));
-    const std::optional<Meta> m = IndexedMeta(k);
-    if (!m || !m->At(meta.loc)) return std::optional<std::string>();  // removed or rewritten meanwhile
-    DS41_RETURN_IF_ERROR(RemoveLocked(k, *m));
-    if (metrics_) {
-      metrics_->checksum_failures.Increment();
-      metrics_->evictions_checksum.Increment();
+  const size_t n = keys.size();
+  std::vector<StatusOr<std::optional<std::string>>> out(n, std::optional<std::string>());
+  std::vector<std::string> ks;
+  ks.reserve(n);
+  for (const Key32& k : keys) ks.push_back(Join(ns, k));
+  const std::vector<rocksdb::Slice> slices(ks.begin(), ks.end());
+  const std::vector<rocksdb::ColumnFamilyHandle*> cfs(n, cf_[kIndex]);
+  std::vector<std::string> raw;
+  const std::vector<rocksdb::Status> st = db_->MultiGet(rocksdb::ReadOptions(), cfs, slices, &raw);
+  // Units the read cache holds (checked bytes) are served from RAM; the others are read from the
+  // segments together, so that a chain's neighbouring units come in one device read.
+  std::vector<Meta> metas(n);
+  std::vector<size_t> from_device;
+  std::vector<SegmentLocation> locs;
+  std::vector<bool> found(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    if (st[i].IsNotFound()) continue;
+    if (!st[i].ok()) {
+      out[i] = FromRocks(st[i], "read index");
+    } else if (!Meta::Decode(raw[i], &metas[i])) {
+      out[i] = DataLossError("unit store: malformed index entry");
+    } else if (const std::shared_ptr<const std::string> held = read_cache_->Get(metas[i].loc)) {
+      out[i] = std::optional<std::string>(*held);
+      found[i] = true;
+    } else {
+      from_device.push_back(i);
+      locs.push_back(metas[i].loc);
     }
-    PublishSizes();
-    return std::optional<std::string>();
   }
-  if (!held) read_cache_->Offer(meta.loc, *value);
-  bool flush;
+  std::vector<StatusOr<std::string>> read = segments_->ReadMany(locs);
+  bool removed = false;
+  for (size_t r = 0; r < from_device.size(); ++r) {
+    const size_t i = from_device[r];
+    StatusOr<std::string>& value = read[r];
+    if (value.status().code() == StatusCode::kNotFound) continue;  // removed meanwhile: a miss
+    if (!value.ok() && value.status().code() != StatusCode::kDataLoss) {
+      out[i] = value.status();
+      continue;
+    }
+    // The unit carries its own CRC32C, checked on every device read (the read cache holds only
+    // checked bytes): a bad or truncated unit is a counted miss and is deleted, never served.
+    if (!value.ok() || !VerifyUnitBytes(*value).ok()) {
+      std::lock_guard<std::mutex> l(StripeFor(ks[i]));
+      const std::optional<Meta> m = IndexedMeta(ks[i]);
+      if (!m || !m->At(metas[i].loc)) continue;  // removed or rewritten meanwhile
+      if (Status rs = RemoveLocked(ks[i], *m); !rs.ok()) {
+        out[i] = rs;
+        continue;
+      }
+      if (metrics_) {
+        metrics_->checksum_failures.Increment();
+        metrics_->evictions_checksum.Increment();
+      }
+      removed = true;
+      continue;
+    }
+    read_cache_->Offer(metas[i].loc, *value);
+    out[i] = std::optional<std::string>(std::move(value).value());
+    found[i] = true;
+  }
+  if (removed) PublishSizes();
+  // Reads refresh the units' places in the LRU order, in batches (one index write per 64 reads or
+  // per second).
+  bool flush = false;
   {
     constexpr size_t kTouchBatch = 64;
     const int64_t now = clock_->NowMs();
     std::lock_guard<std::mutex> l(touch_mu_);
-    touches_.emplace_back(k, now);
-    flush = touches_.size() >= kTouchBatch || now - touches_.front().second >= 1000;
+    for (size_t i = 0; i < n; ++i)
+      if (found[i]) touches_.emplace_back(ks[i], now);
+    flush = !touches_.empty() && (touches_.size() >= kTouchBatch || now - touches_.front().second >= 1000);
   }
-  if (flush) DS41_RETURN_IF_ERROR(FlushTouches());
-  if (metrics_) {
-    metrics_->read_seconds.Observe(Since(t0));
-    metrics_->read_bytes.Increment(static_cast<double>(value->size()));
-    metrics_->units_read.Increment();
+  const Status flushed = flush ? FlushTouches() : Status::Ok();
+  const double seconds = Since(t0);
+  for (size_t i = 0; i < n; ++i) {
+    if (!found[i]) continue;
+    if (!flushed.ok()) {
+      out[i] = flushed;
+      continue;
+    }
+    if (metrics_) {
+      metrics_->read_seconds.Observe(seconds);
+      metrics_->read_bytes.Increment(static_cast<double>((*out[i])->size()));
+      metrics_->units_read.Increment();
+    }
   }
-  return std::optional<std::string>(std::move(value).value());
+  return out;
 }
 
 StatusOr<std::vector<Presence>> UnitStore::Lookup(const Key32& ns, const std::vector<Key32>& keys) {

@@ -96,6 +96,9 @@ class UnitStore {
   // The unit's bytes, or nullopt when absent. A unit whose checksum fails is deleted, counted and
   // reported as absent: it is never served.
   StatusOr<std::optional<std::string>> Get(const Key32& ns, const Key32& key);
+  // Get for each key, in order: one index read for all, and the units that lie close together in
+  // the payload segments (a chain put together) in one device read.
+  std::vector<StatusOr<std::optional<std::string>>> GetMany(const Key32& ns, const std::vector<Key32>& keys);
 
   // Presence of each key and the tails that follow it, from the index only (no payload reads).
   StatusOr<std::vector<Presence>> Lookup(const Key32& ns, const std::vector<Key32>& keys);

@@ -283,6 +283,58 @@ TEST_F(UnitStoreTest, CorruptedUnitIsAMissDeletedAndCounted) {
   EXPECT_TRUE(Has(s.get(), 2));
 }
 
+// GetMany answers each key in order, as Get would, with a chain's units read together: a corrupt
+// one among them is a counted miss and deleted, its neighbours are served; read often enough, all
+// come from RAM.
+TEST_F(UnitStoreTest, GetManyServesAChainAndMissesOnlyItsCorruptUnit) {
+  constexpr int kChain = 30;
+  std::vector<std::string> units;
+  for (int i = 0; i < kChain; ++i) units.push_back(MakeUnitBytes(64, static_cast<uint8_t>(i + 1)));
+  {
+    auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/64 << 20);
+    std::vector<UnitStore::PutItem> items;
+    for (int i = 0; i < kChain; ++i) items.push_back({ns_, K(i), nullptr, 64, units[i]});
+    for (const Status& st : s->PutMany(items)) ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  {  // Flip a payload byte of unit 5 (the units lie in put order in the one segment).
+    const auto segs = Segments();
+    ASSERT_EQ(segs.size(), 1u);
+    std::fstream f(segs[0], std::ios::in | std::ios::out | std::ios::binary);
+    const auto at = static_cast<std::streamoff>(5 * units[0].size() + units[0].size() / 2);
+    f.seekg(at);
+    const char c = static_cast<char>(f.get());
+    f.seekp(at);
+    f.put(static_cast<char>(c ^ 0x40));
+  }
+  auto s = OpenStore(1ull << 30, 3600, 64 << 20);
+  std::vector<Key32> keys;
+  for (int i = kChain - 1; i >= 0; --i) keys.push_back(K(i));  // (not in the segment's order)
+  keys.push_back(K(150));  // never put
+  keys.push_back(K(7));    // twice
+  for (int round = 0; round < 3; ++round) {  // device, device (kept by the read cache), RAM
+    const auto got = s->GetMany(ns_, keys);
+    ASSERT_EQ(got.size(), keys.size());
+    for (int k = 0; k < kChain; ++k) {
+      const int i = kChain - 1 - k;
+      ASSERT_TRUE(got[k].ok()) << got[k].status().ToString();
+      if (i == 5) {
+        EXPECT_FALSE(got[k]->has_value());
+      } else {
+        ASSERT_TRUE(got[k]->has_value()) << i;
+        EXPECT_TRUE(**got[k] == units[i]) << i;
+      }
+    }
+    EXPECT_FALSE(got[kChain].value().has_value());
+    ASSERT_TRUE(got[kChain + 1].ok() && got[kChain + 1]->has_value());
+    EXPECT_TRUE(**got[kChain + 1] == units[7]);
+  }
+  EXPECT_EQ(metrics_.checksum_failures.Value(), 1);
+  EXPECT_FALSE((*s->Lookup(ns_, {K(5)}))[0].present);  // deleted
+  EXPECT_EQ(s->stats().units, static_cast<uint64_t>(kChain - 1));
+  EXPECT_GE(metrics_.read_cache_hits.Value(), kChain - 1);  // the third round came from RAM
+  EXPECT_EQ(metrics_.units_read.Value(), 3 * kChain);       // 29 + the repeated one, each round
+}
+
 // A unit read again comes from RAM (counted); a unit replaced or removed leaves the read cache at
 // once, and one that compaction moves keeps its place in it.
 TEST_F(UnitStoreTest, UnitsReadAgainComeFromTheReadCacheWhileIndexed) {
