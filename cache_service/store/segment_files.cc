@@ -456,7 +456,9 @@ StatusOr<std::optional<SegmentFiles::Reserved>> SegmentFiles::ReserveLocked(std:
 
 void SegmentFiles::ReturnBufferLocked(IoBuffer buf) {
   spare_buffers_.push_back(std::move(buf));
-  buffer_cv_.notify_one();
+  // Every waiter looks again: one woken for this buffer may find the open batch equipped meanwhile
+  // and leave it, and notify_one would then strand the others beside a free buffer.
+  buffer_cv_.notify_all();
 }
 
 void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& mine) {
