@@ -483,6 +483,11 @@ int main(int argc, char** argv) {
       for (const auto& g : client->Get(ns, gets)) fetched += g ? g->size() : 0;
       fetch.push_back(std::chrono::duration<double>(Steady::now() - t0).count());
     }
+    uint64_t put_bytes = 0;
+    for (const UnitPut& u : puts) put_bytes += u.bytes.size();
+    if (fetched != put_bytes)
+      std::fprintf(stderr, "chain fetch returned %lu of %lu bytes\n", static_cast<unsigned long>(fetched),
+                   static_cast<unsigned long>(put_bytes));
     std::sort(fetch.begin(), fetch.end());
     const double bps = static_cast<double>(fetched) / fetch[fetch.size() / 2];
     std::printf("get of that chain in one call (%.0f MB, from the device): p50 %.1f ms of 5 = %.0f MB/s, %.2f of the disk's "

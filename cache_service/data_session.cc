@@ -20,9 +20,9 @@ constexpr size_t kGrowStep = 1 << 20;
 // A read into less free room than this (where the frame being read wants more) moves to a new chunk.
 constexpr size_t kMinRead = 16 << 10;
 // GET keys per store task: the store reads a task's units that lie together in one device read
-// (a chain's, put together), and a GET's tasks run at once. Over loopback on 2 vCPUs, 4 was faster
-// than 1 or 2 in 5 of 6 runs at 1, 4 and 16 clients, at 10-15% less server CPU; 8 and 16 were no
-// faster (a task's first unit is answered only once all its units are read).
+// (a chain's, put together), and a GET's tasks run at once. Over loopback on 2 vCPUs (1, 4 and 16
+// clients, two runs each), 4 was faster than 1 in 5 of 6 and than 2 in 4 of 6, at 6-17% less server
+// CPU than 1; 8 and 16 were no faster (a task's first unit is answered only once all are read).
 constexpr size_t kKeysPerTask = 4;
 constexpr size_t kMaxWriteBytes = 8 << 20;  // responses coalesced into one write
 

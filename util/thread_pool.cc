@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <string>
 
 #include "util/process.h"
 
@@ -12,8 +13,8 @@ namespace ds41 {
 
 ThreadPool::ThreadPool(int threads, Idle idle, const char* name) : idle_(idle) {
   for (int i = 1; i < threads; ++i)
-    workers_.emplace_back([this, name] {
-      if (name != nullptr) NameThisThread(name);
+    workers_.emplace_back([this, label = std::string(name != nullptr ? name : "")] {
+      if (!label.empty()) NameThisThread(label.c_str());  // (a copy: the workers start after the caller's string may be gone)
       WorkerLoop();
     });
 }

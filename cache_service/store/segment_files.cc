@@ -402,9 +402,13 @@ Status SegmentFiles::SyncBufferedLocked(std::unique_lock<std::mutex>& l, File& f
   return Status::Ok();
 }
 
+Status SegmentFiles::RollOverForLocked(size_t bytes) {
+  const Segment& a = segments_[active_];
+  return a.size > 0 && a.size + bytes > segment_bytes_ ? StartSegmentLocked(/*drop_previous=*/true) : Status::Ok();
+}
+
 StatusOr<SegmentLocation> SegmentFiles::ReserveInActiveLocked(size_t bytes) {
-  if (segments_[active_].size > 0 && segments_[active_].size + bytes > segment_bytes_)
-    DS41_RETURN_IF_ERROR(StartSegmentLocked(/*drop_previous=*/true));
+  DS41_RETURN_IF_ERROR(RollOverForLocked(bytes));
   Segment& a = segments_[active_];
   const SegmentLocation loc{active_, a.size, static_cast<uint32_t>(bytes)};
   a.size += bytes;
@@ -416,8 +420,7 @@ StatusOr<SegmentLocation> SegmentFiles::ReserveInActiveLocked(size_t bytes) {
 StatusOr<std::optional<SegmentFiles::Reserved>> SegmentFiles::ReserveLocked(std::string_view bytes, bool sync) {
   // Where the bytes go first (a new segment, a new batch), then a buffer to stage them in, and only
   // then the reservation itself, so that a missing buffer leaves nothing half done.
-  if (segments_[active_].size > 0 && segments_[active_].size + bytes.size() > segment_bytes_)
-    DS41_RETURN_IF_ERROR(StartSegmentLocked(/*drop_previous=*/true));
+  DS41_RETURN_IF_ERROR(RollOverForLocked(bytes.size()));
   if (open_->len + bytes.size() > open_->capacity && open_->fresh < open_->len) {
     // Full: queued for writing as it is (its appenders wait for it), and a new batch continues it.
     std::shared_ptr<Batch> full = std::move(open_);
@@ -603,18 +606,16 @@ std::vector<StatusOr<std::string>> SegmentFiles::ReadMany(const std::vector<Segm
       if (l.segment != first.segment || l.offset > end + kReadGap || e - first.offset > kReadRun) break;
       end = e;
     }
-    ReadRun(locs, order.data() + i, j - i, &out);
+    ReadRun(locs, order.data() + i, j - i, end, &out);
     i = j;
   }
   return out;
 }
 
-void SegmentFiles::ReadRun(const std::vector<SegmentLocation>& locs, const size_t* idx, size_t n,
+void SegmentFiles::ReadRun(const std::vector<SegmentLocation>& locs, const size_t* idx, size_t n, uint64_t end,
                            std::vector<StatusOr<std::string>>* out) const {
   const uint32_t segment = locs[idx[0]].segment;
   const uint64_t begin = locs[idx[0]].offset;
-  uint64_t end = 0;
-  for (size_t k = 0; k < n; ++k) end = std::max(end, locs[idx[k]].offset + locs[idx[k]].size);
   auto all = [&](const Status& st) {
     for (size_t k = 0; k < n; ++k) (*out)[idx[k]] = st;
   };

@@ -131,8 +131,10 @@ class SegmentFiles {
   void AbandonLocked(const SegmentLocation& loc);
   // Cuts `f` back to the bytes written (its O_DIRECT padding); for a finished or closing segment.
   void CutPaddingLocked(File& f);
-  // Reserves `bytes` at the active segment's end (a new segment first where they would overflow it),
-  // pending until Commit or Abandon.
+  // Starts a new active segment where `bytes` would overflow the active one (unless it is empty).
+  Status RollOverForLocked(size_t bytes);
+  // Reserves `bytes` at the active segment's end (RollOverForLocked first), pending until Commit or
+  // Abandon.
   StatusOr<SegmentLocation> ReserveInActiveLocked(size_t bytes);
   // Room for `bytes` at the open batch's end (queueing a full one for writing first): its location,
   // its batch, and where in the batch's buffer the caller copies the bytes (then counts the copy
@@ -155,8 +157,9 @@ class SegmentFiles {
   // from the block `start` lies in (null: none); previous's writer copies them in before its write.
   std::shared_ptr<Batch> NewBatchLocked(uint64_t start, Batch* previous);
   Status WriteBatch(const Batch& b) const;
-  // Reads the run of locs[idx[0..n)] (one segment, sorted by offset, close together) into `out`.
-  void ReadRun(const std::vector<SegmentLocation>& locs, const size_t* idx, size_t n,
+  // Reads the run of locs[idx[0..n)] (one segment, sorted by offset, close together, ending at
+  // file offset `end`) into `out`.
+  void ReadRun(const std::vector<SegmentLocation>& locs, const size_t* idx, size_t n, uint64_t end,
                std::vector<StatusOr<std::string>>* out) const;
   // Buffered appends: each unit's bytes go from the caller's buffer to its reserved offset, with no
   // staging copy and concurrently with other appenders (page-cache writes need no order).

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <functional>
 #include <algorithm>
 #include <mutex>
 #include <random>
@@ -23,6 +24,39 @@ std::string Payload(int i) {
   std::mt19937 rng(static_cast<uint32_t>(i));
   for (char& c : s) c = static_cast<char>(rng());
   return s;
+}
+
+// `threads` threads each append `groups` calls of `per_group` payloads (call g of thread t takes
+// those from first(t, g) on; even calls synced when `sync_even`), commit them, then every payload
+// is read back.
+void AppendInGroupsAndReadBack(SegmentFiles& files, const std::vector<std::string_view>& payloads, int threads, int groups,
+                               int per_group, const std::function<int(int, int)>& first, bool sync_even) {
+  std::vector<SegmentLocation> locs(payloads.size());
+  std::vector<std::thread> th;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < threads; ++t)
+    th.emplace_back([&, t] {
+      for (int g = 0; g < groups; ++g) {
+        const int from = first(t, g);
+        const std::vector<std::string_view> group(payloads.begin() + from, payloads.begin() + from + per_group);
+        auto got = files.AppendMany(group, /*sync=*/sync_even && g % 2 == 0);
+        for (int j = 0; j < per_group; ++j) {
+          if (!got[j].ok()) {
+            ++failed;
+            continue;
+          }
+          files.Commit(*got[j]);
+          locs[from + j] = *got[j];
+        }
+      }
+    });
+  for (auto& t : th) t.join();
+  ASSERT_EQ(failed.load(), 0);
+  for (size_t i = 0; i < payloads.size(); ++i) {
+    auto got = files.Read(locs[i]);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(*got == payloads[i]) << i;  // (not EXPECT_EQ: kilobytes in a failure message)
+  }
 }
 
 class SegmentFilesTest : public ::testing::TestWithParam<bool> {
@@ -104,32 +138,8 @@ TEST_P(SegmentFilesTest, ConcurrentGroupsFillingBatchesReadBackIntact) {
   if (direct_refused_) GTEST_SKIP() << "O_DIRECT refused by the file system under " << dir_;
   std::vector<std::string> payloads;
   for (int i = 0; i < kThreads * kGroups * kPerGroup; ++i) payloads.push_back(Payload(i));
-  std::vector<SegmentLocation> locs(payloads.size());
-  std::vector<std::thread> th;
-  std::atomic<int> failed{0};
-  for (int t = 0; t < kThreads; ++t)
-    th.emplace_back([&, t] {
-      for (int g = 0; g < kGroups; ++g) {
-        const int first = (t * kGroups + g) * kPerGroup;
-        std::vector<std::string_view> group(payloads.begin() + first, payloads.begin() + first + kPerGroup);
-        auto got = files->AppendMany(group, /*sync=*/g % 2 == 0);
-        for (int j = 0; j < kPerGroup; ++j) {
-          if (!got[j].ok()) {
-            ++failed;
-            continue;
-          }
-          files->Commit(*got[j]);
-          locs[first + j] = *got[j];
-        }
-      }
-    });
-  for (auto& t : th) t.join();
-  ASSERT_EQ(failed.load(), 0);
-  for (size_t i = 0; i < payloads.size(); ++i) {
-    auto got = files->Read(locs[i]);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    ASSERT_TRUE(*got == payloads[i]) << i;  // (not EXPECT_EQ: kilobytes in a failure message)
-  }
+  AppendInGroupsAndReadBack(*files, std::vector<std::string_view>(payloads.begin(), payloads.end()), kThreads, kGroups,
+                            kPerGroup, [](int t, int g) { return (t * kGroups + g) * kPerGroup; }, /*sync_even=*/true);
 }
 
 TEST_P(SegmentFilesTest, MoreBatchesAtOnceThanStagingBuffers) {
@@ -147,32 +157,8 @@ TEST_P(SegmentFilesTest, MoreBatchesAtOnceThanStagingBuffers) {
   std::vector<std::string_view> payloads;
   for (int i = 0; i < kThreads * kGroups * kPerGroup; ++i)
     payloads.push_back(i % (10 * kPerGroup) == kPerGroup / 2 ? std::string_view(big) : std::string_view(distinct[i % 600]));
-  std::vector<SegmentLocation> locs(payloads.size());
-  std::vector<std::thread> th;
-  std::atomic<int> failed{0};
-  for (int t = 0; t < kThreads; ++t)
-    th.emplace_back([&, t] {
-      for (int g = 0; g < kGroups; ++g) {
-        const int first = (g * kThreads + t) * kPerGroup;
-        const std::vector<std::string_view> group(payloads.begin() + first, payloads.begin() + first + kPerGroup);
-        auto got = files->AppendMany(group, /*sync=*/false);
-        for (int j = 0; j < kPerGroup; ++j) {
-          if (!got[j].ok()) {
-            ++failed;
-            continue;
-          }
-          files->Commit(*got[j]);
-          locs[first + j] = *got[j];
-        }
-      }
-    });
-  for (auto& t : th) t.join();
-  ASSERT_EQ(failed.load(), 0);
-  for (size_t i = 0; i < payloads.size(); ++i) {
-    auto got = files->Read(locs[i]);
-    ASSERT_TRUE(got.ok()) << got.status().ToString();
-    ASSERT_TRUE(*got == payloads[i]) << i;
-  }
+  AppendInGroupsAndReadBack(*files, payloads, kThreads, kGroups, kPerGroup,
+                            [](int t, int g) { return (g * kThreads + t) * kPerGroup; }, /*sync_even=*/false);
 }
 
 // ReadMany: neighbouring units come in runs (a gap of another writer's unit read through), units

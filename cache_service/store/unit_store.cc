@@ -43,6 +43,19 @@ std::string Join(const Key32& a, const Key32& b) {
   return k;
 }
 
+// The index entries of `keys` under `ns` in one MultiGet: their index keys into *index_keys, the
+// entries into *values, one status each.
+std::vector<rocksdb::Status> ReadIndex(rocksdb::DB& db, rocksdb::ColumnFamilyHandle* index, const Key32& ns,
+                                       const std::vector<Key32>& keys, std::vector<std::string>* index_keys,
+                                       std::vector<std::string>* values) {
+  index_keys->clear();
+  index_keys->reserve(keys.size());
+  for (const Key32& k : keys) index_keys->push_back(Join(ns, k));
+  const std::vector<rocksdb::Slice> slices(index_keys->begin(), index_keys->end());
+  const std::vector<rocksdb::ColumnFamilyHandle*> cfs(keys.size(), index);
+  return db.MultiGet(rocksdb::ReadOptions(), cfs, slices, values);
+}
+
 std::string LruKey(int64_t access_ms, std::string_view unit_key) {
   std::string k(8, '\0');
   const uint64_t v = static_cast<uint64_t>(access_ms);
@@ -385,13 +398,8 @@ std::vector<StatusOr<std::optional<std::string>>> UnitStore::GetMany(const Key32
   const auto t0 = Now();
   const size_t n = keys.size();
   std::vector<StatusOr<std::optional<std::string>>> out(n, std::optional<std::string>());
-  std::vector<std::string> ks;
-  ks.reserve(n);
-  for (const Key32& k : keys) ks.push_back(Join(ns, k));
-  const std::vector<rocksdb::Slice> slices(ks.begin(), ks.end());
-  const std::vector<rocksdb::ColumnFamilyHandle*> cfs(n, cf_[kIndex]);
-  std::vector<std::string> raw;
-  const std::vector<rocksdb::Status> st = db_->MultiGet(rocksdb::ReadOptions(), cfs, slices, &raw);
+  std::vector<std::string> ks, raw;
+  const std::vector<rocksdb::Status> st = ReadIndex(*db_, cf_[kIndex], ns, keys, &ks, &raw);
   // Units the read cache holds (checked bytes) are served from RAM; the others are read from the
   // segments together, so that a chain's neighbouring units come in one device read.
   std::vector<Meta> metas(n);
@@ -473,13 +481,8 @@ std::vector<StatusOr<std::optional<std::string>>> UnitStore::GetMany(const Key32
 }
 
 StatusOr<std::vector<Presence>> UnitStore::Lookup(const Key32& ns, const std::vector<Key32>& keys) {
-  std::vector<std::string> ks;
-  ks.reserve(keys.size());
-  for (const Key32& k : keys) ks.push_back(Join(ns, k));
-  std::vector<rocksdb::Slice> slices(ks.begin(), ks.end());
-  std::vector<rocksdb::ColumnFamilyHandle*> cfs(ks.size(), cf_[kIndex]);
-  std::vector<std::string> values;
-  std::vector<rocksdb::Status> st = db_->MultiGet(rocksdb::ReadOptions(), cfs, slices, &values);
+  std::vector<std::string> ks, values;
+  const std::vector<rocksdb::Status> st = ReadIndex(*db_, cf_[kIndex], ns, keys, &ks, &values);
   std::vector<Presence> out(keys.size());
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kIndex]));
   for (size_t i = 0; i < keys.size(); ++i) {
