@@ -89,17 +89,24 @@ void DataChannel::ReadFrame() {
     if (have < wire::kHeaderBytes + fixed) return Fill();
     body_.assign(rbuf_.data() + rpos_ + wire::kHeaderBytes, fixed);
     rpos_ += wire::kHeaderBytes + fixed;
-    // A UNIT's bytes: what the read-ahead holds of them, then the rest read straight into payload_.
+    // A UNIT's bytes: what the read-ahead holds of them, then the rest read straight into payload_,
+    // with what follows them (the next frames' headers) into the emptied read-ahead in the same
+    // system call.
     const size_t n = h->body_length - fixed;
     const size_t buffered = std::min(n, rend_ - rpos_);
     payload_ = std::string(n, '\0');
     std::memcpy(payload_.data(), rbuf_.data() + rpos_, buffered);
     rpos_ += buffered;
     if (buffered < n) {
-      WithStream([&, hd = *h, buffered](auto& s) {
-        asio::async_read(s, asio::buffer(payload_.data() + buffered, n - buffered), [this, hd](std::error_code ec, size_t) {
+      rpos_ = rend_ = 0;
+      const size_t rest = n - buffered;
+      const std::array<asio::mutable_buffer, 2> into{asio::buffer(payload_.data() + buffered, rest), asio::buffer(rbuf_)};
+      auto payload_in = [rest](const std::error_code& ec, size_t got) -> size_t { return ec || got >= rest ? 0 : WholeTransfer(ec, got); };
+      WithStream([&, hd = *h](auto& s) {
+        asio::async_read(s, into, payload_in, [this, hd, rest](std::error_code ec, size_t got) {
           if (!error_.ok()) return;
           if (ec) return Fail(UnavailableError("data path: read: " + ec.message()));
+          rend_ = got - rest;
           if (Deliver(hd)) ReadFrame();
         });
       });
@@ -148,7 +155,7 @@ Status DataChannel::Exchange(const std::vector<asio::const_buffer>& buffers, OnF
   read_done_ = write_done_ = false;
   error_ = Status::Ok();
   WithStream([&](auto& s) {
-    asio::async_write(s, buffers, [this](std::error_code ec, size_t) {
+    asio::async_write(s, buffers, WholeTransfer, [this](std::error_code ec, size_t) {
       if (!error_.ok()) return;
       if (ec) return Fail(UnavailableError("data path: write: " + ec.message()));
       write_done_ = true;
