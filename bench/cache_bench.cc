@@ -8,7 +8,8 @@
 //      the disk layout allows; puts in PutMany calls of as many units as a client's Put sends, gets
 //      one unit per call as the service reads them). Puts are timed until the data is on disk
 //      (syncfs); Gets read after the page cache was emptied, so all are device-bound figures;
-//      --repeat N prints each row's medians over N runs (and the ratios' range), for hosts whose
+//      each client first puts and gets one call's worth untimed (a warm process, as a running
+//      shard and its clients are); --repeat N prints each row's medians over N runs (and the ratios' range), for hosts whose
 //      disk and CPUs drift;
 //   3. LookupPrefix latency p50/p99 for 1,000-unit chains;
 //   4. on-disk bytes per cached token after compaction.
@@ -179,8 +180,11 @@ constexpr int kPutBatch = 256, kGetBatch = 64;
 constexpr int kStoreGetBatch = 16;
 
 // `clients` threads each put `per` units then, after the page cache was emptied, get them back;
-// put(c, begin, end) and get(c, begin, end) return the unit bytes they moved. `client_threads`:
-// the name prefix of the threads doing the clients' work, where they have one.
+// put(c, begin, end) and get(c, begin, end) return the unit bytes they moved. Before the clock
+// starts, each client puts and gets its first call's units once (put again in the timed run): a
+// shard and its clients are long-lived, and a new process's first calls also pay the first touch
+// of their buffers. `client_threads`: the name prefix of the threads doing the clients' work, where
+// they have one.
 template <typename Put, typename Get>
 Throughput Measure(const std::string& path, const StoreMetrics& store, int clients, int per, size_t unit_bytes, Put put,
                    Get get, const char* client_threads = nullptr) {
@@ -195,6 +199,15 @@ Throughput Measure(const std::string& path, const StoreMetrics& store, int clien
     return bytes.load();
   };
   auto client_cpu = [&] { return client_threads != nullptr ? ThreadsCpuSeconds(client_threads) : 0.0; };
+  {
+    std::vector<std::thread> warm;
+    for (int c = 0; c < clients; ++c)
+      warm.emplace_back([&, c] {
+        put(c, 0, std::min(per, kPutBatch));
+        get(c, 0, std::min(per, kGetBatch));
+      });
+    for (auto& t : warm) t.join();
+  }
   auto t0 = Steady::now();
   double cpu0 = CpuSeconds(), client0 = client_cpu();
   const WriteTotals w0 = ReadWriteTotals(store);
@@ -335,10 +348,11 @@ int main(int argc, char** argv) {
       }
       PrintRow(n, samples);
     }
-    std::printf("(disk: sequential MB/s with O_DIRECT %s, measured right before each run, its CPUs idle; cores: CPU seconds\n"
-                " per second of this process, clients and server together, of %u hardware threads; server: those less the\n"
-                " cache clients' threads, \"-\" where they cannot be told apart; busy: share of the put time the store's\n"
-                " payload writes ran; writing: their MB/s while they ran%s)\n",
+    std::printf("(disk: sequential MB/s with O_DIRECT %s, measured right before each run, its CPUs idle; each client\n"
+                " warmed up by one untimed put and get call; cores: CPU seconds per second of this process, clients and\n"
+                " server together, of %u hardware threads; server: those less the cache clients' threads, \"-\" where\n"
+                " they cannot be told apart; busy: share of the put time the store's payload writes ran; writing: their\n"
+                " MB/s while they ran%s)\n",
                 disk_direct ? "on" : "unavailable", std::thread::hardware_concurrency(),
                 repeat > 1 ? "; medians of the runs, the ratios' range below each row" : "");
   };
