@@ -164,6 +164,24 @@ TEST(DataChannelTest, BytesPastTheLastAnswerBreakTheChannel) {
   EXPECT_TRUE(c->broken());
 }
 
+// The same when the extra bytes come in the system call that reads the rest of a large unit.
+TEST(DataChannelTest, BytesPastALargeLastUnitBreakTheChannel) {
+  ScriptedServer server;
+  const std::string unit(60000, 'u');
+  server.Serve(GetRequestBytes(1),
+               wire::EncodeUnitPrefix(1, Key(0), wire::UnitResult::kFound, unit.size()) + unit + wire::EncodePutOk(2),
+               {1 << 20});
+  auto c = Connect(server);
+  ASSERT_NE(c, nullptr);
+  const std::string key = Key(0);
+  std::vector<std::optional<std::string>> units;
+  size_t answered = 0;
+  const Status s = c->Get(Ns(), {key}, Soon(), &units, &answered);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("after the last answer"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(c->broken());
+}
+
 TEST(DataChannelTest, AFatalErrorAndAMalformedHeaderBreakTheChannel) {
   std::string garbage(wire::kHeaderBytes, 'x');
   for (const std::string& answer : {wire::EncodeError(1, InvalidArgumentError("bad frame"), true), garbage}) {
