@@ -9,8 +9,8 @@
 //      one unit per call as the service reads them). Puts are timed until the data is on disk
 //      (syncfs); Gets read after the page cache was emptied, so all are device-bound figures;
 //      each client first puts and gets one call's worth untimed (a warm process, as a running
-//      shard and its clients are); --repeat N prints each row's medians over N runs (and the ratios' range), for hosts whose
-//      disk and CPUs drift;
+//      shard and its clients are); --repeat N prints each row's medians over N runs (and the
+//      ratios' range), for hosts whose disk and CPUs drift;
 //   3. LookupPrefix latency p50/p99 for 1,000-unit chains;
 //   4. on-disk bytes per cached token after compaction.
 #include <sys/resource.h>
