@@ -188,30 +188,24 @@ constexpr int kStoreGetBatch = 16;
 template <typename Put, typename Get>
 Throughput Measure(const std::string& path, const StoreMetrics& store, int clients, int per, size_t unit_bytes, Put put,
                    Get get, const char* client_threads = nullptr) {
-  auto run = [&](int batch, auto& fn) {
+  // Every client calls fn over its first `upto` units, `batch` a call, at once; the bytes moved.
+  auto run = [&](int batch, auto& fn, int upto) {
     std::atomic<uint64_t> bytes{0};
     std::vector<std::thread> th;
     for (int c = 0; c < clients; ++c)
       th.emplace_back([&, c] {
-        for (int b = 0; b < per; b += batch) bytes += fn(c, b, std::min(per, b + batch));
+        for (int b = 0; b < upto; b += batch) bytes += fn(c, b, std::min(upto, b + batch));
       });
     for (auto& t : th) t.join();
     return bytes.load();
   };
   auto client_cpu = [&] { return client_threads != nullptr ? ThreadsCpuSeconds(client_threads) : 0.0; };
-  {
-    std::vector<std::thread> warm;
-    for (int c = 0; c < clients; ++c)
-      warm.emplace_back([&, c] {
-        put(c, 0, std::min(per, kPutBatch));
-        get(c, 0, std::min(per, kGetBatch));
-      });
-    for (auto& t : warm) t.join();
-  }
+  run(kPutBatch, put, std::min(per, kPutBatch));  // the warm-up
+  run(kGetBatch, get, std::min(per, kGetBatch));
   auto t0 = Steady::now();
   double cpu0 = CpuSeconds(), client0 = client_cpu();
   const WriteTotals w0 = ReadWriteTotals(store);
-  const uint64_t put_bytes = run(kPutBatch, put);
+  const uint64_t put_bytes = run(kPutBatch, put, per);
   EvictFromPageCache(path);  // includes syncfs: the timing covers getting the bytes to disk
   const double put_s = std::chrono::duration<double>(Steady::now() - t0).count();
   const double put_cpu = CpuSeconds() - cpu0, put_client_cpu = client_cpu() - client0;
@@ -221,7 +215,7 @@ Throughput Measure(const std::string& path, const StoreMetrics& store, int clien
   t0 = Steady::now();
   cpu0 = CpuSeconds();
   client0 = client_cpu();
-  const uint64_t got = run(kGetBatch, get);
+  const uint64_t got = run(kGetBatch, get, per);
   const double get_s = std::chrono::duration<double>(Steady::now() - t0).count();
   const double get_cpu = CpuSeconds() - cpu0, get_client_cpu = client_cpu() - client0;
   if (got != put_bytes) std::fprintf(stderr, "gets returned %lu of %lu bytes\n", static_cast<unsigned long>(got),

@@ -101,11 +101,8 @@ void DataChannel::ReadFrame() {
       rpos_ = rend_ = 0;
       const size_t rest = n - buffered;
       const std::array<asio::mutable_buffer, 2> into{asio::buffer(payload_.data() + buffered, rest), asio::buffer(rbuf_)};
-      auto payload_in = [rest](const std::error_code& ec, size_t got) -> size_t {
-        return ec || got >= rest ? 0 : WholeTransfer(ec, got);
-      };
       WithStream([&, hd = *h](auto& s) {
-        asio::async_read(s, into, payload_in, [this, hd, rest](std::error_code ec, size_t got) {
+        asio::async_read(s, into, TransferAtLeast(rest), [this, hd, rest](std::error_code ec, size_t got) {
           if (!error_.ok()) return;
           if (ec) return Fail(UnavailableError("data path: read: " + ec.message()));
           rend_ = got - rest;

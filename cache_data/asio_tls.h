@@ -44,10 +44,16 @@ void WithStream(std::optional<asio::ssl::stream<asio::ip::tcp::socket&>>& tls, a
   }
 }
 
-// The completion condition of the data path's whole reads and writes (asio::async_read and
-// async_write): asio's transfer_all() hands the socket at most 64 KiB per system call, so each
-// 57 KB unit cost a call (and a pass through the event loop) of its own; this hands it all the
+// Completion conditions of the data path's reads and writes (asio::async_read and async_write):
+// asio's own (transfer_all, transfer_at_least) hand the socket at most 64 KiB per system call, so
+// each 57 KB unit cost a call (and a pass through the event loop) of its own; these hand it all the
 // buffers at once (up to asio's 64 per call) and the kernel takes what fits.
-inline size_t WholeTransfer(const std::error_code& ec, size_t) { return ec ? 0 : size_t{1} << 30; }
+inline constexpr size_t kWholeTransfer = size_t{1} << 30;
+// Done once the buffers are full.
+inline size_t WholeTransfer(const std::error_code& ec, size_t) { return ec ? 0 : kWholeTransfer; }
+// Done once `n` bytes are in; the buffers past them take what else had arrived.
+inline auto TransferAtLeast(size_t n) {
+  return [n](const std::error_code& ec, size_t got) -> size_t { return ec || got >= n ? 0 : kWholeTransfer; };
+}
 
 }  // namespace ds41

@@ -435,7 +435,8 @@ void DataSession::Pump() {
       self->CloseOnStrand();
     });
     WithStream([&](auto& s) {
-      asio::async_write(s, wbufs_, WholeTransfer, [self = shared_from_this(), fatal](std::error_code ec, size_t n) { self->OnWrite(ec, n, fatal); });
+      asio::async_write(s, wbufs_, WholeTransfer,
+                        [self = shared_from_this(), fatal](std::error_code ec, size_t n) { self->OnWrite(ec, n, fatal); });
     });
   }
   // Reading goes on while every slot has started, or while the next one is a PUT waiting for the
