@@ -301,8 +301,12 @@ int main(int argc, char** argv) {
   app.add_option("--disk-mib", disk_mib, "MiB for the sequential bandwidth measurement");
   app.add_option("--lookups", lookups, "lookups for the latency figures");
   std::string only = "data,grpc,store,lookup";
+  std::vector<int> client_counts = {1, 4, 16};
   app.add_option("--direct-io", g_direct_io, "store payload writes with O_DIRECT (true) or through the page cache (false)");
   app.add_option("--only", only, "sections to run, comma-separated: data, grpc, store, lookup");
+  app.add_option("--clients", client_counts, "clients (or threads) of the throughput rows, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 256));
   app.add_option("--repeat", repeat, "runs per throughput row (medians printed, with the ratios' range)")->check(CLI::Range(1, 99));
   CLI11_PARSE(app, argc, argv);
   std::filesystem::remove_all(dir);
@@ -323,7 +327,7 @@ int main(int argc, char** argv) {
   bool disk_direct = true;
 
   auto section = [&](const char* name) { return ("," + only + ",").find(std::string(",") + name + ",") != std::string::npos; };
-  // One throughput section: a row for 1, 4 and 16 clients (or threads); each row runs `repeat` times,
+  // One throughput section: a row for each of --clients (1, 4 and 16 clients or threads); each row runs `repeat` times,
   // each run on a fresh store after its own disk measurement, and prints the medians.
   auto run_section = [&](const char* name, const char* title, const char* unit_col,
                          const std::function<Throughput(int, const std::string&)>& run) {
@@ -331,7 +335,7 @@ int main(int argc, char** argv) {
     std::printf("\n%s\n", title);
     std::printf(kHeadFormat, unit_col, "disk write", "put MB/s", "put/disk", "cores", "server", "busy", "writing",
                 "disk read", "get MB/s", "get/disk", "cores", "server");
-    for (int n : {1, 4, 16}) {
+    for (int n : client_counts) {
       std::vector<Sample> samples;
       for (int r = 0; r < repeat; ++r) {
         const DiskBandwidth disk = MeasureDiskBandwidth(dir, disk_mib << 20);

@@ -52,7 +52,7 @@ constexpr size_t kPoolBuffers = 8;
 // parallel 1 MiB reads from huge pages moved 3.0 GB/s, sixteen parallel 57 KB reads 1.5-1.8.
 constexpr uint64_t kReadGap = 64 << 10;
 constexpr uint64_t kReadRun = 1 << 20;
-// Each reading thread's buffer: a run and its blocks' slack, one huge page.
+// A direct read's buffer: a run and its blocks' slack, one huge page.
 constexpr size_t kKeptReadBuffer = 2 << 20;
 
 // Whether O_DIRECT on `fd` takes kDirectAlign-aligned offsets, lengths and buffers, where the
@@ -442,6 +442,7 @@ StatusOr<std::optional<SegmentFiles::Reserved>> SegmentFiles::ReserveLocked(std:
     if (spare_buffers_.empty()) {
       b.buf = AllocateIoBuffer(kBatchBytes);
       ++pool_buffers_;
+      buffer_bytes_.fetch_add(kBatchBytes, std::memory_order_relaxed);
     } else {
       b.buf = std::move(spare_buffers_.back());
       spare_buffers_.pop_back();
@@ -638,17 +639,19 @@ void SegmentFiles::ReadRun(const std::vector<SegmentLocation>& locs, const size_
     }
   };
   if (file->direct_fd >= 0 && !file->direct_refused.load(std::memory_order_relaxed)) {
-    // The blocks around the run, into this thread's buffer (kept, one huge page: any run of
-    // several units fits; a unit larger than it gets a buffer of its own).
-    thread_local IoBuffer kept;
+    // The blocks around the run, into a pooled buffer (one huge page: any run of several units
+    // fits; a unit larger than it gets a buffer of its own).
     const uint64_t start = begin / kDirectAlign * kDirectAlign;
     const size_t span = static_cast<size_t>((end + kDirectAlign - 1) / kDirectAlign * kDirectAlign - start);
-    if (kept == nullptr && span <= kKeptReadBuffer) kept = AllocateIoBuffer(kKeptReadBuffer);
-    IoBuffer own = span <= kKeptReadBuffer ? IoBuffer() : AllocateIoBuffer(span);
-    uint8_t* buf = own != nullptr ? own.get() : kept.get();
+    const bool pooled = span <= kKeptReadBuffer;
+    IoBuffer buf = pooled ? TakeReadBuffer() : AllocateIoBuffer(span);
     size_t got = 0;
-    if (PreadFully(file->direct_fd, buf, span, start, /*direct=*/true, &got)) return slice(buf, start, got);
-    if (errno != EINVAL) return all(Errno("read " + PathOf(segment)));
+    const bool read = PreadFully(file->direct_fd, buf.get(), span, start, /*direct=*/true, &got);
+    const int err = errno;
+    if (read) slice(buf.get(), start, got);
+    if (pooled) ReturnReadBuffer(std::move(buf));
+    if (read) return;
+    if (err != EINVAL) return all(Errno("read " + PathOf(segment), err));
     // EINVAL: this file system wants other alignment after all; this file reads through the page
     // cache from now on.
     file->direct_refused.store(true, std::memory_order_relaxed);
@@ -663,6 +666,25 @@ void SegmentFiles::ReadRun(const std::vector<SegmentLocation>& locs, const size_
     return;
   }
   slice(reinterpret_cast<const uint8_t*>(run.data()), begin, got);
+}
+
+IoBuffer SegmentFiles::TakeReadBuffer() const {
+  {
+    std::lock_guard<std::mutex> l(read_buffers_mu_);
+    if (!read_buffers_.empty()) {
+      IoBuffer b = std::move(read_buffers_.back());
+      read_buffers_.pop_back();
+      return b;
+    }
+  }
+  IoBuffer b = AllocateIoBuffer(kKeptReadBuffer);
+  buffer_bytes_.fetch_add(kKeptReadBuffer, std::memory_order_relaxed);
+  return b;
+}
+
+void SegmentFiles::ReturnReadBuffer(IoBuffer buf) const {
+  std::lock_guard<std::mutex> l(read_buffers_mu_);
+  read_buffers_.push_back(std::move(buf));
 }
 
 Status SegmentFiles::Seal() {
@@ -693,6 +715,8 @@ bool SegmentFiles::DirectIo() const {
   std::lock_guard<std::mutex> l(mu_);
   return open_->file->align > 1;
 }
+
+uint64_t SegmentFiles::BufferBytes() const { return buffer_bytes_.load(std::memory_order_relaxed); }
 
 size_t SegmentFiles::FileCount() const {
   std::lock_guard<std::mutex> l(mu_);

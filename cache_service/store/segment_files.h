@@ -28,14 +28,17 @@
 // turns read them back); a lone writer waits for its own device write. Buffered mode keeps them
 // cached, at the cost of a page-cache copy per unit (cache_bench --direct-io true|false compares
 // both). Segments appended with O_DIRECT are read with it too, the blocks around a unit (or a run
-// of neighbouring units, ReadMany) into a per-thread 2 MiB buffer on a huge page: no page-cache
-// page per read to allocate, fill and copy out (the store keeps
+// of neighbouring units, ReadMany) into a 2 MiB buffer on a huge page, from a pool as large as the
+// most direct reads ever run at once (last returned, first reused: the buffers in use stay few and
+// warm, where one per reading thread made a new shard's first reads on each of its I/O threads
+// zero a huge page): no page-cache page per read to allocate, fill and copy out (the store keeps
 // units read again in RAM itself: read_cache.h).
 //
 // Thread-safe. Readers keep a file open while they read, so deleting it never fails a read in
 // flight.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -113,6 +116,8 @@ class SegmentFiles {
   bool DirectIo() const;       // the active segment is appended to with O_DIRECT
   bool ReadsDirect() const;    // and read with it
   size_t FileCount() const;
+  // Memory held by the O_DIRECT staging and read buffer pools (kept for reuse once allocated).
+  uint64_t BufferBytes() const;
 
  private:
   struct File;
@@ -166,6 +171,9 @@ class SegmentFiles {
   std::vector<StatusOr<SegmentLocation>> AppendBuffered(std::unique_lock<std::mutex>& l,
                                                         const std::vector<std::string_view>& units, bool sync);
   Status WriteAt(int fd, std::string_view bytes, uint64_t offset, uint32_t segment) const;
+  // A direct read's buffer from the pool (a new one when all are in use), and back.
+  IoBuffer TakeReadBuffer() const;
+  void ReturnReadBuffer(IoBuffer buf) const;
   // Returns once a flush of `f` begun after this caller's buffered writes has finished (mu_ held by `l`).
   Status SyncBufferedLocked(std::unique_lock<std::mutex>& l, File& f, uint32_t segment);
 
@@ -191,6 +199,9 @@ class SegmentFiles {
   bool stop_ = false;
   std::condition_variable writer_cv_;  // the writer waits here for a batch to write
   std::condition_variable copied_cv_;  // and here for the copies into the one it took
+  mutable std::mutex read_buffers_mu_;
+  mutable std::vector<IoBuffer> read_buffers_;  // direct reads' free buffers, the last returned at the back
+  mutable std::atomic<uint64_t> buffer_bytes_{0};  // both pools' buffers, free or in use
   std::thread writer_;                 // (last: started once the rest is set up, joined first)
 };
 

@@ -204,6 +204,78 @@ TEST_P(SegmentFilesTest, ReadManyAnswersEveryLocationInOrder) {
   EXPECT_TRUE(files->ReadMany({}).empty());
 }
 
+// Direct reads take their buffers from one pool: threads reading runs, single units and a unit
+// larger than a pooled buffer at once each get their own bytes.
+TEST_P(SegmentFilesTest, ConcurrentReadsGetTheirOwnBytes) {
+  auto files = Open(/*segment_bytes=*/64 << 20);
+  if (direct_refused_) GTEST_SKIP() << "O_DIRECT refused by the file system under " << dir_;
+  constexpr int kUnits = 120, kThreads = 8, kRounds = 160;
+  std::vector<std::string> payloads;
+  for (int i = 0; i < kUnits; ++i) payloads.push_back(Payload(i));
+  std::string big(3 << 20, '\0');  // more than a pooled read buffer: one of its own
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 31 + (i >> 10));
+  payloads.push_back(big);
+  std::vector<std::string_view> views(payloads.begin(), payloads.end());
+  std::vector<StatusOr<SegmentLocation>> got = files->AppendMany(views, /*sync=*/false);
+  std::vector<SegmentLocation> locs;
+  for (auto& g : got) {
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    files->Commit(*g);
+    locs.push_back(*g);
+  }
+  std::atomic<int> bad{0};
+  std::vector<std::thread> th;
+  for (int t = 0; t < kThreads; ++t)
+    th.emplace_back([&, t] {
+      std::mt19937 rng(static_cast<uint32_t>(t));
+      for (int r = 0; r < kRounds; ++r) {
+        // A run of neighbours (one device read), a lone unit, and now and then the large one.
+        const int from = static_cast<int>(rng() % (kUnits - 8));
+        std::vector<int> asked = {from, from + 1, from + 2, from + 3, static_cast<int>(rng() % kUnits)};
+        if (r % 8 == t % 8) asked.push_back(kUnits);
+        std::vector<SegmentLocation> want;
+        for (int i : asked) want.push_back(locs[i]);
+        const std::vector<StatusOr<std::string>> read = files->ReadMany(want);
+        for (size_t k = 0; k < asked.size(); ++k)
+          if (!read[k].ok() || *read[k] != payloads[asked[k]]) ++bad;
+      }
+    });
+  for (auto& t : th) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+// The read buffers are pooled, not one per reading thread: reads one after another, from any number
+// of threads, reuse one buffer; the pool grows only with the reads that run at once.
+TEST_P(SegmentFilesTest, ReadBuffersGrowWithConcurrentReadsOnly) {
+  auto files = Open(/*segment_bytes=*/64 << 20);
+  if (direct_refused_) GTEST_SKIP() << "O_DIRECT refused by the file system under " << dir_;
+  auto loc = files->Append(Payload(7), /*sync=*/false);
+  ASSERT_TRUE(loc.ok());
+  files->Commit(*loc);
+  const uint64_t before = files->BufferBytes();  // the staging buffer the append took
+  auto reads_in_turn = [&](int threads) {
+    for (int t = 0; t < threads; ++t)
+      std::thread([&] {
+        for (int r = 0; r < 3; ++r) EXPECT_EQ(*files->Read(*loc), Payload(7));
+      }).join();
+    return files->BufferBytes() - before;
+  };
+  const uint64_t one = reads_in_turn(1);
+  EXPECT_EQ(reads_in_turn(12), one);  // the same buffer, whichever thread reads
+  if (!GetParam()) {
+    EXPECT_EQ(one, 0u);  // buffered reads need none
+    return;
+  }
+  EXPECT_GT(one, 0u);
+  std::vector<std::thread> th;
+  for (int t = 0; t < 6; ++t)
+    th.emplace_back([&] {
+      for (int r = 0; r < 20; ++r) EXPECT_EQ(*files->Read(*loc), Payload(7));
+    });
+  for (auto& t : th) t.join();
+  EXPECT_LE(files->BufferBytes() - before, 6 * one);
+}
+
 TEST_P(SegmentFilesTest, AppendLargerThanABatch) {
   auto files = Open(64 << 20);
   if (direct_refused_) GTEST_SKIP() << "O_DIRECT refused by the file system under " << dir_;

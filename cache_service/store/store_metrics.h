@@ -44,6 +44,7 @@ struct StoreMetrics {
   // Grouped payload writes (SegmentFiles): bytes and device time per write, so the batching shows.
   prometheus::Histogram& segment_write_bytes;
   prometheus::Histogram& segment_write_seconds;
+  prometheus::Gauge& io_buffer_bytes;  // the segments' O_DIRECT staging and read buffers
   // The RAM read cache (read_cache.h): reads it served or not, its bytes, budget and evictions.
   prometheus::Family<prometheus::Counter>& read_cache_lookups;  // result: hit | miss
   prometheus::Counter& read_cache_hits;

@@ -388,6 +388,7 @@ void UnitStore::PublishSizes() {
   metrics_->bytes.Set(static_cast<double>(bytes_));
   metrics_->segment_files.Set(static_cast<double>(segments_->FileCount()));
   metrics_->segment_bytes.Set(static_cast<double>(segments_->FileBytes()));
+  metrics_->io_buffer_bytes.Set(static_cast<double>(segments_->BufferBytes()));
 }
 
 StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32& key) {
@@ -421,6 +422,7 @@ std::vector<StatusOr<std::optional<std::string>>> UnitStore::GetMany(const Key32
     }
   }
   std::vector<StatusOr<std::string>> read = segments_->ReadMany(locs);
+  if (metrics_) metrics_->io_buffer_bytes.Set(static_cast<double>(segments_->BufferBytes()));  // (reads may add one)
   bool removed = false;
   for (size_t r = 0; r < from_device.size(); ++r) {
     const size_t i = from_device[r];

@@ -135,9 +135,10 @@ prefix = dashboard("ds41-prefix-cache", "ds41-serve / Prefix cache", [
         panel("Reads served from the RAM read cache (units read again)",
               [("sum by (pod) (rate(ds41_store_read_cache_lookups_total{result=\"hit\"}[5m])) / "
                 "sum by (pod) (rate(ds41_store_read_cache_lookups_total[5m]))", "{{pod}}")], "percentunit"),
-        panel("RAM read cache: bytes held vs budget",
-              [("sum by (pod) (ds41_store_read_cache_bytes)", "{{pod}}"),
-               ("sum by (pod) (ds41_store_read_cache_budget_bytes)", "{{pod}} budget")], "bytes"),
+        panel("Store memory: RAM read cache held vs budget, O_DIRECT buffers",
+              [("sum by (pod) (ds41_store_read_cache_bytes)", "{{pod}} read cache"),
+               ("sum by (pod) (ds41_store_read_cache_budget_bytes)", "{{pod}} read cache budget"),
+               ("sum by (pod) (ds41_store_io_buffer_bytes)", "{{pod}} I/O buffers")], "bytes"),
     ]),
     ("Evictions and integrity", [
         panel("Evictions/s by reason",
