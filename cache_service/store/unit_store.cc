@@ -242,7 +242,7 @@ Status UnitStore::FlushTouches() {
     std::optional<Meta> indexed = IndexedMeta(k);
     if (!indexed) continue;  // removed
     Meta& m = *indexed;
-    if (at - m.access_ms < 1000) continue;  // at most once a second per unit
+    if (at - m.access_ms < opt_.lru_refresh_ms) continue;  // refreshed meanwhile
     b.Delete(cf_[kLru], LruKey(m.access_ms, k));
     m.access_ms = at;
     b.Put(cf_[kLru], LruKey(at, k), "");
@@ -454,15 +454,15 @@ std::vector<StatusOr<std::optional<std::string>>> UnitStore::GetMany(const Key32
     found[i] = true;
   }
   if (removed) PublishSizes();
-  // Reads refresh the units' places in the LRU order, in batches (one index write per 64 reads or
-  // per second).
+  // Reads refresh the places in the LRU order of units last refreshed lru_refresh_ms ago or more,
+  // in batches (one index write per 64 such reads or per second).
   bool flush = false;
   {
     constexpr size_t kTouchBatch = 64;
     const int64_t now = clock_->NowMs();
     std::lock_guard<std::mutex> l(touch_mu_);
     for (size_t i = 0; i < n; ++i)
-      if (found[i]) touches_.emplace_back(ks[i], now);
+      if (found[i] && now - metas[i].access_ms >= opt_.lru_refresh_ms) touches_.emplace_back(ks[i], now);
     flush = !touches_.empty() && (touches_.size() >= kTouchBatch || now - touches_.front().second >= 1000);
   }
   const Status flushed = flush ? FlushTouches() : Status::Ok();

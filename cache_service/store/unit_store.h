@@ -48,6 +48,11 @@ struct StoreOptions {
   std::string path;
   uint64_t capacity_bytes = uint64_t{64} << 30;  // LRU eviction beyond this
   int64_t ttl_seconds = 72 * 3600;               // since last access; <= 0: never expire
+  // A read moves its unit in the LRU order (an index write) only when the access recorded for it is
+  // at least this old, as memcached bumps an item at most once a minute: the units every request
+  // reads (a shared system prompt's) cost no index write per read, and the order (and the TTL's
+  // "last access") is exact to this interval.
+  int64_t lru_refresh_ms = 60'000;
   bool sync_writes = false;  // WAL is always on; sync also survives power loss (kill -9 needs only the WAL)
   uint64_t segment_bytes = uint64_t{256} << 20;  // payload segment file size
   bool direct_io = true;  // payloads written (and read) with O_DIRECT where the file system allows it

@@ -53,6 +53,7 @@ class UnitStoreTest : public ::testing::Test {
     o.ttl_seconds = ttl;
     o.segment_bytes = segment_bytes;
     o.read_cache_bytes = read_cache_bytes_;
+    o.lru_refresh_ms = lru_refresh_ms_;
     o.clock = &clock_;
     auto s = UnitStore::Open(o, &metrics_);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -85,6 +86,7 @@ class UnitStoreTest : public ::testing::Test {
 
   std::string dir_ = testing::TempDir("store");
   uint64_t read_cache_bytes_ = 1 << 30;
+  int64_t lru_refresh_ms_ = 1000;  // (the tests of eviction order move the clock by seconds)
   ManualClock clock_;
   prometheus::Registry registry_;
   StoreMetrics metrics_{registry_};
@@ -209,6 +211,29 @@ TEST_F(UnitStoreTest, CapacityEvictsLeastRecentlyUsedFirst) {
   for (int i : {1, 4, 5, 6}) EXPECT_TRUE(Has(s.get(), i)) << i;
   EXPECT_EQ(metrics_.evictions_capacity.Value(), 2);
   EXPECT_LE(s->stats().bytes, 4 * u.size());
+}
+
+// With the default interval a read refreshes its unit's recency only when the last refresh (or its
+// put) is a minute old or more: a unit read half a minute after its put is evicted as if unread.
+TEST_F(UnitStoreTest, ReadsRefreshRecencyOncePerInterval) {
+  lru_refresh_ms_ = StoreOptions{}.lru_refresh_ms;
+  ASSERT_EQ(lru_refresh_ms_, 60'000);
+  const std::string u = MakeUnitBytes(64, 6);
+  auto s = OpenStore(/*capacity=*/3 * u.size());
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
+    clock_.AdvanceMs(1000);
+  }
+  clock_.AdvanceMs(27'000);
+  EXPECT_TRUE(Has(s.get(), 1));  // 30 s after its put: no refresh
+  ASSERT_TRUE(s->Put(ns_, K(4), nullptr, 64, u).ok());  // over capacity: K(1) goes all the same
+  EXPECT_FALSE(Has(s.get(), 1));
+  clock_.AdvanceMs(70'000);
+  EXPECT_TRUE(Has(s.get(), 2));  // 99 s after its put: refreshed
+  ASSERT_TRUE(s->Put(ns_, K(5), nullptr, 64, u).ok());  // so K(3) goes
+  EXPECT_FALSE(Has(s.get(), 3));
+  for (int i : {2, 4, 5}) EXPECT_TRUE(Has(s.get(), i)) << i;
+  EXPECT_EQ(metrics_.evictions_capacity.Value(), 2);
 }
 
 // Reads refresh recency in batches (many keys, several stripes locked at once) while puts and
