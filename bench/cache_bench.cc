@@ -327,8 +327,9 @@ int main(int argc, char** argv) {
   bool disk_direct = true;
 
   auto section = [&](const char* name) { return ("," + only + ",").find(std::string(",") + name + ",") != std::string::npos; };
-  // One throughput section: a row for each of --clients (1, 4 and 16 clients or threads); each row runs `repeat` times,
-  // each run on a fresh store after its own disk measurement, and prints the medians.
+  // One throughput section: a row for each of --clients (1, 4 and 16 clients or threads); each row
+  // runs `repeat` times, each run on a fresh store after its own disk measurement, and prints the
+  // medians.
   auto run_section = [&](const char* name, const char* title, const char* unit_col,
                          const std::function<Throughput(int, const std::string&)>& run) {
     if (!section(name)) return;
