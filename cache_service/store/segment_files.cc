@@ -53,7 +53,7 @@ constexpr size_t kPoolBuffers = 8;
 constexpr uint64_t kReadGap = 64 << 10;
 constexpr uint64_t kReadRun = 1 << 20;
 // A direct read's buffer: a run and its blocks' slack, one huge page.
-constexpr size_t kKeptReadBuffer = 2 << 20;
+constexpr size_t kReadBufferBytes = 2 << 20;
 
 // Whether O_DIRECT on `fd` takes kDirectAlign-aligned offsets, lengths and buffers, where the
 // kernel says (statx, Linux 6.1+); assumed so where it does not.
@@ -643,7 +643,7 @@ void SegmentFiles::ReadRun(const std::vector<SegmentLocation>& locs, const size_
     // fits; a unit larger than it gets a buffer of its own).
     const uint64_t start = begin / kDirectAlign * kDirectAlign;
     const size_t span = static_cast<size_t>((end + kDirectAlign - 1) / kDirectAlign * kDirectAlign - start);
-    const bool pooled = span <= kKeptReadBuffer;
+    const bool pooled = span <= kReadBufferBytes;
     IoBuffer buf = pooled ? TakeReadBuffer() : AllocateIoBuffer(span);
     size_t got = 0;
     const bool read = PreadFully(file->direct_fd, buf.get(), span, start, /*direct=*/true, &got);
@@ -677,8 +677,8 @@ IoBuffer SegmentFiles::TakeReadBuffer() const {
       return b;
     }
   }
-  IoBuffer b = AllocateIoBuffer(kKeptReadBuffer);
-  buffer_bytes_.fetch_add(kKeptReadBuffer, std::memory_order_relaxed);
+  IoBuffer b = AllocateIoBuffer(kReadBufferBytes);
+  buffer_bytes_.fetch_add(kReadBufferBytes, std::memory_order_relaxed);
   return b;
 }
 

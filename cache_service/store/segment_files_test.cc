@@ -209,7 +209,7 @@ TEST_P(SegmentFilesTest, ReadManyAnswersEveryLocationInOrder) {
 TEST_P(SegmentFilesTest, ConcurrentReadsGetTheirOwnBytes) {
   auto files = Open(/*segment_bytes=*/64 << 20);
   if (direct_refused_) GTEST_SKIP() << "O_DIRECT refused by the file system under " << dir_;
-  constexpr int kUnits = 120, kThreads = 8, kRounds = 160;
+  constexpr int kUnits = 120, kThreads = 8, kRounds = 40;
   std::vector<std::string> payloads;
   for (int i = 0; i < kUnits; ++i) payloads.push_back(Payload(i));
   std::string big(3 << 20, '\0');  // more than a pooled read buffer: one of its own

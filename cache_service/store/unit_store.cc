@@ -422,7 +422,8 @@ std::vector<StatusOr<std::optional<std::string>>> UnitStore::GetMany(const Key32
     }
   }
   std::vector<StatusOr<std::string>> read = segments_->ReadMany(locs);
-  if (metrics_) metrics_->io_buffer_bytes.Set(static_cast<double>(segments_->BufferBytes()));  // (reads may add one)
+  if (metrics_ && !locs.empty())  // (a device read may have added a buffer to the pool)
+    metrics_->io_buffer_bytes.Set(static_cast<double>(segments_->BufferBytes()));
   bool removed = false;
   for (size_t r = 0; r < from_device.size(); ++r) {
     const size_t i = from_device[r];
