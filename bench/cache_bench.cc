@@ -11,10 +11,12 @@
 //      each client first puts and gets one call's worth untimed (a warm process, as a running
 //      shard and its clients are); --repeat N prints each row's medians over N runs (and the
 //      ratios' range), for hosts whose disk and CPUs drift;
+//   2a. the loopback pipe (bench/loopback_pipe.h) with as many clients, measured right after the
+//      disk before each transport run: what a TCP service with no work of its own reaches on this
+//      machine, with its clients on the same CPUs (a reference, not a proven bound); the data-path
+//      and gRPC rows are also given as shares of it, and its own rows as shares of the disk;
 //   3. LookupPrefix latency p50/p99 for 1,000-unit chains;
 //   4. on-disk bytes per cached token after compaction.
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
 #include <grpcpp/grpcpp.h>
 
@@ -24,12 +26,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <thread>
 
+#include "bench/cpu_time.h"
 #include "bench/disk_bandwidth.h"
+#include "bench/loopback_pipe.h"
 #include "cache.grpc.pb.h"
 #include "cache_client/cache_client.h"
 #include "cache_service/cache_node.h"
@@ -150,30 +153,6 @@ WriteTotals ReadWriteTotals(const StoreMetrics& m) {
   return {m.segment_write_bytes.Collect().histogram.sample_sum, m.segment_write_seconds.Collect().histogram.sample_sum};
 }
 
-// CPU seconds so far of this process's live threads whose names start with `prefix` (schedstat's
-// nanoseconds on a CPU: finer than the 10 ms ticks of /proc's stat).
-double ThreadsCpuSeconds(const std::string& prefix) {
-  double s = 0;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
-    std::ifstream comm(e.path() / "comm");
-    std::string name;
-    if (!std::getline(comm, name) || name.rfind(prefix, 0) != 0) continue;
-    std::ifstream sched(e.path() / "schedstat");
-    uint64_t ns = 0;
-    if (sched >> ns) s += static_cast<double>(ns) * 1e-9;
-  }
-  return s;
-}
-
-// The process's user + system CPU seconds so far.
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
-  return s(u.ru_utime) + s(u.ru_stime);
-}
-
 // Units per put call and keys per get call of one client.
 constexpr int kPutBatch = 256, kGetBatch = 64;
 // Keys per GetMany of the store-alone rows: a gRPC read task's.
@@ -203,21 +182,21 @@ Throughput Measure(const std::string& path, const StoreMetrics& store, int clien
   run(kPutBatch, put, std::min(per, kPutBatch));  // the warm-up
   run(kGetBatch, get, std::min(per, kGetBatch));
   auto t0 = Steady::now();
-  double cpu0 = CpuSeconds(), client0 = client_cpu();
+  double cpu0 = ProcessCpuSeconds(), client0 = client_cpu();
   const WriteTotals w0 = ReadWriteTotals(store);
   const uint64_t put_bytes = run(kPutBatch, put, per);
   EvictFromPageCache(path);  // includes syncfs: the timing covers getting the bytes to disk
   const double put_s = std::chrono::duration<double>(Steady::now() - t0).count();
-  const double put_cpu = CpuSeconds() - cpu0, put_client_cpu = client_cpu() - client0;
+  const double put_cpu = ProcessCpuSeconds() - cpu0, put_client_cpu = client_cpu() - client0;
   const WriteTotals w1 = ReadWriteTotals(store);
   if (put_bytes != static_cast<uint64_t>(per) * clients * unit_bytes) std::fprintf(stderr, "puts failed\n");
   EvictFromPageCache(path);
   t0 = Steady::now();
-  cpu0 = CpuSeconds();
+  cpu0 = ProcessCpuSeconds();
   client0 = client_cpu();
   const uint64_t got = run(kGetBatch, get, per);
   const double get_s = std::chrono::duration<double>(Steady::now() - t0).count();
-  const double get_cpu = CpuSeconds() - cpu0, get_client_cpu = client_cpu() - client0;
+  const double get_cpu = ProcessCpuSeconds() - cpu0, get_client_cpu = client_cpu() - client0;
   if (got != put_bytes) std::fprintf(stderr, "gets returned %lu of %lu bytes\n", static_cast<unsigned long>(got),
                                      static_cast<unsigned long>(put_bytes));
   const double writing = w1.seconds - w0.seconds;
@@ -237,6 +216,7 @@ Throughput Measure(const std::string& path, const StoreMetrics& store, int clien
 
 struct Sample {
   DiskBandwidth disk;
+  std::optional<PipeThroughput> pipe;  // the loopback pipe with as many clients (transport rows only)
   Throughput t;
 };
 
@@ -246,18 +226,20 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// A row: clients; disk write, put MB/s, put/disk, cores, server, busy, writing; disk read, get MB/s,
-// get/disk, cores, server. (The header and the ranges' line print text in the same columns.)
-constexpr const char* kHeadFormat = "%-8s %12s %10s %9s %6s %6s %5s %8s %12s %10s %9s %6s %6s\n";
-constexpr const char* kRowFormat = "%-8d %12.0f %10.0f %9.2f %6.2f %6s %5.2f %8.0f %12.0f %10.0f %9.2f %6.2f %6s\n";
+// A row: clients; disk write, put MB/s, put/disk, put/pipe, cores, server, busy, writing; disk read,
+// get MB/s, get/disk, get/pipe, cores, server. (The header and the ranges' line print text in the
+// same columns.)
+constexpr const char* kHeadFormat = "%-8s %11s %9s %9s %9s %6s %6s %5s %8s %10s %9s %9s %9s %6s %6s\n";
+constexpr const char* kRowFormat = "%-8d %11.0f %9.0f %9.2f %9s %6.2f %6s %5s %8s %10.0f %9.0f %9.2f %9s %6.2f %6s\n";
 
-// A server-cores figure, or "-" where the clients' CPU could not be told apart.
-std::string ServerCores(double cores) {
-  if (cores < 0) return "-";
-  char s[16];
-  std::snprintf(s, sizeof(s), "%.2f", cores);
+std::string Fixed2(double v) {
+  char s[32];
+  std::snprintf(s, sizeof(s), "%.2f", v);
   return s;
 }
+
+// A server-cores figure, or "-" where the clients' CPU could not be told apart.
+std::string ServerCores(double cores) { return cores < 0 ? "-" : Fixed2(cores); }
 
 void PrintRow(int clients, const std::vector<Sample>& runs) {
   auto med = [&](auto f) {
@@ -265,27 +247,33 @@ void PrintRow(int clients, const std::vector<Sample>& runs) {
     for (const Sample& s : runs) v.push_back(f(s));
     return Median(v);
   };
+  const bool stored = std::all_of(runs.begin(), runs.end(), [](const Sample& s) { return s.t.write_bps > 0; });
+  const bool piped = std::all_of(runs.begin(), runs.end(), [](const Sample& s) { return s.pipe && s.pipe->ok; });
   auto put_ratio = [](const Sample& s) { return s.t.put_bps / s.disk.write_bytes_per_s; };
   auto get_ratio = [](const Sample& s) { return s.t.get_bps / s.disk.read_bytes_per_s; };
+  auto put_of_pipe = [](const Sample& s) { return s.t.put_bps / s.pipe->put_bps; };
+  auto get_of_pipe = [](const Sample& s) { return s.t.get_bps / s.pipe->get_bps; };
+  const std::string put_pipe = piped ? Fixed2(med(put_of_pipe)) : "-", get_pipe = piped ? Fixed2(med(get_of_pipe)) : "-";
+  const std::string busy = stored ? Fixed2(med([](const Sample& s) { return s.t.write_busy; })) : "-";
+  const std::string writing = stored ? std::to_string(std::lround(med([](const Sample& s) { return s.t.write_bps / 1e6; }))) : "-";
   std::printf(kRowFormat, clients, med([](const Sample& s) { return s.disk.write_bytes_per_s / 1e6; }),
-              med([](const Sample& s) { return s.t.put_bps / 1e6; }), med(put_ratio), med([](const Sample& s) { return s.t.put_cores; }),
-              ServerCores(med([](const Sample& s) { return s.t.put_server_cores; })).c_str(),
-              med([](const Sample& s) { return s.t.write_busy; }), med([](const Sample& s) { return s.t.write_bps / 1e6; }),
-              med([](const Sample& s) { return s.disk.read_bytes_per_s / 1e6; }), med([](const Sample& s) { return s.t.get_bps / 1e6; }),
-              med(get_ratio), med([](const Sample& s) { return s.t.get_cores; }),
+              med([](const Sample& s) { return s.t.put_bps / 1e6; }), med(put_ratio), put_pipe.c_str(),
+              med([](const Sample& s) { return s.t.put_cores; }),
+              ServerCores(med([](const Sample& s) { return s.t.put_server_cores; })).c_str(), busy.c_str(), writing.c_str(),
+              med([](const Sample& s) { return s.disk.read_bytes_per_s / 1e6; }),
+              med([](const Sample& s) { return s.t.get_bps / 1e6; }), med(get_ratio), get_pipe.c_str(),
+              med([](const Sample& s) { return s.t.get_cores; }),
               ServerCores(med([](const Sample& s) { return s.t.get_server_cores; })).c_str());
   if (runs.size() < 2) return;
   auto range = [&](auto f) {
     double lo = f(runs[0]), hi = lo;
     for (const Sample& s : runs) lo = std::min(lo, f(s)), hi = std::max(hi, f(s));
-    return std::make_pair(lo, hi);
+    return Fixed2(lo) + "-" + Fixed2(hi);
   };
-  auto text = [](std::pair<double, double> r) {
-    char s[32];
-    std::snprintf(s, sizeof(s), "%.2f-%.2f", r.first, r.second);
-    return std::string(s);
-  };
-  std::printf(kHeadFormat, "  range", "", "", text(range(put_ratio)).c_str(), "", "", "", "", "", "", text(range(get_ratio)).c_str(), "", "");
+  const std::string put_range = range(put_ratio), get_range = range(get_ratio);
+  const std::string put_pipe_range = piped ? range(put_of_pipe) : "", get_pipe_range = piped ? range(get_of_pipe) : "";
+  std::printf(kHeadFormat, "  range", "", "", put_range.c_str(), put_pipe_range.c_str(), "", "", "", "", "", "",
+              get_range.c_str(), get_pipe_range.c_str(), "", "");
 }
 
 }  // namespace
@@ -300,10 +288,10 @@ int main(int argc, char** argv) {
   app.add_option("--units", units, "units per throughput run");
   app.add_option("--disk-mib", disk_mib, "MiB for the sequential bandwidth measurement");
   app.add_option("--lookups", lookups, "lookups for the latency figures");
-  std::string only = "data,grpc,store,lookup";
+  std::string only = "pipe,data,grpc,store,lookup";
   std::vector<int> client_counts = {1, 4, 16};
   app.add_option("--direct-io", g_direct_io, "store payload writes with O_DIRECT (true) or through the page cache (false)");
-  app.add_option("--only", only, "sections to run, comma-separated: data, grpc, store, lookup");
+  app.add_option("--only", only, "sections to run, comma-separated: pipe, data, grpc, store, lookup");
   app.add_option("--clients", client_counts, "clients (or threads) of the throughput rows, comma-separated")
       ->delimiter(',')
       ->check(CLI::Range(1, 256));
@@ -316,6 +304,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> pool;
   for (uint32_t i = 0; i < 64; ++i) pool.push_back(RealUnit(layout, i));
   const size_t unit_bytes = pool[0].size();
+  const std::vector<std::string_view> pool_views(pool.begin(), pool.end());
   std::printf("inputs: %d units per run, %zu bytes per unit (payload %zu = %zu B/token), disk test %lu MiB, "
               "%u hardware threads, store writes asked: %s\n",
               units, unit_bytes, layout.PayloadBytes(64), layout.PayloadBytes(64) / 64,
@@ -330,19 +319,22 @@ int main(int argc, char** argv) {
   // One throughput section: a row for each of --clients (1, 4 and 16 clients or threads); each row
   // runs `repeat` times, each run on a fresh store after its own disk measurement, and prints the
   // medians.
-  auto run_section = [&](const char* name, const char* title, const char* unit_col,
+  // `against_pipe`: each run is also measured against the loopback pipe, right after the disk.
+  auto run_section = [&](const char* name, const char* title, const char* unit_col, bool against_pipe,
                          const std::function<Throughput(int, const std::string&)>& run) {
     if (!section(name)) return;
     std::printf("\n%s\n", title);
-    std::printf(kHeadFormat, unit_col, "disk write", "put MB/s", "put/disk", "cores", "server", "busy", "writing",
-                "disk read", "get MB/s", "get/disk", "cores", "server");
+    std::printf(kHeadFormat, unit_col, "disk write", "put MB/s", "put/disk", "put/pipe", "cores", "server", "busy", "writing",
+                "disk read", "get MB/s", "get/disk", "get/pipe", "cores", "server");
     for (int n : client_counts) {
       std::vector<Sample> samples;
       for (int r = 0; r < repeat; ++r) {
         const DiskBandwidth disk = MeasureDiskBandwidth(dir, disk_mib << 20);
         disk_direct = disk_direct && disk.direct_io;
         const std::string path = dir + "/" + name + std::to_string(n) + "-" + std::to_string(r);
-        samples.push_back({disk, run(n, path)});
+        std::optional<PipeThroughput> pipe;
+        if (against_pipe) pipe = MeasureLoopbackPipe(dir, {n, units / n, kPutBatch, kGetBatch}, pool_views);
+        samples.push_back({disk, pipe, run(n, path)});
         std::filesystem::remove_all(path);
       }
       PrintRow(n, samples);
@@ -351,11 +343,27 @@ int main(int argc, char** argv) {
                 " warmed up by one untimed put and get call; cores: CPU seconds per second of this process, clients and\n"
                 " server together, of %u hardware threads; server: those less the cache clients' threads, \"-\" where\n"
                 " they cannot be told apart; busy: share of the put time the store's payload writes ran; writing: their\n"
-                " MB/s while they ran%s)\n",
+                " MB/s while they ran; put/pipe, get/pipe: as shares of the loopback pipe's, measured with as many\n"
+                " clients right after the disk%s)\n",
                 disk_direct ? "on" : "unavailable", std::thread::hardware_concurrency(),
                 repeat > 1 ? "; medians of the runs, the ratios' range below each row" : "");
   };
-  run_section("data", "through CacheClient over the bulk data path on loopback", "clients", [&](int clients, const std::string& path) {
+  run_section("pipe",
+              "the loopback pipe (bench/loopback_pipe.h): the same calls' bytes over a connection per client, received\n"
+              "straight into 4 MiB O_DIRECT writes (overlapped), acknowledged per call, then read back the same way; no\n"
+              "framing, checksum, index or copies of its own",
+              "clients", /*against_pipe=*/false, [&](int clients, const std::string& path) {
+                std::filesystem::create_directories(path);
+                const PipeThroughput p = MeasureLoopbackPipe(path, {clients, units / clients, kPutBatch, kGetBatch}, pool_views);
+                if (!p.ok) std::fprintf(stderr, "the loopback pipe failed\n");
+                Throughput t;
+                t.put_bps = p.put_bps;
+                t.get_bps = p.get_bps;
+                t.put_cores = p.put_cores;
+                t.get_cores = p.get_cores;
+                return t;
+              });
+  run_section("data", "through CacheClient over the bulk data path on loopback", "clients", /*against_pipe=*/true, [&](int clients, const std::string& path) {
     Server srv(path);
     std::vector<std::unique_ptr<CacheClient>> cl;  // one per client, as every role process has its own
     for (int c = 0; c < clients; ++c) {
@@ -389,7 +397,7 @@ int main(int argc, char** argv) {
     return t;
   });
 
-  run_section("grpc", "over plain gRPC streams on loopback", "clients", [&](int clients, const std::string& path) {
+  run_section("grpc", "over plain gRPC streams on loopback", "clients", /*against_pipe=*/true, [&](int clients, const std::string& path) {
     Server srv(path);
     const UnitKey root{};
     std::vector<std::unique_ptr<pb::Cache::Stub>> stubs;
@@ -427,7 +435,7 @@ int main(int argc, char** argv) {
     return t;
   });
 
-  run_section("store", "store alone (in process, no transport; PutMany of 256 units, GetMany of 16 as the gRPC service's tasks)", "threads", [&](int threads, const std::string& path) {
+  run_section("store", "store alone (in process, no transport; PutMany of 256 units, GetMany of 16 as the gRPC service's tasks)", "threads", /*against_pipe=*/false, [&](int threads, const std::string& path) {
     prometheus::Registry registry;
     StoreMetrics metrics(registry);
     auto store = std::move(UnitStore::Open(BenchStoreOptions(path), &metrics)).value();
