@@ -315,6 +315,10 @@ int main(int argc, char** argv) {
   // on shared or virtual disks the bandwidth drifts within one run (here 1.6-2.7 GB/s in an hour).
   bool disk_direct = true;
 
+  // The loopback pipe with the transport rows' clients, calls and units.
+  auto pipe_with = [&](int clients, const std::string& in_dir) {
+    return MeasureLoopbackPipe(in_dir, {clients, units / clients, kPutBatch, kGetBatch}, pool_views);
+  };
   auto section = [&](const char* name) { return ("," + only + ",").find(std::string(",") + name + ",") != std::string::npos; };
   // One throughput section: a row for each of --clients (1, 4 and 16 clients or threads); each row
   // runs `repeat` times, each run on a fresh store after its own disk measurement, and prints the
@@ -333,7 +337,7 @@ int main(int argc, char** argv) {
         disk_direct = disk_direct && disk.direct_io;
         const std::string path = dir + "/" + name + std::to_string(n) + "-" + std::to_string(r);
         std::optional<PipeThroughput> pipe;
-        if (against_pipe) pipe = MeasureLoopbackPipe(dir, {n, units / n, kPutBatch, kGetBatch}, pool_views);
+        if (against_pipe) pipe = pipe_with(n, dir);
         samples.push_back({disk, pipe, run(n, path)});
         std::filesystem::remove_all(path);
       }
@@ -354,7 +358,7 @@ int main(int argc, char** argv) {
               "framing, checksum, index or copies of its own",
               "clients", /*against_pipe=*/false, [&](int clients, const std::string& path) {
                 std::filesystem::create_directories(path);
-                const PipeThroughput p = MeasureLoopbackPipe(path, {clients, units / clients, kPutBatch, kGetBatch}, pool_views);
+                const PipeThroughput p = pipe_with(clients, path);
                 if (!p.ok) std::fprintf(stderr, "the loopback pipe failed\n");
                 Throughput t;
                 t.put_bps = p.put_bps;

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -52,13 +53,25 @@ sockaddr_in Loopback(uint16_t port) {
   return a;
 }
 
+// A send or receive that makes no progress for this long fails the run (a stall, not a slow disk).
+constexpr int kStallSeconds = 10;
+
+// Sets the socket's options on both ends: no Nagle delay, and the stall timeout.
+Fd Configured(Fd s) {
+  if (s.fd < 0) return s;
+  int one = 1;
+  ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  const timeval stall{kStallSeconds, 0};
+  ::setsockopt(s.fd, SOL_SOCKET, SO_RCVTIMEO, &stall, sizeof(stall));
+  ::setsockopt(s.fd, SOL_SOCKET, SO_SNDTIMEO, &stall, sizeof(stall));
+  return s;
+}
+
 Fd Connect(uint16_t port) {
   Fd s(::socket(AF_INET, SOCK_STREAM, 0));
   const sockaddr_in a = Loopback(port);
   if (s.fd < 0 || ::connect(s.fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0) return Fd();
-  int one = 1;
-  ::setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return s;
+  return Configured(std::move(s));
 }
 
 // Sends all of v[0..n) (which it advances); false on an error.
@@ -194,12 +207,14 @@ PipeThroughput MeasureLoopbackPipe(const std::string& dir, const PipeRun& run, c
   // Both ends of every connection, made before the clock starts.
   std::vector<Fd> client_end, server_end;
   for (int c = 0; c < clients; ++c) {
-    client_end.push_back(Connect(ntohs(a.sin_port)));
-    server_end.emplace_back(::accept(listener.fd, nullptr, nullptr));
-    if (client_end.back().fd < 0 || server_end.back().fd < 0) {
+    Fd client = Connect(ntohs(a.sin_port));
+    Fd server = client.fd >= 0 ? Configured(Fd(::accept(listener.fd, nullptr, nullptr))) : Fd();
+    if (server.fd < 0) {
       ::unlink(path.c_str());
       return r;
     }
+    client_end.push_back(std::move(client));
+    server_end.push_back(std::move(server));
   }
   // Client c's stream: units[(c + i) % size] for i in [0, units_per_client); its calls' bytes.
   auto unit = [&](int c, int i) { return units[(c + i) % units.size()]; };
@@ -297,6 +312,7 @@ PipeThroughput MeasureLoopbackPipe(const std::string& dir, const PipeRun& run, c
   auto [get_ok, get_t0, get_cpu0] = run_phase([&](int role, int c, Handoff& h) {
     const int fd = role == 0 ? client_end[c].fd : server_end[c].fd;
     uint64_t from = 0;
+    size_t next_block = 0;  // the disk side: the first block not yet read to its end (calls go in order)
     uint8_t token = 0;
     for (int first = 0; first < units_per_client; first += get_call_units) {
       const size_t bytes = call_bytes(c, first, get_call_units);
@@ -313,14 +329,15 @@ PipeThroughput MeasureLoopbackPipe(const std::string& dir, const PipeRun& run, c
         if (run.verify && !matches(c, first, std::string_view(received[c].data(), bytes))) return false;
       } else if (role == 2) {
         if (!RecvAll(fd, &token, 1)) return false;
-        for (const Block& b : blocks[c]) {
+        for (; next_block < blocks[c].size() && blocks[c][next_block].from < from + bytes; ++next_block) {
+          const Block& b = blocks[c][next_block];
           const uint64_t lo = std::max(from, b.from), hi = std::min(from + bytes, b.from + b.bytes);
-          if (lo >= hi) continue;
           const uint64_t at = b.at + (lo - b.from), aligned = at / kAlign * kAlign;
           const size_t n = Padded(at + (hi - lo) - aligned);
           uint8_t* buf = h.Fill();
           if (buf == nullptr || ::pread(file.fd, buf, n, static_cast<off_t>(aligned)) != static_cast<ssize_t>(n)) return false;
           h.Filled({buf + (at - aligned), hi - lo, hi == from + bytes});
+          if (hi < b.from + b.bytes) break;  // the block goes on into the next call
         }
       } else {
         for (bool last = false; !last;) {

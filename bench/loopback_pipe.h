@@ -1,12 +1,12 @@
 // The least work a TCP service does to store bytes on this machine and send them back, in calls
-// that return once their bytes are on the device, with its clients on the same CPUs: the ceiling
-// that cache_bench's transport rows are compared with, beside the disk's bandwidth. Each client
-// sends a call's units over a loopback connection and waits for one acknowledgement byte; the
-// server receives them straight into 4 MiB I/O buffers and appends each to one file with O_DIRECT
-// (when full and at the call's end) from a second thread, so that receiving overlaps writing, and
-// acknowledges the call once its last bytes are written. Gets are the reverse: a request byte per
-// call, O_DIRECT reads overlapping the sends. There is no framing, checksum or index per unit, and
-// no copy besides the kernel's.
+// that return once their bytes are on the device, with its clients on the same CPUs: the reference
+// (not a proven bound) that cache_bench's transport rows are compared with, beside the disk's
+// bandwidth. Each client sends a call's units over a loopback connection and waits for one
+// acknowledgement byte; the server receives them straight into 4 MiB I/O buffers and appends each
+// to one file with O_DIRECT (when full and at the call's end) from a second thread, so that
+// receiving overlaps writing, and acknowledges the call once its last bytes are written. Gets are
+// the reverse: a request byte per call, O_DIRECT reads overlapping the sends. There is no framing,
+// checksum or index per unit, and no copy besides the kernel's.
 #pragma once
 
 #include <string>

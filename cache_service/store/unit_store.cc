@@ -242,13 +242,17 @@ Status UnitStore::FlushTouches() {
     std::optional<Meta> indexed = IndexedMeta(k);
     if (!indexed) continue;  // removed
     Meta& m = *indexed;
-    if (at - m.access_ms < opt_.lru_refresh_ms) continue;  // refreshed meanwhile
+    if (!RefreshDue(m, at)) continue;  // refreshed meanwhile
     b.Delete(cf_[kLru], LruKey(m.access_ms, k));
     m.access_ms = at;
     b.Put(cf_[kLru], LruKey(at, k), "");
     b.Put(cf_[kIndex], k, m.Encode());
   }
   return b.Count() == 0 ? Status::Ok() : Commit(&b);
+}
+
+bool UnitStore::RefreshDue(const Meta& meta, int64_t now_ms) const {
+  return now_ms - meta.access_ms >= opt_.lru_refresh_ms;
 }
 
 Status UnitStore::Commit(rocksdb::WriteBatch* batch) {
@@ -463,7 +467,7 @@ std::vector<StatusOr<std::optional<std::string>>> UnitStore::GetMany(const Key32
     const int64_t now = clock_->NowMs();
     std::lock_guard<std::mutex> l(touch_mu_);
     for (size_t i = 0; i < n; ++i)
-      if (found[i] && now - metas[i].access_ms >= opt_.lru_refresh_ms) touches_.emplace_back(ks[i], now);
+      if (found[i] && RefreshDue(metas[i], now)) touches_.emplace_back(ks[i], now);
     flush = !touches_.empty() && (touches_.size() >= kTouchBatch || now - touches_.front().second >= 1000);
   }
   const Status flushed = flush ? FlushTouches() : Status::Ok();

@@ -147,6 +147,8 @@ class UnitStore {
   std::vector<std::unique_lock<std::mutex>> LockStripes(const std::vector<std::string_view>& keys);
   // Writes the LRU refreshes of reads so far, one batch for all of them.
   Status FlushTouches();
+  // Whether a read at `now_ms` moves the unit in the LRU order (opt_.lru_refresh_ms).
+  bool RefreshDue(const Meta& meta, int64_t now_ms) const;
 
   StoreOptions opt_;
   StoreMetrics* metrics_ = nullptr;
