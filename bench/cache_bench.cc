@@ -37,7 +37,7 @@
 #include "cache_client/cache_client.h"
 #include "cache_service/cache_node.h"
 #include "cache_service/store/unit_store.h"
-#include "engine/presets.h"
+#include "engine/config/presets.h"
 #include "rpc/server.h"
 #include "unit/unit_format.h"
 #include "unit/unit_key.h"

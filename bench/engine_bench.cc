@@ -23,7 +23,7 @@
 
 #include "bench/machine_limits.h"
 #include "engine/engine.h"
-#include "engine/matmul.h"
+#include "engine/kernels/matmul.h"
 #include "engine/sampling.h"
 #include "util/malloc_tuning.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bench/machine_limits.h"
-#include "engine/matmul_bf16_dot.h"
+#include "engine/kernels/matmul_bf16_dot.h"
 #include "util/thread_pool.h"
 
 #if defined(__x86_64__) && HWY_ONCE

@@ -13,6 +13,7 @@
 #include "rpc/status_map.h"
 #include "rpc/transport_security.h"
 #include "util/sha256.h"
+#include "util/split_list.h"
 
 namespace ds41 {
 namespace {
@@ -410,6 +411,13 @@ StatusOr<uint64_t> CacheClient::DeleteNamespace(const CacheNamespace& ns) {
   }
   if (!first.ok()) return first;
   return total;
+}
+
+StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list) {
+  if (shard_list.empty()) return std::unique_ptr<CacheClient>();
+  CacheClientOptions co;
+  co.shards = SplitList(shard_list);
+  return CacheClient::Create(co);
 }
 
 }  // namespace ds41

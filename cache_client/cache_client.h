@@ -124,4 +124,7 @@ class CacheClient {
   std::unique_ptr<ThreadPool> pool_;
 };
 
+// A cache client for a comma-separated shard list (flags' form); nullptr (no cache) when it is empty.
+StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list);
+
 }  // namespace ds41

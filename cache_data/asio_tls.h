@@ -8,7 +8,7 @@
 #include <string>
 #include <system_error>
 
-#include "http/asio_include.h"
+#include "util/asio_include.h"
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpedantic"
 #pragma GCC diagnostic ignored "-Wshadow"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "engine/numerics.h"
+#include "engine/kernels/numerics.h"
 #include "engine/sampling.h"
 #include "util/sha256.h"
 

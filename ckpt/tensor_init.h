@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/tensor_table.h"
+#include "engine/loading/tensor_table.h"
 
 namespace ds41 {
 

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ckpt/tensor_init.h"
-#include "engine/engram_layout.h"
-#include "engine/tensor_table.h"
+#include "engine/loading/engram_layout.h"
+#include "engine/loading/tensor_table.h"
 #include "util/mapped_file.h"
 
 namespace ds41 {

@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "util/status.h"
 
 namespace ds41 {

@@ -2,13 +2,11 @@
 
 #include <algorithm>
 
+#include "engine/sampling.h"
+#include "unit/state_units.h"
 #include "util/clock.h"
 
 namespace ds41 {
-namespace {
-
-
-}  // namespace
 
 // ---- TokenStream ---------------------------------------------------------------------------------
 
@@ -18,6 +16,17 @@ void TokenStream::Push(int32_t token) {
     tokens_.push_back(token);
   }
   cv_.notify_all();
+  Notify();
+}
+
+void TokenStream::SetListener(std::function<void()> listener) {
+  std::lock_guard<std::mutex> l(listener_mu_);
+  listener_ = std::move(listener);
+}
+
+void TokenStream::Notify() {
+  std::lock_guard<std::mutex> l(listener_mu_);
+  if (listener_) listener_();
 }
 
 void TokenStream::Finish(Status status, std::string reason, GenerateUsage usage) {
@@ -29,11 +38,12 @@ void TokenStream::Finish(Status status, std::string reason, GenerateUsage usage)
     usage_ = std::move(usage);
   }
   cv_.notify_all();
+  Notify();
 }
 
 bool TokenStream::Pop(std::vector<int32_t>* out, std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> l(mu_);
-  if (tokens_.empty() && !done_) cv_.wait_for(l, wait, [this] { return done_ || !tokens_.empty(); });
+  if (tokens_.empty() && !done_ && wait.count() > 0) cv_.wait_for(l, wait, [this] { return done_ || !tokens_.empty(); });
   out->assign(tokens_.begin(), tokens_.end());
   tokens_.clear();
   return done_;
@@ -76,17 +86,22 @@ DecoderCore::DecoderCore(const Model& model, CacheClient* cache, PrefillCall pre
       experts_(options.expert_cache_bytes > 0 ? std::make_unique<ExpertCache>(model.weights(), options.expert_cache_bytes)
                                               : nullptr),
       engine_(model, compute),
-      cache_(cache),
       prefill_(std::move(prefill)),
       opt_(options),
       metrics_(metrics),
       swa_pool_(options.swa_pool_bytes, options.swa_ttl_ms),
-      io_(std::make_unique<ThreadPool>(4)) {
+      sessions_(options.session_bytes, options.session_ttl_ms),
+      loader_(model, cache, metrics),
+      persister_(model, cache),
+      // A waiting admission holds a thread through its prefill call: as many as may run at once.
+      admissions_(std::make_unique<ThreadPool>(1 + std::min(options.max_running, 256), ThreadPool::Idle::kSleep,
+                                               "decoder-admit")) {
   engine_.set_expert_cache(experts_.get());
   loop_ = std::thread([this] { BatchLoop(); });
 }
 
 DecoderCore::~DecoderCore() {
+  admissions_.reset();  // the queued admissions first: they hand sequences to the loop
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
@@ -101,34 +116,21 @@ int64_t DecoderCore::running() const {
 }
 
 uint64_t DecoderCore::ResidentBytes() const {
-  uint64_t n = swa_pool_.bytes() + (experts_ ? experts_->resident_bytes() : 0);
+  uint64_t n = swa_pool_.bytes() + sessions_.bytes() + (experts_ ? experts_->resident_bytes() : 0);
   std::lock_guard<std::mutex> l(mu_);
-  for (const auto& [id, s] : sessions_) n += s.state.ByteSize();
   for (const auto& s : running_) n += s->state.ByteSize();
   return n;
 }
 
-std::vector<std::pair<std::string, int64_t>> DecoderCore::WarmSessions() const {
-  std::lock_guard<std::mutex> l(mu_);
-  std::vector<std::pair<std::string, int64_t>> out;
-  for (const auto& [id, s] : sessions_) out.emplace_back(id, s.state.length);
-  return out;
-}
-
-std::optional<std::string> DecoderCore::GetSwa(const UnitKey& ns, const UnitKey& prefix_key) {
-  return swa_pool_.Get(SwaPoolKey(ns, prefix_key));
-}
-
 void DecoderCore::UpdateResidency() {
   if (!metrics_) return;
-  uint64_t sessions = 0, running = 0;
+  uint64_t running = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
-    for (const auto& [id, s] : sessions_) sessions += s.state.ByteSize();
     for (const auto& s : running_) running += s->state.ByteSize();
     metrics_->running.Set(static_cast<double>(running_.size()));
   }
-  metrics_->resident_sessions.Set(static_cast<double>(sessions));
+  metrics_->resident_sessions.Set(static_cast<double>(sessions_.bytes()));
   metrics_->resident_running.Set(static_cast<double>(running));
   metrics_->resident_swa.Set(static_cast<double>(swa_pool_.bytes()));
   metrics_->waiting.Set(static_cast<double>(waiting_.load()));
@@ -139,54 +141,26 @@ void DecoderCore::UpdateResidency() {
   }
 }
 
-int64_t DecoderCore::LoadPrefixFromCache(const GenerateInput& in, int64_t boundary, SequenceState* st) {
-  if (boundary == 0 || cache_ == nullptr) return 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  const int U = in.unit_tokens;
-  const CacheNamespace ns{in.ns, model_.fingerprint(), kUnitFormatVersion};
-  std::vector<int32_t> head(in.tokens.begin(), in.tokens.begin() + boundary);
-  std::vector<UnitGet> gets;
-  for (const UnitKey& k : ChainKeys(in.ns, head, U)) gets.push_back({k, std::nullopt});
-  auto got = cache_->Get(ns, gets);
-  auto layout = UnitLayout::FromConfig(model_.config(), U);
-  std::vector<Unit> units;
-  int64_t reach = 0;
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < got.size() && layout.ok(); ++i) {
-    if (!got[i]) break;
-    auto u = DecodeUnit(*layout, *got[i]);
-    if (!u.ok() || u->first_position != reach || u->tokens != U) break;
-    bytes += got[i]->size();
-    reach += U;
-    units.push_back(std::move(*u));
-  }
-  if (!units.empty() && !ApplyUnits(*layout, units, st).ok()) return 0;
-  if (metrics_) {
-    metrics_->kv_bytes_in.Increment(static_cast<double>(bytes));
-    metrics_->kv_transfer_seconds.Observe(SecondsSince(t0));
-  }
-  return reach;
-}
-
 std::shared_ptr<TokenStream> DecoderCore::Generate(GenerateInput in) {
   auto stream = std::make_shared<TokenStream>();
   ++waiting_;
-  const Status s = Admit(in, stream);
+  RunAdmission(in, stream);
+  return stream;
+}
+
+void DecoderCore::Start(GenerateInput in, std::shared_ptr<TokenStream> stream) {
+  ++waiting_;
+  admissions_->Schedule([this, in = std::move(in), stream = std::move(stream)] { RunAdmission(in, stream); });
+}
+
+void DecoderCore::RunAdmission(const GenerateInput& in, const std::shared_ptr<TokenStream>& stream) {
+  const Status s = stream->cancelled() ? CancelledError("cancelled before admission") : Admit(in, stream);
   --waiting_;
   if (!s.ok()) {
-    if (metrics_) {
-      if (s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kFailedPrecondition) {
-        metrics_->requests_invalid.Increment();
-      } else if (s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kDeadlineExceeded) {
-        metrics_->requests_unavailable.Increment();
-      } else {
-        metrics_->requests_error.Increment();
-      }
-    }
+    if (metrics_) metrics_->CountOutcome(s);
     stream->Finish(s, "error", {});
   }
   UpdateResidency();
-  return stream;
 }
 
 Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenStream>& stream) {
@@ -196,9 +170,10 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   const int U = in.unit_tokens;
   if (N == 0) return InvalidArgumentError("generate: empty prompt");
   if (in.cached_tokens < 0 || in.cached_tokens >= N) return InvalidArgumentError("generate: cached_tokens must be in [0, N)");
-  if (in.max_tokens == 0) return InvalidArgumentError("generate: max_tokens must be at least 1");
+  if (in.sampling.max_tokens == 0) return InvalidArgumentError("generate: max_tokens must be at least 1");
   if (in.encoder.empty()) return InvalidArgumentError("generate: no encoder given");
-  DS41_RETURN_IF_ERROR(in.sampling.Validate());
+  const SamplingParams sampling{in.sampling.temperature, in.sampling.top_p, in.sampling.seed};
+  DS41_RETURN_IF_ERROR(sampling.Validate());
   DS41_RETURN_IF_ERROR(UnitLayout::FromConfig(c, U).status());
   for (int32_t t : in.tokens)
     if (t < 0 || t >= c.vocab_size) return InvalidArgumentError("generate: token " + std::to_string(t) + " outside the vocabulary");
@@ -216,29 +191,24 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   const int64_t boundary = H / U * U;
   bool warm = false;
   if (!in.session_id.empty()) {
-    std::lock_guard<std::mutex> l(mu_);
-    auto it = sessions_.find(in.session_id);
-    if (it != sessions_.end() && it->second.ns == in.ns && it->second.state.length >= boundary &&
-        static_cast<int64_t>(it->second.tokens.size()) <= N &&
-        std::equal(it->second.tokens.begin(), it->second.tokens.begin() + boundary, in.tokens.begin())) {
-      seq->state = std::move(it->second.state);
-      sessions_.erase(it);
+    if (std::optional<WarmSession> w = sessions_.Take(in.session_id, in.ns, in.tokens, boundary)) {
+      seq->state = std::move(w->state);
       warm = true;
     }
   }
   seq->usage.prefix_source = warm ? "warm" : (boundary > 0 ? "cache" : "none");
   if (!warm && boundary > 0) {
-    const int64_t reach = LoadPrefixFromCache(in, boundary, &seq->state);
+    const int64_t reach = loader_.Load(in.ns, in.tokens, boundary, U, &seq->state);
     if (reach < boundary) H = reach;  // lost units: ask the encoder for less
   }
 
   PrefillInput pin{in.ns, in.tokens, H, in.swa_peer, U};
-  DS41_ASSIGN_OR_RETURN(PrefillOutput po, prefill_(in.encoder, pin, in.deadline));
+  DS41_ASSIGN_OR_RETURN(PrefillOutput po, prefill_(in.encoder, pin, in.deadline, stream->cancel_token()));
   if (stream->cancelled()) return CancelledError("cancelled before the first token");
   DS41_ASSIGN_OR_RETURN(UnitLayout layout, UnitLayout::FromConfig(c, U));
   std::vector<Unit> units;
-  for (const BuiltUnit& b : po.units) {
-    auto u = DecodeUnit(layout, b.bytes);
+  for (const std::string& bytes : po.units) {
+    auto u = DecodeUnit(layout, bytes);
     if (!u.ok()) return u.status().Prefixed("encoder unit");
     units.push_back(std::move(*u));
   }
@@ -257,10 +227,10 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   seq->session_id = in.session_id;
   seq->ns = in.ns;
   seq->unit_tokens = U;
-  seq->sampling = in.sampling;
-  seq->rng = Rng(in.sampling.seed);
-  seq->max_tokens = in.max_tokens;
-  seq->stop_ids = in.stop_ids;
+  seq->sampling = sampling;
+  seq->rng = Rng(sampling.seed);
+  seq->max_tokens = in.sampling.max_tokens;
+  seq->stop_ids = in.sampling.stop_ids;
   seq->stream = stream;
   GenerateUsage& u = seq->usage;
   u.prompt_tokens = N;
@@ -282,7 +252,7 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
     metrics_->generated_tokens.Increment();
     if (warm) metrics_->swa_warm.Increment();
   }
-  const bool stop = std::find(in.stop_ids.begin(), in.stop_ids.end(), first) != in.stop_ids.end();
+  const bool stop = std::find(seq->stop_ids.begin(), seq->stop_ids.end(), first) != seq->stop_ids.end();
   if (stop || seq->generated >= static_cast<int64_t>(seq->max_tokens)) {
     Finish(std::move(seq), stop ? "stop" : "length");
     return Status::Ok();
@@ -313,7 +283,7 @@ void DecoderCore::BatchLoop() {
     std::vector<std::unique_ptr<Sequence>> live;
     for (auto& s : batch) {
       if (s->stream->cancelled()) {
-        if (metrics_) metrics_->requests_cancelled.Increment();
+        if (metrics_) metrics_->CountOutcome(CancelledError("cancelled"));
         s->stream->Finish(CancelledError("cancelled"), "cancelled", s->usage);  // frees the sequence
       } else {
         live.push_back(std::move(s));
@@ -373,48 +343,18 @@ void DecoderCore::Finish(std::unique_ptr<Sequence> seq, const std::string& reaso
   const int64_t C = seq->state.length;  // the last sampled token was not fed
   std::vector<int32_t> ctx(seq->tokens.begin(), seq->tokens.begin() + C);
   // The generated units go to the cache, so the next turn hits the whole context.
-  std::vector<UnitPut> puts;
-  auto layout = UnitLayout::FromConfig(c, seq->unit_tokens);
-  auto fp = ParseFingerprint(model_.fingerprint());
-  if (cache_ && layout.ok() && fp.ok()) {
+  std::vector<BuiltUnit> units;
+  if (persister_.has_store()) {
     const int64_t from = seq->prompt_len / seq->unit_tokens * seq->unit_tokens;
-    auto built = BuildUnits(c, *layout, *fp, seq->state, ctx, seq->ns, from, C);
-    if (built.ok())
-      for (const BuiltUnit& b : *built) puts.push_back({b.key, b.parent, b.bytes});
+    auto built = persister_.Build(seq->ns, seq->state, ctx, from, C, seq->unit_tokens);
+    if (built.ok()) units = std::move(*built);
   }
   swa_pool_.Put(SwaPoolKey(seq->ns, PrefixKey(seq->ns, ctx, C, seq->unit_tokens)), seq->state.SerializeSwa(c));
-  if (!seq->session_id.empty()) {
-    std::lock_guard<std::mutex> l(mu_);
-    Session& s = sessions_[seq->session_id];
-    s.state = std::move(seq->state);
-    s.tokens = std::move(ctx);
-    s.ns = seq->ns;
-    s.last_used_ms = SystemClock::Get()->NowMs();
-    // Budget and TTL: the least recently used sessions go first.
-    uint64_t total = 0;
-    for (const auto& [id, ss] : sessions_) total += ss.state.ByteSize();
-    const int64_t now = SystemClock::Get()->NowMs();
-    while (!sessions_.empty()) {
-      auto oldest = sessions_.begin();
-      for (auto it = sessions_.begin(); it != sessions_.end(); ++it)
-        if (it->second.last_used_ms < oldest->second.last_used_ms) oldest = it;
-      if (total <= opt_.session_bytes && now - oldest->second.last_used_ms <= opt_.session_ttl_ms) break;
-      total -= oldest->second.state.ByteSize();
-      sessions_.erase(oldest);
-    }
-  }
-  if (metrics_) metrics_->requests_ok.Increment();
-  if (puts.empty()) {
-    seq->stream->Finish(Status::Ok(), reason, usage);
-    return;
-  }
+  if (!seq->session_id.empty()) sessions_.Put(seq->session_id, WarmSession{std::move(seq->state), std::move(ctx), seq->ns});
+  if (metrics_) metrics_->CountOutcome(Status::Ok());
   // The stream ends only once the store has the units (read-your-writes: a client's next turn,
   // sent the moment this one ends, hits all of it). Off the step loop: the batch goes on meanwhile.
-  const CacheNamespace ns{seq->ns, model_.fingerprint(), kUnitFormatVersion};
-  io_->Schedule([this, ns, puts = std::move(puts), stream = seq->stream, reason, usage] {
-    cache_->Put(ns, puts);
-    stream->Finish(Status::Ok(), reason, usage);
-  });
+  persister_.Put(seq->ns, std::move(units), [stream = seq->stream, reason, usage] { stream->Finish(Status::Ok(), reason, usage); });
 }
 
 }  // namespace ds41

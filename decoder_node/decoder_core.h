@@ -6,15 +6,16 @@
 // generated units go to the cache, the session stays warm (byte budget, TTL) and its SWA state is
 // kept in the pool for whoever continues it.
 //
-// Thread-safe: Generate may be called from many threads; one batch thread runs the decode steps.
+// Thread-safe: Generate and Start may be called from many threads; admissions (prefix, prefill,
+// replay) run on the caller's thread (Generate) or the core's admission threads (Start); one batch
+// thread runs the decode steps, and mu_ guards the running sequences it shares with admissions.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <list>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,35 +23,22 @@
 #include <thread>
 #include <vector>
 
-#include "encoder_node/encoder_core.h"
 #include "engine/engine.h"
 #include "engine/expert_cache.h"
-#include "engine/sampling.h"
+#include "node_client/node_messages.h"
+#include "serving/node_metrics.h"
+#include "serving/prefix_loader.h"
+#include "serving/session_cache.h"
+#include "serving/swa_pool.h"
+#include "serving/unit_persister.h"
+#include "util/cancel_token.h"
 
 namespace ds41 {
 
-struct GenerateInput {
-  std::string request_id, session_id;
-  UnitKey ns{};
-  std::vector<int32_t> tokens;      // prompt [0, N)
-  int64_t cached_tokens = 0;        // H from the router
-  std::string encoder;              // encoder address
-  std::string swa_peer;             // who may hold the SWA state at H
-  SamplingParams sampling;
-  uint32_t max_tokens = 16;
-  std::vector<int32_t> stop_ids;
-  int unit_tokens = kDefaultUnitTokens;
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + std::chrono::seconds(600);
-};
-
-struct GenerateUsage {
-  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0, computed_tokens = 0;
-  int64_t encoder_replay_tokens = 0, decoder_replay_tokens = 0;
-  std::string prefix_source, swa_source;
-  double ttft_seconds = 0;
-};
-
-// The output of one request: tokens pushed by the core, popped by the transport.
+// The output of one request: tokens pushed by the core, taken by the transport. A listener, when
+// set, is told of every push, of the finish and of a cancel, so the transport needs no polling.
+//
+// Thread-safe.
 class TokenStream {
  public:
   void Push(int32_t token);
@@ -58,25 +46,38 @@ class TokenStream {
   // Moves pending tokens into `out`, waiting up to `wait` when there are none; true once finished and
   // drained.
   bool Pop(std::vector<int32_t>* out, std::chrono::milliseconds wait);
-  void Cancel() { cancelled_ = true; }
-  bool cancelled() const { return cancelled_; }
+  // Pop without waiting.
+  bool Take(std::vector<int32_t>* out) { return Pop(out, std::chrono::milliseconds(0)); }
+  // Runs on every Push and Finish, on the pushing thread, never after SetListener(nullptr) returned.
+  void SetListener(std::function<void()> listener);
+
+  // The consumer is gone: the core stops the request at its next step, and interrupts a prefill call.
+  void Cancel() { cancel_.Cancel(); }
+  bool cancelled() const { return cancel_.cancelled(); }
+  CancelToken* cancel_token() { return &cancel_; }
   Status status() const;
   std::string finish_reason() const;
   GenerateUsage usage() const;
 
  private:
+  void Notify();
+
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<int32_t> tokens_;
-  bool done_ = false;
-  Status status_;
-  std::string reason_;
-  GenerateUsage usage_;
-  std::atomic<bool> cancelled_{false};
+  std::deque<int32_t> tokens_;  // guarded by mu_
+  bool done_ = false;           // guarded by mu_
+  Status status_;               // guarded by mu_
+  std::string reason_;          // guarded by mu_
+  GenerateUsage usage_;         // guarded by mu_
+  CancelToken cancel_;
+  std::mutex listener_mu_;             // held while the listener runs
+  std::function<void()> listener_;     // guarded by listener_mu_
 };
 
+// Calls an encoder's Prefill (NodeClient::Prefill in a node); a cancelled token interrupts it.
 using PrefillCall = std::function<StatusOr<PrefillOutput>(const std::string& encoder, const PrefillInput& in,
-                                                          std::chrono::steady_clock::time_point deadline)>;
+                                                          std::chrono::steady_clock::time_point deadline,
+                                                          CancelToken* cancel)>;
 
 struct DecoderOptions {
   uint64_t expert_cache_bytes = 0;       // 0: experts straight from the mapping
@@ -93,46 +94,46 @@ class DecoderCore {
               ThreadPool* compute);
   ~DecoderCore();
 
+  // Admits the request on this thread (until its first token or its error), then decodes it in the
+  // batch loop; the stream carries the rest.
   std::shared_ptr<TokenStream> Generate(GenerateInput in);
-  std::optional<std::string> GetSwa(const UnitKey& ns, const UnitKey& prefix_key);
+  // The same, with the admission on the core's admission threads: returns at once.
+  void Start(GenerateInput in, std::shared_ptr<TokenStream> stream);
 
   int64_t running() const;
   int64_t waiting() const { return waiting_.load(); }
   uint64_t ResidentBytes() const;  // sessions + running states + SWA pool + expert cache
-  std::vector<std::pair<std::string, int64_t>> WarmSessions() const;  // (session, context length held)
+  std::vector<std::pair<std::string, int64_t>> WarmSessions() const { return sessions_.List(); }
+  SwaPool* swa_pool() { return &swa_pool_; }  // served to peers by SwaStateService
 
  private:
   struct Sequence;
-  struct Session {
-    SequenceState state;
-    std::vector<int32_t> tokens;  // [0, state.length)
-    UnitKey ns{};
-    int64_t last_used_ms = 0;
-  };
+  // Admit, counting a failure and ending the stream with it. REQUIRES: waiting_ counted this request.
+  void RunAdmission(const GenerateInput& in, const std::shared_ptr<TokenStream>& stream);
   Status Admit(const GenerateInput& in, const std::shared_ptr<TokenStream>& stream);
   void BatchLoop();
   void Finish(std::unique_ptr<Sequence> seq, const std::string& reason);
-  int64_t LoadPrefixFromCache(const GenerateInput& in, int64_t boundary, SequenceState* st);
   void UpdateResidency();
 
   const Model& model_;
   std::unique_ptr<ExpertCache> experts_;
   Engine engine_;
-  CacheClient* cache_;
   PrefillCall prefill_;
   DecoderOptions opt_;
   NodeMetrics* metrics_;
   SwaPool swa_pool_;
-  std::unique_ptr<ThreadPool> io_;
+  SessionCache sessions_;
+  PrefixLoader loader_;
+  UnitPersister persister_;
   std::atomic<int64_t> waiting_{0};
   std::atomic<int64_t> stepping_{0};  // sequences taken out of running_ for the current step
 
-  mutable std::mutex mu_;  // guards running_, sessions_
+  mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::unique_ptr<Sequence>> running_;
-  std::map<std::string, Session> sessions_;
-  bool stop_ = false;
+  std::vector<std::unique_ptr<Sequence>> running_;  // guarded by mu_
+  bool stop_ = false;                               // guarded by mu_
   std::thread loop_;
+  std::unique_ptr<ThreadPool> admissions_;  // last: destroyed (drained) first
 };
 
 }  // namespace ds41

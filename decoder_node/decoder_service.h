@@ -1,19 +1,22 @@
-// DecoderService: the decoder node's gRPC face over DecoderCore. Generate streams tokens as the batch
-// loop produces them; a client that cancels frees its sequence at the next step.
+// DecoderService: the decoder node's gRPC face over DecoderCore. Generate is a callback-API stream:
+// the core admits the request on its own threads and the stream's listener starts each write as
+// tokens arrive, so no thread waits or polls per call; a client that cancels cancels the stream,
+// which interrupts its prefill call or frees its sequence at the next step. The node also registers
+// SwaStateService over the core's pool.
 #pragma once
+
+#include <string>
 
 #include "decoder_node/decoder_core.h"
 #include "node.grpc.pb.h"
 
 namespace ds41 {
 
-class DecoderService final : public ds41::node::v1::Decoder::Service {
+class DecoderService final : public ds41::node::v1::Decoder::WithCallbackMethod_Generate<ds41::node::v1::Decoder::Service> {
  public:
   DecoderService(DecoderCore* core, const std::string& fingerprint, NodeMetrics* metrics);
-  grpc::Status Generate(grpc::ServerContext* ctx, const ds41::node::v1::GenerateRequest* req,
-                        grpc::ServerWriter<ds41::node::v1::GenerateResponse>* writer) override;
-  grpc::Status GetSwaState(grpc::ServerContext* ctx, const ds41::node::v1::SwaStateRequest* req,
-                           ds41::node::v1::SwaStateResponse* resp) override;
+  grpc::ServerWriteReactor<ds41::node::v1::GenerateResponse>* Generate(grpc::CallbackServerContext* ctx,
+                                                                       const ds41::node::v1::GenerateRequest* req) override;
   grpc::Status Status(grpc::ServerContext* ctx, const ds41::node::v1::NodeStatusRequest* req,
                       ds41::node::v1::NodeStatus* resp) override;
 

@@ -4,9 +4,10 @@
 #include <iostream>
 
 #include "decoder_node/decoder_service.h"
-#include "encoder_node/encoder_service.h"
-#include "serving/node_setup.h"
+#include "node_client/node_client.h"
 #include "serving/node_runtime.h"
+#include "serving/node_setup.h"
+#include "serving/swa_state_service.h"
 #include "util/malloc_tuning.h"
 #include "util/process.h"
 
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
   const std::string fp = set.model->fingerprint();
   ds41::NodeRuntime rt;
   ds41::NodeMetrics node_metrics(*rt.registry, "decoder");
-  auto channels = std::make_shared<ds41::ChannelSet>();
+  ds41::NodeClient encoders(std::make_shared<ds41::ChannelSet>(), fp);
   ds41::DecoderOptions o;
   o.expert_cache_bytes = *expert_bytes;
   o.session_bytes = *session_bytes;
@@ -52,10 +53,10 @@ int main(int argc, char** argv) {
   o.max_running = max_running;
   ds41::DecoderCore core(
       *set.model, set.cache.get(),
-      [channels, fp](const std::string& enc, const ds41::PrefillInput& in, std::chrono::steady_clock::time_point deadline) {
-        return ds41::CallEncoderPrefill(channels.get(), fp, enc, in, deadline);
-      },
+      [&encoders](const std::string& enc, const ds41::PrefillInput& in, std::chrono::steady_clock::time_point deadline,
+                  ds41::CancelToken* cancel) { return encoders.Prefill(enc, in, deadline, cancel); },
       o, &node_metrics, set.compute.get());
   ds41::DecoderService service(&core, fp, &node_metrics);
-  return rt.Run("decoder_node", listen, metrics, {&service}, "fingerprint=" + fp);
+  ds41::SwaStateService swa_service(core.swa_pool(), fp);
+  return rt.Run("decoder_node", listen, metrics, {&service, &swa_service}, "fingerprint=" + fp);
 }

@@ -2,24 +2,21 @@
 
 #include <chrono>
 
+#include "unit/state_units.h"
 #include "util/clock.h"
 
 namespace ds41 {
-
-std::string SwaPoolKey(const UnitKey& ns, const UnitKey& prefix_key) {
-  return KeyString(ns) + KeyString(prefix_key);
-}
 
 EncoderCore::EncoderCore(const Model& model, CacheClient* cache, SwaFetcher fetcher, EncoderOptions options,
                          NodeMetrics* metrics, ThreadPool* compute)
     : model_(model),
       engine_(model, compute),
-      cache_(cache),
       fetcher_(std::move(fetcher)),
       opt_(options),
       metrics_(metrics),
       swa_pool_(options.swa_pool_bytes, options.swa_ttl_ms),
-      io_(std::make_unique<ThreadPool>(4)),
+      loader_(model, cache, metrics),
+      persister_(model, cache),
       scheduler_([this] { SchedulerLoop(); }) {}
 
 EncoderCore::~EncoderCore() {
@@ -94,40 +91,25 @@ void EncoderCore::SchedulerLoop() {
   }
 }
 
-int64_t EncoderCore::LoadPrefix(const PrefillInput& in, SequenceState* st) {
-  const int U = in.unit_tokens;
-  const int64_t H = in.cached_tokens;
-  if (H == 0 || cache_ == nullptr) return 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  const CacheNamespace ns{in.ns, model_.fingerprint(), kUnitFormatVersion};
-  std::vector<int32_t> head(in.tokens.begin(), in.tokens.begin() + H);
-  const std::vector<UnitKey> chain = ChainKeys(in.ns, head, U);
-  std::vector<UnitGet> gets;
-  for (const UnitKey& k : chain) gets.push_back({k, std::nullopt});
-  const int64_t full = static_cast<int64_t>(chain.size()) * U;
-  if (full < H) {
-    const UnitKey parent = chain.empty() ? in.ns : chain.back();
-    gets.push_back({TailKey(parent, head.data() + full, static_cast<size_t>(H - full)), parent});
+Status EncoderCore::RestoreSwa(const PrefillInput& in, int64_t H, SequenceState* st, PrefillOutput* out) {
+  const ModelConfig& c = model_.config();
+  const UnitKey pk = PrefixKey(in.ns, in.tokens, H, in.unit_tokens);
+  std::optional<std::string> swa = swa_pool_.Get(SwaPoolKey(in.ns, pk));
+  out->swa_source = "local";
+  if (!swa && !in.swa_peer.empty() && fetcher_) {
+    auto fetched = fetcher_(in.swa_peer, in.ns, pk, H);
+    if (fetched.ok()) {
+      swa = std::move(*fetched);
+      out->swa_source = "peer";
+      if (metrics_) metrics_->kv_bytes_in.Increment(static_cast<double>(swa->size()));
+    }
   }
-  auto got = cache_->Get(ns, gets);
-  auto layout = UnitLayout::FromConfig(model_.config(), U);
-  std::vector<Unit> units;
-  int64_t reach = 0;
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < got.size() && layout.ok(); ++i) {
-    if (!got[i]) break;
-    auto u = DecodeUnit(*layout, *got[i]);
-    if (!u.ok() || u->first_position != reach) break;
-    bytes += got[i]->size();
-    reach += u->tokens;
-    units.push_back(std::move(*u));
-  }
-  if (!units.empty() && !ApplyUnits(*layout, units, st).ok()) return 0;
-  if (metrics_) {
-    metrics_->kv_bytes_in.Increment(static_cast<double>(bytes));
-    metrics_->kv_transfer_seconds.Observe(SecondsSince(t0));
-  }
-  return reach;
+  if (swa && st->RestoreSwa(*swa, c).ok()) return Status::Ok();  // the exact SWA state: no replay
+  const int64_t start = std::max<int64_t>(0, H - c.window_size);
+  DS41_RETURN_IF_ERROR(engine_.EncoderReplay(st, TokenSpan{in.tokens, {}, {}}, start));
+  out->swa_source = "replay";
+  out->replay_tokens = H - start;
+  return Status::Ok();
 }
 
 StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in) {
@@ -142,31 +124,12 @@ StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in) {
 
   SequenceState st = SequenceState::Create(c);
   PrefillOutput out;
-  const int64_t H = LoadPrefix(in, &st);
+  const int64_t H = loader_.Load(in.ns, in.tokens, in.cached_tokens, in.unit_tokens, &st);
   out.cached_tokens = H;
-  const TokenSpan prompt{in.tokens, {}, {}};
   if (H == 0) {
     out.swa_source = "none";
   } else {
-    const UnitKey pk = PrefixKey(in.ns, in.tokens, H, in.unit_tokens);
-    std::optional<std::string> swa = swa_pool_.Get(SwaPoolKey(in.ns, pk));
-    out.swa_source = "local";
-    if (!swa && !in.swa_peer.empty() && fetcher_) {
-      auto fetched = fetcher_(in.swa_peer, in.ns, pk, H);
-      if (fetched.ok()) {
-        swa = std::move(*fetched);
-        out.swa_source = "peer";
-        if (metrics_) metrics_->kv_bytes_in.Increment(static_cast<double>(swa->size()));
-      }
-    }
-    if (swa && st.RestoreSwa(*swa, c).ok()) {
-      // the exact SWA state: no replay
-    } else {
-      const int64_t start = std::max<int64_t>(0, H - c.window_size);
-      DS41_RETURN_IF_ERROR(engine_.EncoderReplay(&st, prompt, start));
-      out.swa_source = "replay";
-      out.replay_tokens = H - start;
-    }
+    DS41_RETURN_IF_ERROR(RestoreSwa(in, H, &st, &out));
   }
   if (metrics_) {
     if (out.swa_source == "local") metrics_->swa_local.Increment();
@@ -192,32 +155,23 @@ StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in) {
   out.computed_tokens = N - H;
   out.handoff = SerializeHandoff(handoff);
 
-  DS41_ASSIGN_OR_RETURN(UnitLayout layout, UnitLayout::FromConfig(c, in.unit_tokens));
-  DS41_ASSIGN_OR_RETURN(Fingerprint fp, ParseFingerprint(model_.fingerprint()));
   const int64_t from = H / in.unit_tokens * in.unit_tokens;
-  DS41_ASSIGN_OR_RETURN(out.units, BuildUnits(c, layout, fp, st, in.tokens, in.ns, from, N));
+  DS41_ASSIGN_OR_RETURN(std::vector<BuiltUnit> units, persister_.Build(in.ns, st, in.tokens, from, N, in.unit_tokens));
+  out.units.reserve(units.size());
+  for (const BuiltUnit& b : units) out.units.push_back(b.bytes);
   out.swa = st.SerializeSwa(c);
   swa_pool_.Put(SwaPoolKey(in.ns, PrefixKey(in.ns, in.tokens, N, in.unit_tokens)), out.swa);
-  if (cache_) {
-    // The store learns the new units in the background; the decoder gets them in the response.
-    std::vector<UnitPut> puts;
-    for (const BuiltUnit& b : out.units) puts.push_back({b.key, b.parent, b.bytes});
-    const CacheNamespace ns{in.ns, model_.fingerprint(), kUnitFormatVersion};
-    io_->Schedule([this, ns, puts = std::move(puts)] { cache_->Put(ns, puts); });
-  }
+  // The store learns the new units in the background; the decoder gets them in the response.
+  persister_.Put(in.ns, std::move(units));
   if (metrics_) {
     metrics_->computed_new.Increment(static_cast<double>(out.computed_tokens));
     metrics_->prefill_seconds.Observe(SecondsSince(t0));
     metrics_->resident_swa.Set(static_cast<double>(swa_pool_.bytes()));
     uint64_t bytes = out.swa.size() + out.handoff.size();
-    for (const BuiltUnit& b : out.units) bytes += b.bytes.size();
+    for (const std::string& u : out.units) bytes += u.size();
     metrics_->kv_bytes_out.Increment(static_cast<double>(bytes));
   }
   return out;
-}
-
-std::optional<std::string> EncoderCore::GetSwa(const UnitKey& ns, const UnitKey& prefix_key) {
-  return swa_pool_.Get(SwaPoolKey(ns, prefix_key));
 }
 
 }  // namespace ds41

@@ -4,7 +4,8 @@
 // passes with other prefills under a token budget, and returns the new global KV as units, the SWA
 // state at the prompt's end and the decoder-replay handoff; the units also go to the cache service.
 //
-// Thread-safe: Prefill may be called from many threads; one scheduler thread runs the encoder steps.
+// Thread-safe: Prefill may be called from many threads; one scheduler thread runs the encoder steps,
+// and mu_ guards the queue of prefills it shares them among.
 #pragma once
 
 #include <condition_variable>
@@ -20,29 +21,13 @@
 
 #include "cache_client/cache_client.h"
 #include "engine/engine.h"
+#include "node_client/node_messages.h"
 #include "serving/node_metrics.h"
+#include "serving/prefix_loader.h"
 #include "serving/swa_pool.h"
-#include "unit/state_units.h"
+#include "serving/unit_persister.h"
 
 namespace ds41 {
-
-struct PrefillInput {
-  UnitKey ns{};                    // cache namespace root (tenant)
-  std::vector<int32_t> tokens;     // the prompt [0, N)
-  int64_t cached_tokens = 0;       // H
-  std::string swa_peer;            // who may hold the SWA state at H
-  int unit_tokens = kDefaultUnitTokens;
-};
-
-struct PrefillOutput {
-  std::vector<BuiltUnit> units;    // [unit boundary below H, N)
-  std::string swa;                 // SWA state at N
-  std::string handoff;             // SerializeHandoff
-  int64_t cached_tokens = 0;       // H used
-  int64_t computed_tokens = 0;
-  int64_t replay_tokens = 0;
-  std::string swa_source;          // none | local | peer | replay
-};
 
 // Fetches a serialized SWA state from a peer node (transport injected by the service).
 using SwaFetcher = std::function<StatusOr<std::string>(const std::string& peer, const UnitKey& ns,
@@ -61,11 +46,10 @@ class EncoderCore {
   ~EncoderCore();
 
   StatusOr<PrefillOutput> Prefill(const PrefillInput& in);
-  std::optional<std::string> GetSwa(const UnitKey& ns, const UnitKey& prefix_key);
 
   int64_t queued_tokens() const;
   int64_t running() const;
-  uint64_t swa_pool_bytes() const { return swa_pool_.bytes(); }
+  SwaPool* swa_pool() { return &swa_pool_; }  // served to peers by SwaStateService
 
  private:
   struct Pending {
@@ -73,26 +57,23 @@ class EncoderCore {
     std::promise<Status> done;
   };
   void SchedulerLoop();
-  // Global KV of [0, H) from the cache; returns the H it could assemble.
-  int64_t LoadPrefix(const PrefillInput& in, SequenceState* st);
+  // The SWA state at H: this node's pool, else the peer's, else an encoder replay; sets the source.
+  Status RestoreSwa(const PrefillInput& in, int64_t H, SequenceState* st, PrefillOutput* out);
 
   const Model& model_;
   Engine engine_;
-  CacheClient* cache_;
   SwaFetcher fetcher_;
   EncoderOptions opt_;
   NodeMetrics* metrics_;
   SwaPool swa_pool_;
-  std::unique_ptr<ThreadPool> io_;
+  PrefixLoader loader_;
+  UnitPersister persister_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending*> queue_;
-  std::vector<Pending*> active_;
-  bool stop_ = false;
+  std::deque<Pending*> queue_;    // guarded by mu_
+  std::vector<Pending*> active_;  // guarded by mu_
+  bool stop_ = false;             // guarded by mu_
   std::thread scheduler_;
 };
-
-// "ns|prefix" key of an SWA state in a pool.
-std::string SwaPoolKey(const UnitKey& ns, const UnitKey& prefix_key);
 
 }  // namespace ds41

@@ -4,8 +4,10 @@
 #include <iostream>
 
 #include "encoder_node/encoder_service.h"
-#include "serving/node_setup.h"
+#include "node_client/node_client.h"
 #include "serving/node_runtime.h"
+#include "serving/node_setup.h"
+#include "serving/swa_state_service.h"
 #include "util/malloc_tuning.h"
 #include "util/process.h"
 
@@ -34,13 +36,18 @@ int main(int argc, char** argv) {
   const std::string fp = set.model->fingerprint();
   ds41::NodeRuntime rt;
   ds41::NodeMetrics node_metrics(*rt.registry, "encoder");
-  auto channels = std::make_shared<ds41::ChannelSet>();
+  ds41::NodeClient peers(std::make_shared<ds41::ChannelSet>(), fp);
   ds41::EncoderOptions eo;
   eo.step_tokens = step_tokens;
   eo.swa_pool_bytes = *pool_bytes;
   eo.swa_ttl_ms = swa_ttl * 1000;
-  ds41::EncoderCore core(*set.model, set.cache.get(), ds41::MakeGrpcSwaFetcher(channels, fp), eo, &node_metrics,
-                         set.compute.get());
+  ds41::EncoderCore core(
+      *set.model, set.cache.get(),
+      [&peers](const std::string& peer, const ds41::UnitKey& ns, const ds41::UnitKey& key, int64_t position) {
+        return peers.FetchSwa(peer, ns, key, position);
+      },
+      eo, &node_metrics, set.compute.get());
   ds41::EncoderService service(&core, fp, &node_metrics);
-  return rt.Run("encoder_node", listen, metrics, {&service}, "fingerprint=" + fp);
+  ds41::SwaStateService swa_service(core.swa_pool(), fp);
+  return rt.Run("encoder_node", listen, metrics, {&service, &swa_service}, "fingerprint=" + fp);
 }

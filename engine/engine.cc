@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "engine/engram_layout.h"
+#include "engine/loading/engram_layout.h"
 
 namespace ds41 {
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "engine/expert_cache.h"
-#include "engine/forward.h"
-#include "engine/model.h"
-#include "engine/state.h"
+#include "engine/layers/forward.h"
+#include "engine/loading/model.h"
+#include "engine/layers/state.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
 

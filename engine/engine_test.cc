@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <random>
 
-#include "engine/model.h"
+#include "engine/loading/model.h"
 #include "engine/sampling.h"
 #include "tests/support/test_checkpoint.h"
 

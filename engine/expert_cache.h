@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/weights.h"
+#include "engine/loading/weights.h"
 
 namespace ds41 {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "http/asio_include.h"
+#include "util/asio_include.h"
 #include "http/http_parser_include.h"
 #include "http/http_responder.h"
 #include "http/server_shared.h"

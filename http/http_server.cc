@@ -4,7 +4,7 @@
 #include <future>
 #include <optional>
 
-#include "http/asio_include.h"
+#include "util/asio_include.h"
 #include "http/connection.h"
 #include "http/server_shared.h"
 

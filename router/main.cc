@@ -3,12 +3,12 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "engine/model.h"
+#include "engine/config/fingerprint.h"
 #include "router/http_front.h"
 #include "router/router_service.h"
 #include "rpc/server.h"
 #include "rpc/transport_security.h"
-#include "serving/node_runtime.h"
+#include "util/split_list.h"
 #include "util/process.h"
 
 int main(int argc, char** argv) {
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
       ->envname("DS41_MAX_RUNNING");
   app.add_option("--max-request-bytes", max_body, "largest request body")->envname("DS41_MAX_REQUEST_BYTES");
   app.add_option("--io-threads", io_threads, "HTTP io threads")->check(CLI::Range(1, 64));
-  app.add_option("--workers", workers, "request worker threads")->check(CLI::Range(1, 4096));
+  app.add_option("--workers", workers, "request worker threads (one of them is the caller's: at least 2)")->check(CLI::Range(2, 4096));
   app.add_option("--poll-ms", poll_ms, "node health-check interval")->check(CLI::Range(10, 3600000));
   app.add_option("--header-timeout-ms", header_timeout_ms, "slow clients: time allowed to send the headers")
       ->check(CLI::Range(10, 600000));
@@ -50,8 +50,8 @@ int main(int argc, char** argv) {
     std::cerr << body_bytes.status().ToString() << "\n";
     return 2;
   }
-  // The router tokenizes and checks fingerprints: it never runs the matmuls.
-  auto model = ds41::Model::Open(model_dir, {ds41::WeightTiles::kOff, ""});
+  // The router tokenizes and checks fingerprints: it reads the config and the checkpoint's headers only.
+  auto model = ds41::ReadModelIdentity(model_dir);
   if (!model.ok()) {
     std::cerr << model.status().ToString() << "\n";
     return 1;
@@ -70,8 +70,8 @@ int main(int argc, char** argv) {
     }
     tenants = std::move(*t);
   }
-  const ds41::ModelConfig& cfg = (*model)->config();
-  const std::string fp = (*model)->fingerprint();
+  const ds41::ModelConfig& cfg = model->config;
+  const std::string fp = model->fingerprint;
   auto connected = ds41::ConnectCache(cache);
   if (!connected.ok()) {
     std::cerr << "--cache: " << connected.status().ToString() << "\n";
@@ -80,10 +80,10 @@ int main(int argc, char** argv) {
   std::unique_ptr<ds41::CacheClient> cache_client = std::move(*connected);
   auto registry = std::make_shared<prometheus::Registry>();
   ds41::RouterMetrics metrics(*registry);
-  auto channels = std::make_shared<ds41::ChannelSet>();
+  ds41::NodeClient node_client(std::make_shared<ds41::ChannelSet>(), fp);
   ds41::NodeTableOptions no;
   no.poll_interval = std::chrono::milliseconds(poll_ms);
-  ds41::NodeTable nodes(channels, fp, no);
+  ds41::NodeTable nodes(&node_client, no);
   for (const auto& a : ds41::SplitList(encoders)) nodes.Add(ds41::NodeRole::kEncoder, a);
   for (const auto& a : ds41::SplitList(decoders)) nodes.Add(ds41::NodeRole::kDecoder, a);
   nodes.PollAll();
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   ro.unit_tokens = unit_tokens;
   ro.window = cfg.window_size;
   ro.max_running = max_running;
-  ds41::RouterCore core(ro, &nodes, cache_client.get(), channels, &metrics);
+  ds41::RouterCore core(ro, &nodes, cache_client.get(), &node_client, &metrics);
   ds41::OpenAiApi api(&core, &*tokenizer, model_id, cfg.max_position_embeddings, static_cast<int32_t>(cfg.vocab_size));
   ds41::ThreadPool pool(workers);
   ds41::HttpFront front(&api, &tenants, &nodes, &metrics, registry, &pool);
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     std::cerr << "http: " << s.ToString() << "\n";
     return 1;
   }
-  ds41::RouterService service(&api, &tenants, &nodes);
+  ds41::RouterService service(&api, &tenants, &nodes, &pool);
   ds41::RpcServerOptions go;
   go.address = grpc_listen;
   auto rpc = ds41::StartRpcServer(go, {&service});

@@ -1,19 +1,11 @@
 #include "router/node_table.h"
 
 #include <arpa/inet.h>
-#include <grpcpp/grpcpp.h>
 #include <netdb.h>
 
 #include <algorithm>
 
-#include "node.grpc.pb.h"
-#include "rpc/status_map.h"
-
 namespace ds41 {
-
-namespace pb = ds41::node::v1;
-
-const char* NodeRoleName(NodeRole r) { return r == NodeRole::kEncoder ? "encoder" : "decoder"; }
 
 const char* NodeStateName(NodeState s) {
   switch (s) {
@@ -25,8 +17,7 @@ const char* NodeStateName(NodeState s) {
   return "?";
 }
 
-NodeTable::NodeTable(std::shared_ptr<ChannelSet> channels, std::string fingerprint, NodeTableOptions options)
-    : channels_(std::move(channels)), fingerprint_(std::move(fingerprint)), opt_(options) {}
+NodeTable::NodeTable(const NodeClient* client, NodeTableOptions options) : client_(client), opt_(options) {}
 
 NodeTable::~NodeTable() {
   {
@@ -72,41 +63,31 @@ Status NodeTable::Poll(const std::string& address) {
     if (it == nodes_.end()) return NotFoundError("unknown node " + address);
     role = it->second.role;
   }
-  pb::NodeStatus st;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + opt_.poll_deadline);
-  grpc::Status gs;
-  if (role == NodeRole::kEncoder) {
-    gs = pb::Encoder::NewStub(channels_->Get(address))->Status(&ctx, pb::NodeStatusRequest(), &st);
-  } else {
-    gs = pb::Decoder::NewStub(channels_->Get(address))->Status(&ctx, pb::NodeStatusRequest(), &st);
-  }
-  Status result = FromGrpc(gs);
+  const StatusOr<NodeStatusReport> st = client_->Status(role, address, opt_.poll_deadline);
   std::lock_guard<std::mutex> l(mu_);
   auto it = nodes_.find(address);
-  if (it == nodes_.end()) return result;
+  if (it == nodes_.end()) return st.status();
   NodeView& n = it->second;
-  if (!result.ok()) {
+  if (!st.ok()) {
     n.state = NodeState::kDown;
-    n.error = result.ToString();
-    return UnavailableError(address + " does not answer: " + result.ToString());
+    n.error = st.status().ToString();
+    return UnavailableError(address + " does not answer: " + st.status().ToString());
   }
-  if (st.model_fingerprint() != fingerprint_ || st.role() != NodeRoleName(role)) {
+  const std::string& fingerprint = client_->fingerprint();
+  if (st->fingerprint != fingerprint || st->role != NodeRoleName(role)) {
     n.state = NodeState::kRefused;
-    n.error = "node serves " + st.role() + " of model " + st.model_fingerprint() + ", the router expects " +
-              NodeRoleName(role) + " of " + fingerprint_;
+    n.error = "node serves " + st->role + " of model " + st->fingerprint + ", the router expects " + NodeRoleName(role) +
+              " of " + fingerprint;
     return FailedPreconditionError(n.error);
   }
   n.state = NodeState::kHealthy;
   n.error.clear();
-  n.load.queued_tokens = st.queued_tokens();
-  n.load.running = st.running();
-  n.load.waiting = st.waiting();
-  n.load.resident_bytes = static_cast<uint64_t>(st.resident_bytes());
+  n.load.queued_tokens = st->queued_tokens;
+  n.load.running = st->running;
+  n.load.waiting = st->waiting;
+  n.load.resident_bytes = st->resident_bytes;
   n.warm_sessions.clear();
-  for (int i = 0; i < st.warm_sessions_size(); ++i) {
-    n.warm_sessions[st.warm_sessions(i)] = i < st.warm_session_lengths_size() ? st.warm_session_lengths(i) : -1;
-  }
+  for (const auto& [id, length] : st->warm_sessions) n.warm_sessions[id] = length;
   return Status::Ok();
 }
 

@@ -4,7 +4,7 @@
 // fingerprint, and is health-checked by polling Status. A node that fails a poll or a request is
 // marked down until a poll succeeds again. A node found through DNS leaves the table once its name
 // resolves without it and it is down (a healthy one may be draining; a failed lookup removes
-// nothing). Thread-safe.
+// nothing). Thread-safe: mu_ guards the table; polls run outside it.
 #pragma once
 
 #include <chrono>
@@ -17,15 +17,13 @@
 #include <thread>
 #include <vector>
 
+#include "node_client/node_client.h"
 #include "router/placement.h"
-#include "rpc/channels.h"
 #include "util/status.h"
 
 namespace ds41 {
 
-enum class NodeRole { kEncoder, kDecoder };
 enum class NodeState { kPending, kHealthy, kDown, kRefused };  // kRefused: wrong model fingerprint
-const char* NodeRoleName(NodeRole r);
 const char* NodeStateName(NodeState s);
 
 struct NodeView {
@@ -49,7 +47,8 @@ struct NodeTableOptions {
 
 class NodeTable {
  public:
-  NodeTable(std::shared_ptr<ChannelSet> channels, std::string fingerprint, NodeTableOptions options = {});
+  // Polls through `client` (whose fingerprint the nodes must report).
+  NodeTable(const NodeClient* client, NodeTableOptions options = {});
   ~NodeTable();
 
   void Add(NodeRole role, const std::string& address);  // "host:port" or "dns:///name:port"
@@ -70,15 +69,14 @@ class NodeTable {
   void AddLocked(NodeRole role, const std::string& address);  // REQUIRES: mu_
   void ResolveSeeds();
 
-  std::vector<std::pair<NodeRole, std::string>> seeds_;  // DNS names, guarded by mu_
-  std::shared_ptr<ChannelSet> channels_;
-  const std::string fingerprint_;
+  const NodeClient* client_;
   const NodeTableOptions opt_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::map<std::string, NodeView> nodes_;
-  std::map<std::string, std::string> discovered_;  // address -> the DNS name that brought it
-  bool stop_ = false;
+  std::vector<std::pair<NodeRole, std::string>> seeds_;  // DNS names; guarded by mu_
+  std::map<std::string, NodeView> nodes_;                 // guarded by mu_
+  std::map<std::string, std::string> discovered_;         // address -> the DNS name that brought it; guarded by mu_
+  bool stop_ = false;                                     // guarded by mu_
   std::thread poller_;
 };
 

@@ -10,7 +10,8 @@ namespace {
 TEST(NodeTableTest, DnsNamesExpandToNodesAndSilentNodesAreDown) {
   NodeTableOptions o;
   o.poll_deadline = std::chrono::milliseconds(200);
-  NodeTable t(std::make_shared<ChannelSet>(), "fp", o);
+  NodeClient client(std::make_shared<ChannelSet>(), "fp");
+  NodeTable t(&client, o);
   t.Add(NodeRole::kDecoder, "dns:///localhost:1");
   t.Add(NodeRole::kEncoder, "127.0.0.1:2");
   t.PollAll();
@@ -38,7 +39,8 @@ TEST(NodeTableTest, NodesDnsNoLongerListsLeaveOnceDown) {
     if (fail) return UnavailableError("no DNS");
     return listed;
   };
-  NodeTable t(std::make_shared<ChannelSet>(), "fp", o);
+  NodeClient client(std::make_shared<ChannelSet>(), "fp");
+  NodeTable t(&client, o);
   t.Add(NodeRole::kDecoder, "dns:///decoders.example:7000");
   auto addresses = [&] {
     std::vector<std::string> out;

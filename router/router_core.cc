@@ -1,43 +1,14 @@
 #include "router/router_core.h"
 
-#include <grpcpp/grpcpp.h>
-
-#include <set>
-
-#include "node.grpc.pb.h"
-#include "rpc/status_map.h"
-#include "serving/node_protocol.h"
+#include "node_client/node_protocol.h"
 
 namespace ds41 {
 
-namespace pb = ds41::node::v1;
 using Clock = std::chrono::steady_clock;
 
-void CancelToken::Cancel() {
-  std::lock_guard<std::mutex> l(mu_);
-  cancelled_ = true;
-  if (ctx_) ctx_->TryCancel();
-}
-
-bool CancelToken::cancelled() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return cancelled_;
-}
-
-bool CancelToken::Attach(grpc::ClientContext* ctx) {
-  std::lock_guard<std::mutex> l(mu_);
-  ctx_ = ctx;
-  return !cancelled_;
-}
-
-void CancelToken::Detach() {
-  std::lock_guard<std::mutex> l(mu_);
-  ctx_ = nullptr;
-}
-
-RouterCore::RouterCore(RouterOptions options, NodeTable* nodes, CacheClient* cache, std::shared_ptr<ChannelSet> channels,
+RouterCore::RouterCore(RouterOptions options, NodeTable* nodes, CacheClient* cache, const NodeClient* node_client,
                        RouterMetrics* metrics)
-    : opt_(std::move(options)), nodes_(nodes), cache_(cache), channels_(std::move(channels)), metrics_(metrics) {}
+    : opt_(std::move(options)), nodes_(nodes), cache_(cache), node_client_(node_client), metrics_(metrics) {}
 
 int64_t RouterCore::CachedPrefix(const std::string& tenant_salt, const std::vector<int32_t>& tokens) const {
   if (!cache_ || tokens.size() < 2) return 0;
@@ -86,6 +57,117 @@ void RouterCore::LearnRates(const RouteUsage& u) {
   opt_.cost.encoder_tokens_per_s = 0.8 * opt_.cost.encoder_tokens_per_s + 0.2 * observed;
 }
 
+RouterCore::Candidates RouterCore::FindCandidates(const RouteRequest& rq, int64_t H,
+                                                  const std::set<std::string>& excluded) const {
+  Candidates c;
+  // The decoder that ended this session's last turn at H (known before the next health poll).
+  c.bound = SwaHolder(rq.session_id, H);
+  for (NodeView& v : nodes_->Healthy(NodeRole::kDecoder)) {
+    if (excluded.count(v.address)) continue;
+    // Warm only when it holds this session up to H: an older turn kept on another decoder is not.
+    auto w = rq.session_id.empty() ? v.warm_sessions.end() : v.warm_sessions.find(rq.session_id);
+    v.load.warm = (w != v.warm_sessions.end() && w->second == H) || v.address == c.bound;
+    if (v.load.warm) c.warm_holder = v.address;
+    c.decoders.push_back(v.load);
+  }
+  for (NodeView& v : nodes_->Healthy(NodeRole::kEncoder)) {
+    if (!excluded.count(v.address)) c.encoders.push_back(v.load);
+  }
+  return c;
+}
+
+GenerateInput RouterCore::BuildInput(const RouteRequest& rq, const CacheNamespace& ns, int64_t H, const Placement& p,
+                                     const std::string& swa_peer) const {
+  GenerateInput in;
+  in.request_id = rq.request_id;
+  in.session_id = rq.session_id;
+  in.ns = ns.id;
+  in.tokens = rq.tokens;
+  in.cached_tokens = H;
+  in.encoder = p.encoder;
+  in.swa_peer = swa_peer;
+  in.unit_tokens = opt_.unit_tokens;
+  in.sampling = {rq.temperature, rq.top_p, rq.seed, rq.max_tokens, rq.stop_token_ids};
+  in.deadline = rq.deadline;
+  return in;
+}
+
+RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const GenerateInput& in, Clock::time_point t0,
+                                           const TokenSink& sink, int attempt, RouteResult* res) {
+  const Placement& p = res->placement;
+  RouteUsage& usage = res->usage;
+  const int64_t N = static_cast<int64_t>(in.tokens.size());
+  const int64_t H = in.cached_tokens;
+  const char* hit_class = HitClass(N, H);
+  bool first = true;
+  auto last = t0;
+  const GenerateCallResult call = node_client_->Generate(p.decoder, in, rq.cancel.get(), [&](const std::vector<int32_t>& ids) {
+    const auto now = Clock::now();
+    if (first) {
+      usage.ttft_seconds = std::chrono::duration<double>(now - t0).count();
+      if (metrics_) metrics_->Ttft(hit_class, usage.ttft_seconds, p.predicted_seconds);
+      first = false;
+    } else if (metrics_) {
+      metrics_->InterToken(hit_class, std::chrono::duration<double>(now - last).count() / static_cast<double>(ids.size()));
+    }
+    last = now;
+    usage.completion_tokens += static_cast<int64_t>(ids.size());
+    return sink(ids);
+  });
+  if (!call.end.finish_reason.empty()) {
+    res->finish_reason = call.end.finish_reason;
+    const GenerateUsage& u = call.end.usage;
+    usage.cached_tokens = u.cached_tokens;
+    usage.computed_tokens = u.computed_tokens;
+    usage.encoder_replay_tokens = u.encoder_replay_tokens;
+    usage.decoder_replay_tokens = u.decoder_replay_tokens;
+    usage.prefix_source = u.prefix_source;
+    usage.swa_source = u.swa_source;
+  }
+  if (call.stopped) {
+    // The decoder frees the sequence; the prompt's units and the encoder's SWA state remain.
+    res->finish_reason = "stop";
+    usage.cached_tokens = H;
+    usage.computed_tokens = N - H;
+    Bind(rq.session_id, "", -1, p.encoder, N);
+    return Attempt::kDone;
+  }
+  if (!call.status.ok()) {
+    const bool cancelled = rq.cancel && rq.cancel->cancelled();
+    if (first && !cancelled && call.status.code() == StatusCode::kUnavailable && attempt < opt_.max_attempts) {
+      return Attempt::kRetry;
+    }
+    res->status = cancelled ? CancelledError("request cancelled") : call.status;
+    res->finish_reason = "cancelled";
+    return Attempt::kFailed;
+  }
+  Bind(rq.session_id, p.decoder, N + usage.completion_tokens - 1, p.encoder, N);
+  return Attempt::kDone;
+}
+
+void RouterCore::ExcludeFailed(const Placement& p, std::set<std::string>* excluded) {
+  bool blamed = false;
+  nodes_->PollAll();
+  for (const NodeView& v : nodes_->All()) {
+    if ((v.address == p.decoder || v.address == p.encoder) && v.state != NodeState::kHealthy) {
+      excluded->insert(v.address);
+      blamed = true;
+    }
+  }
+  if (!blamed) excluded->insert(p.decoder);
+}
+
+void RouterCore::RecordEnd(const RouteResult& res, Clock::time_point t0) {
+  const RouteUsage& usage = res.usage;
+  if (metrics_) {
+    const double e2e = std::chrono::duration<double>(Clock::now() - t0).count();
+    metrics_->EndToEnd(HitClass(usage.prompt_tokens, usage.cached_tokens), e2e);
+    metrics_->PromptTokens(usage.cached_tokens, usage.prompt_tokens - usage.cached_tokens);
+    metrics_->CompletionTokens(usage.completion_tokens);
+  }
+  LearnRates(usage);
+}
+
 RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) {
   RouteResult res;
   const auto t0 = Clock::now();
@@ -112,40 +194,24 @@ RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) 
   const CacheNamespace ns = CacheNamespace::Make(opt_.fingerprint, rq.tenant_salt);
   const int64_t H = CachedPrefix(rq.tenant_salt, rq.tokens);
   std::set<std::string> excluded;
-  RouteUsage& usage = res.usage;
-  usage.prompt_tokens = N;
-
+  res.usage.prompt_tokens = N;
   for (int attempt = 1; attempt <= opt_.max_attempts; ++attempt) {
     res.attempts = attempt;
-    std::vector<NodeLoad> decoders, encoders;
-    std::string warm_holder;
-    // The decoder that ended this session's last turn at H (known before the next health poll).
-    const std::string bound = SwaHolder(rq.session_id, H);
-    for (NodeView& v : nodes_->Healthy(NodeRole::kDecoder)) {
-      if (excluded.count(v.address)) continue;
-      // Warm only when it holds this session up to H: an older turn kept on another decoder is not.
-      auto w = rq.session_id.empty() ? v.warm_sessions.end() : v.warm_sessions.find(rq.session_id);
-      v.load.warm = (w != v.warm_sessions.end() && w->second == H) || v.address == bound;
-      if (v.load.warm) warm_holder = v.address;
-      decoders.push_back(v.load);
-    }
-    for (NodeView& v : nodes_->Healthy(NodeRole::kEncoder)) {
-      if (!excluded.count(v.address)) encoders.push_back(v.load);
-    }
-    if (decoders.empty() || (encoders.empty() && N > H)) {
+    const Candidates c = FindCandidates(rq, H, excluded);
+    if (c.decoders.empty() || (c.encoders.empty() && N > H)) {
       if (metrics_) metrics_->Rejection("no_nodes");
-      res.status = UnavailableError(decoders.empty() ? "no healthy decoder node" : "no healthy encoder node");
+      res.status = UnavailableError(c.decoders.empty() ? "no healthy decoder node" : "no healthy encoder node");
       return res;
     }
     // Who holds the SWA state at H: this router's own record, else a decoder that reports the
     // session warm (it keeps the state at its turn's end) — so a restarted router loses nothing.
-    std::string swa_peer = bound;
-    if (swa_peer.empty() && H > 0) swa_peer = warm_holder;
+    std::string swa_peer = c.bound;
+    if (swa_peer.empty() && H > 0) swa_peer = c.warm_holder;
     res.swa_hint = swa_peer;
-    PlacementInput in{N, H, opt_.window, H == 0 || !swa_peer.empty()};  // a stale hint falls back to a replay
+    const PlacementInput in{N, H, opt_.window, H == 0 || !swa_peer.empty()};  // a stale hint falls back to a replay
     {
       std::lock_guard<std::mutex> l(mu_);
-      res.placement = Place(in, decoders, encoders, opt_.cost, rng_);
+      res.placement = Place(in, c.decoders, c.encoders, opt_.cost, rng_);
     }
     const Placement& p = res.placement;
     if (metrics_) metrics_->Placement(p.reason);
@@ -154,105 +220,15 @@ RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) 
       res.status = ResourceExhaustedError("every decoder is at its running limit");
       return res;
     }
-    usage.predicted_ttft_seconds = p.predicted_seconds;
-
-    pb::GenerateRequest req;
-    FillModel(opt_.fingerprint, req.mutable_model());
-    req.set_request_id(rq.request_id);
-    req.set_session_id(rq.session_id);
-    req.mutable_ns()->set_id(KeyString(ns.id));
-    req.mutable_tokens()->Add(rq.tokens.begin(), rq.tokens.end());
-    req.set_cached_tokens(H);
-    req.set_encoder(p.encoder);
-    req.mutable_swa()->set_peer(swa_peer);
-    req.set_unit_tokens(opt_.unit_tokens);
-    pb::Sampling* s = req.mutable_sampling();
-    s->set_temperature(rq.temperature);
-    s->set_top_p(rq.top_p);
-    s->set_seed(rq.seed);
-    s->set_max_tokens(rq.max_tokens);
-    s->mutable_stop_token_ids()->Add(rq.stop_token_ids.begin(), rq.stop_token_ids.end());
-
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + (rq.deadline - Clock::now()));
-    if (rq.cancel && !rq.cancel->Attach(&ctx)) {
-      res.status = CancelledError("request cancelled");
-      return res;
-    }
-    auto reader = pb::Decoder::NewStub(channels_->Get(p.decoder))->Generate(&ctx, req);
-    pb::GenerateResponse msg;
-    bool first = true, stopped = false;
-    auto last = t0;
-    const char* hit_class = HitClass(N, H);
-    while (reader->Read(&msg)) {
-      if (msg.tokens_size() > 0) {
-        const auto now = Clock::now();
-        if (first) {
-          usage.ttft_seconds = std::chrono::duration<double>(now - t0).count();
-          if (metrics_) metrics_->Ttft(hit_class, usage.ttft_seconds, p.predicted_seconds);
-          first = false;
-        } else if (metrics_) {
-          metrics_->InterToken(hit_class, std::chrono::duration<double>(now - last).count() / msg.tokens_size());
-        }
-        last = now;
-        usage.completion_tokens += msg.tokens_size();
-        if (!sink(std::vector<int32_t>(msg.tokens().begin(), msg.tokens().end()))) {
-          stopped = true;
-          ctx.TryCancel();
-          break;
-        }
-      }
-      if (!msg.finish_reason().empty()) {
-        res.finish_reason = msg.finish_reason();
-        const pb::Usage& u = msg.usage();
-        usage.cached_tokens = u.cached_tokens();
-        usage.computed_tokens = u.computed_tokens();
-        usage.encoder_replay_tokens = u.encoder_replay_tokens();
-        usage.decoder_replay_tokens = u.decoder_replay_tokens();
-        usage.prefix_source = u.prefix_source();
-        usage.swa_source = u.swa_source();
-      }
-    }
-    const grpc::Status gs = reader->Finish();
-    if (rq.cancel) rq.cancel->Detach();
-    if (stopped) {
-      // The decoder frees the sequence; the prompt's units and the encoder's SWA state remain.
-      res.finish_reason = "stop";
-      usage.cached_tokens = H;
-      usage.computed_tokens = N - H;
-      Bind(rq.session_id, "", -1, p.encoder, N);
-      break;
-    }
-    if (!gs.ok()) {
-      const bool cancelled = rq.cancel && rq.cancel->cancelled();
-      if (first && !cancelled && gs.error_code() == grpc::StatusCode::UNAVAILABLE && attempt < opt_.max_attempts) {
-        // Died before the first token: find who is gone, place again without it.
-        bool blamed = false;
-        nodes_->PollAll();
-        for (const NodeView& v : nodes_->All()) {
-          if ((v.address == p.decoder || v.address == p.encoder) && v.state != NodeState::kHealthy) {
-            excluded.insert(v.address);
-            blamed = true;
-          }
-        }
-        if (!blamed) excluded.insert(p.decoder);
-        if (metrics_) metrics_->Placement("retry");
-        continue;
-      }
-      res.status = cancelled ? CancelledError("request cancelled") : FromGrpc(gs);
-      res.finish_reason = "cancelled";
-      return res;
-    }
-    Bind(rq.session_id, p.decoder, N + usage.completion_tokens - 1, p.encoder, N);
-    break;
+    res.usage.predicted_ttft_seconds = p.predicted_seconds;
+    const Attempt a = RunAttempt(rq, BuildInput(rq, ns, H, p, swa_peer), t0, sink, attempt, &res);
+    if (a == Attempt::kFailed) return res;
+    if (a == Attempt::kDone) break;
+    // Died before the first token: find who is gone, place again without it.
+    ExcludeFailed(p, &excluded);
+    if (metrics_) metrics_->Placement("retry");
   }
-  const double e2e = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (metrics_) {
-    metrics_->EndToEnd(HitClass(N, usage.cached_tokens), e2e);
-    metrics_->PromptTokens(usage.cached_tokens, N - usage.cached_tokens);
-    metrics_->CompletionTokens(usage.completion_tokens);
-  }
-  LearnRates(usage);
+  RecordEnd(res, t0);
   return res;
 }
 

@@ -4,7 +4,8 @@
 // tokens to a sink. A request whose node dies before its first token is placed again without that
 // node. Sessions are bound to the decoder that served their last turn while it stays warm (a cost in
 // placement, not a pin), and the router remembers who holds the SWA state at which position.
-// Thread-safe.
+// Transport stays in node_client/: this class sees token ids, placements and Status.
+// Thread-safe: mu_ guards the session bindings, the random draw and the learned encoder rate.
 #pragma once
 
 #include <atomic>
@@ -15,35 +16,19 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "cache_client/cache_client.h"
+#include "node_client/node_client.h"
 #include "router/node_table.h"
 #include "router/placement.h"
 #include "router/router_metrics.h"
-
-namespace grpc {
-class ClientContext;
-}
+#include "util/cancel_token.h"
 
 namespace ds41 {
-
-// Cancels an in-flight request from any thread (client gone, stop string matched).
-class CancelToken {
- public:
-  void Cancel();
-  bool cancelled() const;
-  // The RPC to cancel while attached; Attach returns false when already cancelled.
-  bool Attach(grpc::ClientContext* ctx);
-  void Detach();
-
- private:
-  mutable std::mutex mu_;
-  bool cancelled_ = false;
-  grpc::ClientContext* ctx_ = nullptr;
-};
 
 struct RouteRequest {
   std::string request_id;
@@ -56,7 +41,7 @@ struct RouteRequest {
   uint32_t max_tokens = 256;
   std::vector<int32_t> stop_token_ids;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
-  std::shared_ptr<CancelToken> cancel;
+  std::shared_ptr<CancelToken> cancel;  // client gone, stop string matched
 };
 
 struct RouteUsage {
@@ -93,7 +78,7 @@ struct RouterOptions {
 
 class RouterCore {
  public:
-  RouterCore(RouterOptions options, NodeTable* nodes, CacheClient* cache, std::shared_ptr<ChannelSet> channels,
+  RouterCore(RouterOptions options, NodeTable* nodes, CacheClient* cache, const NodeClient* node_client,
              RouterMetrics* metrics);
 
   RouteResult Generate(const RouteRequest& request, const TokenSink& sink);
@@ -109,6 +94,22 @@ class RouterCore {
     int64_t encoder_end = -1;       // SWA state position the encoder keeps (prompt end)
     std::list<std::string>::iterator lru;
   };
+  // The healthy nodes not excluded, each decoder marked warm when it holds this session up to H.
+  struct Candidates {
+    std::vector<NodeLoad> decoders, encoders;
+    std::string bound;        // the decoder this router bound the session to at H
+    std::string warm_holder;  // a decoder that reports the session warm at H
+  };
+  Candidates FindCandidates(const RouteRequest& rq, int64_t H, const std::set<std::string>& excluded) const;
+  GenerateInput BuildInput(const RouteRequest& rq, const CacheNamespace& ns, int64_t H, const Placement& p,
+                           const std::string& swa_peer) const;
+  enum class Attempt { kDone, kRetry, kFailed };
+  // One call to the placed decoder, streaming to `sink`; fills res's status, finish and usage.
+  Attempt RunAttempt(const RouteRequest& rq, const GenerateInput& in, std::chrono::steady_clock::time_point t0,
+                     const TokenSink& sink, int attempt, RouteResult* res);
+  // After a node died before the first token: who is gone (a poll says), else the decoder.
+  void ExcludeFailed(const Placement& p, std::set<std::string>* excluded);
+  void RecordEnd(const RouteResult& res, std::chrono::steady_clock::time_point t0);
   std::string SwaHolder(const std::string& session, int64_t position) const;
   void Bind(const std::string& session, const std::string& decoder, int64_t decoder_end, const std::string& encoder,
             int64_t encoder_end);
@@ -117,14 +118,14 @@ class RouterCore {
   RouterOptions opt_;
   NodeTable* nodes_;
   CacheClient* cache_;
-  std::shared_ptr<ChannelSet> channels_;
+  const NodeClient* node_client_;
   RouterMetrics* metrics_;
   std::atomic<int> running_{0};
 
-  mutable std::mutex mu_;           // guards sessions_, lru_, rng_, opt_.cost
-  std::unordered_map<std::string, Binding> sessions_;
-  std::list<std::string> lru_;
-  std::mt19937_64 rng_{std::random_device{}()};
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Binding> sessions_;  // guarded by mu_
+  std::list<std::string> lru_;                         // guarded by mu_
+  std::mt19937_64 rng_{std::random_device{}()};        // guarded by mu_ (and opt_.cost, which LearnRates moves)
 };
 
 }  // namespace ds41

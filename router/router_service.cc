@@ -1,6 +1,8 @@
 #include "router/router_service.h"
 
-#include <thread>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 
 #include "router/http_front.h"
 #include "rpc/status_map.h"
@@ -26,58 +28,90 @@ grpc::Status FromOutcome(const ApiOutcome& o) {
   return grpc::Status(code, o.body.contains("error") ? o.body["error"].value("message", "") : "");
 }
 
+// One streaming API call: the request runs on a worker, which hands each chunk to gRPC and waits
+// for that write to finish (one in flight, and the API's sink learns whether the client took it).
+class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
+ public:
+  ApiCallReactor() : cancel_(std::make_shared<CancelToken>()) {}
+
+  // Runs `call` on `workers`, then finishes the RPC with its status.
+  void Run(ThreadPool* workers, std::function<grpc::Status(const std::shared_ptr<CancelToken>&, const ChunkSink&)> call) {
+    workers->Schedule([this, call = std::move(call)] {
+      const grpc::Status status = call(cancel_, [this](const Json& chunk) { return Write(chunk); });
+      Finish(status);
+    });
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> l(mu_);
+    writing_ = false;
+    write_ok_ = ok;
+    cv_.notify_all();
+  }
+  void OnCancel() override { cancel_->Cancel(); }  // the client went away: generation stops
+  void OnDone() override { delete this; }
+
+ private:
+  bool Write(const Json& chunk) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      msg_.set_chunk_json(WireJson(chunk));
+      writing_ = true;
+    }
+    StartWrite(&msg_);
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [this] { return !writing_; });  // OnWriteDone always comes, cancelled or not
+    return write_ok_;
+  }
+
+  std::shared_ptr<CancelToken> cancel_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  pb::ApiChunk msg_;       // the write in flight
+  bool writing_ = false;   // guarded by mu_
+  bool write_ok_ = true;   // guarded by mu_
+};
+
 }  // namespace
 
-RouterService::RouterService(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes)
-    : api_(api), tenants_(tenants), nodes_(nodes) {}
+RouterService::RouterService(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes, ThreadPool* workers)
+    : api_(api), tenants_(tenants), nodes_(nodes), workers_(workers) {}
 
-grpc::Status RouterService::Run(bool chat, grpc::ServerContext* gctx, const pb::ApiRequest* req,
-                                grpc::ServerWriter<pb::ApiChunk>* writer) {
+grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(bool chat, const pb::ApiRequest* req) {
+  auto* reactor = new ApiCallReactor();
+  auto refuse = [reactor](const grpc::Status& s) {
+    reactor->Finish(s);
+    return reactor;
+  };
   auto tenant = tenants_->Resolve(req->api_key());
-  if (!tenant.ok()) return ToGrpc(tenant.status());
+  if (!tenant.ok()) return refuse(ToGrpc(tenant.status()));
   std::optional<Json> parsed = ParseRequestJson(req->body_json());
   if (!parsed || !parsed->is_object()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "body_json is not a JSON object");
+    return refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "body_json is not a JSON object"));
   }
-  if (req->session_id().size() > 256) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "session_id too long");
+  if (req->session_id().size() > 256) return refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "session_id too long"));
   Json body = std::move(*parsed);
   body["stream"] = true;
-  ApiContext ctx{*tenant, req->session_id(), std::make_shared<CancelToken>()};
-  // The client going away cancels generation.
-  std::atomic<bool> done{false};
-  std::thread watcher([&] {
-    while (!done.load()) {
-      if (gctx->IsCancelled()) {
-        ctx.cancel->Cancel();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  reactor->Run(workers_, [this, chat, tenant = std::move(*tenant), session = req->session_id(), body = std::move(body)](
+                             const std::shared_ptr<CancelToken>& cancel, const ChunkSink& sink) {
+    const ApiContext ctx{tenant, session, cancel};
+    ApiOutcome out;
+    try {
+      out = chat ? api_->ChatCompletions(ctx, body, sink) : api_->Completions(ctx, body, sink);
+    } catch (const std::exception& e) {
+      out = OpenAiApi::Error(500, "internal_error", std::string("internal error: ") + e.what());
     }
+    return out.http_status == 200 ? grpc::Status::OK : FromOutcome(out);
   });
-  auto sink = [&](const Json& chunk) {
-    pb::ApiChunk c;
-    c.set_chunk_json(WireJson(chunk));
-    return writer->Write(c);
-  };
-  ApiOutcome out;
-  try {
-    out = chat ? api_->ChatCompletions(ctx, body, sink) : api_->Completions(ctx, body, sink);
-  } catch (const std::exception& e) {
-    out = OpenAiApi::Error(500, "internal_error", std::string("internal error: ") + e.what());
-  }
-  done = true;
-  watcher.join();
-  return out.http_status == 200 ? grpc::Status::OK : FromOutcome(out);
+  return reactor;
 }
 
-grpc::Status RouterService::ChatCompletions(grpc::ServerContext* ctx, const pb::ApiRequest* req,
-                                            grpc::ServerWriter<pb::ApiChunk>* writer) {
-  return Run(true, ctx, req, writer);
+grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::ChatCompletions(grpc::CallbackServerContext*, const pb::ApiRequest* req) {
+  return Start(true, req);
 }
 
-grpc::Status RouterService::Completions(grpc::ServerContext* ctx, const pb::ApiRequest* req,
-                                        grpc::ServerWriter<pb::ApiChunk>* writer) {
-  return Run(false, ctx, req, writer);
+grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Completions(grpc::CallbackServerContext*, const pb::ApiRequest* req) {
+  return Start(false, req);
 }
 
 grpc::Status RouterService::ListModels(grpc::ServerContext*, const pb::ListModelsRequest*, pb::ListModelsResponse* resp) {

@@ -1,30 +1,38 @@
-// RouterService: the gRPC face of the front door (proto/router.proto) over the same OpenAiApi.
+// RouterService: the gRPC face of the front door (proto/router.proto) over the same OpenAiApi. The two
+// streaming calls use gRPC's callback API: the request runs on the router's worker pool (as HTTP
+// requests do), each chunk is written as the API produces it, and a client that goes away cancels the
+// request through OnCancel, with no thread watching it.
 #pragma once
 
 #include "router.grpc.pb.h"
 #include "router/node_table.h"
 #include "router/openai_api.h"
+#include "util/thread_pool.h"
 
 namespace ds41 {
 
-class RouterService final : public ds41::router::v1::Router::Service {
+using RouterServiceBase = ds41::router::v1::Router::WithCallbackMethod_ChatCompletions<
+    ds41::router::v1::Router::WithCallbackMethod_Completions<ds41::router::v1::Router::Service>>;
+
+class RouterService final : public RouterServiceBase {
  public:
-  RouterService(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes);
-  grpc::Status ChatCompletions(grpc::ServerContext* ctx, const ds41::router::v1::ApiRequest* req,
-                               grpc::ServerWriter<ds41::router::v1::ApiChunk>* writer) override;
-  grpc::Status Completions(grpc::ServerContext* ctx, const ds41::router::v1::ApiRequest* req,
-                           grpc::ServerWriter<ds41::router::v1::ApiChunk>* writer) override;
+  // `workers` runs the requests (shared with the HTTP front door).
+  RouterService(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes, ThreadPool* workers);
+  grpc::ServerWriteReactor<ds41::router::v1::ApiChunk>* ChatCompletions(grpc::CallbackServerContext* ctx,
+                                                                         const ds41::router::v1::ApiRequest* req) override;
+  grpc::ServerWriteReactor<ds41::router::v1::ApiChunk>* Completions(grpc::CallbackServerContext* ctx,
+                                                                     const ds41::router::v1::ApiRequest* req) override;
   grpc::Status ListModels(grpc::ServerContext* ctx, const ds41::router::v1::ListModelsRequest* req,
                           ds41::router::v1::ListModelsResponse* resp) override;
   grpc::Status RegisterNode(grpc::ServerContext* ctx, const ds41::router::v1::RegisterNodeRequest* req,
                             ds41::router::v1::RegisterNodeResponse* resp) override;
 
  private:
-  grpc::Status Run(bool chat, grpc::ServerContext* ctx, const ds41::router::v1::ApiRequest* req,
-                   grpc::ServerWriter<ds41::router::v1::ApiChunk>* writer);
+  grpc::ServerWriteReactor<ds41::router::v1::ApiChunk>* Start(bool chat, const ds41::router::v1::ApiRequest* req);
   OpenAiApi* api_;
   const TenantTable* tenants_;
   NodeTable* nodes_;
+  ThreadPool* workers_;
 };
 
 }  // namespace ds41

@@ -54,4 +54,16 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r, const std::string& role)
       swa_none(swa.Add({{"source", "none"}})),
       generated_tokens(prometheus::BuildCounter().Name("ds41_" + role + "_generated_tokens_total").Help("Tokens generated").Register(r).Add({})) {}
 
+void NodeMetrics::CountOutcome(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: requests_ok.Increment(); break;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kFailedPrecondition: requests_invalid.Increment(); break;
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded: requests_unavailable.Increment(); break;
+    case StatusCode::kCancelled: requests_cancelled.Increment(); break;
+    default: requests_error.Increment(); break;
+  }
+}
+
 }  // namespace ds41

@@ -10,10 +10,17 @@
 
 #include <string>
 
+#include "util/status.h"
+
 namespace ds41 {
 
 struct NodeMetrics {
   NodeMetrics(prometheus::Registry& registry, const std::string& role);
+
+  // Counts one request's outcome (requests_total{status}), the same way in every role: OK -> ok,
+  // INVALID_ARGUMENT / FAILED_PRECONDITION -> invalid, UNAVAILABLE / DEADLINE_EXCEEDED -> unavailable,
+  // CANCELLED -> cancelled, anything else -> error.
+  void CountOutcome(const Status& s);
 
   prometheus::Family<prometheus::Counter>& requests;  // status: ok | invalid | unavailable | cancelled | error
   prometheus::Counter& requests_ok;

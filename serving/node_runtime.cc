@@ -1,27 +1,10 @@
 #include "serving/node_runtime.h"
 
 #include <iostream>
-#include <sstream>
 
 #include "util/process.h"
 
 namespace ds41 {
-
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
-StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list) {
-  if (shard_list.empty()) return std::unique_ptr<CacheClient>();
-  CacheClientOptions co;
-  co.shards = SplitList(shard_list);
-  return CacheClient::Create(co);
-}
 
 int NodeRuntime::Run(const std::string& name, const std::string& listen, const std::string& metrics_listen,
                      const std::vector<grpc::Service*>& services, const std::string& extra) {

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "cache_client/cache_client.h"
 #include "rpc/server.h"
 
 namespace ds41 {
@@ -23,11 +22,5 @@ struct NodeRuntime {
   int Run(const std::string& name, const std::string& listen, const std::string& metrics_listen,
           const std::vector<grpc::Service*>& services, const std::string& extra);
 };
-
-// "a:1,b:2" -> {"a:1", "b:2"} (empty parts dropped).
-std::vector<std::string> SplitList(const std::string& s);
-
-// A cache client for a comma-separated shard list; nullptr (no cache) when the list is empty.
-StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list);
 
 }  // namespace ds41

@@ -4,7 +4,7 @@
 #include <iostream>
 #include <thread>
 
-#include "engine/matmul.h"
+#include "engine/kernels/matmul.h"
 #include "serving/node_runtime.h"
 
 namespace ds41 {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cache_client/cache_client.h"
-#include "engine/model.h"
+#include "engine/loading/model.h"
 #include "rpc/transport_security.h"
 #include "util/thread_pool.h"
 

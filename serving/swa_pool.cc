@@ -2,6 +2,8 @@
 
 namespace ds41 {
 
+std::string SwaPoolKey(const UnitKey& ns, const UnitKey& prefix_key) { return KeyString(ns) + KeyString(prefix_key); }
+
 SwaPool::SwaPool(uint64_t budget_bytes, int64_t ttl_ms, const Clock* clock)
     : budget_(budget_bytes), ttl_ms_(ttl_ms), clock_(clock) {}
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "unit/unit_key.h"
 #include "util/clock.h"
 
 namespace ds41 {
@@ -41,5 +42,8 @@ class SwaPool {
   std::unordered_map<std::string, Entry> map_;
   uint64_t bytes_ = 0;
 };
+
+// The pool key of the SWA state at the end of prefix `prefix_key` under namespace `ns`.
+std::string SwaPoolKey(const UnitKey& ns, const UnitKey& prefix_key);
 
 }  // namespace ds41

@@ -8,7 +8,7 @@
 
 #include "ckpt/tokenizer_corpus.h"
 #include "ckpt/writer.h"
-#include "engine/presets.h"
+#include "engine/config/presets.h"
 #include "util/mapped_file.h"
 
 namespace {

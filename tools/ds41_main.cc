@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "engine/engine.h"
-#include "engine/model.h"
+#include "engine/loading/model.h"
 #include "engine/sampling.h"
 #include "util/npy.h"
 

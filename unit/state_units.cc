@@ -4,13 +4,6 @@
 
 namespace ds41 {
 
-UnitKey PrefixKey(const UnitKey& root, const std::vector<int32_t>& tokens, int64_t pos, int U) {
-  UnitKey prev = root;
-  int64_t i = 0;
-  for (; i + U <= pos; i += U) prev = ChainKey(prev, tokens.data() + i, U);
-  return i == pos ? prev : TailKey(prev, tokens.data() + i, static_cast<size_t>(pos - i));
-}
-
 StatusOr<std::vector<BuiltUnit>> BuildUnits(const ModelConfig& c, const UnitLayout& l, const Fingerprint& model,
                                             const SequenceState& st, const std::vector<int32_t>& tokens,
                                             const UnitKey& root, int64_t from, int64_t to) {

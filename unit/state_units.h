@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/state.h"
+#include "engine/layers/state.h"
 #include "unit/unit_format.h"
 #include "unit/unit_key.h"
 
@@ -31,9 +31,5 @@ StatusOr<std::vector<BuiltUnit>> BuildUnits(const ModelConfig& config, const Uni
 // (contiguous; only the last may be a tail). Sets state->length to the end. The SWA part is left
 // alone (restore it, or run an encoder replay, before computing on).
 Status ApplyUnits(const UnitLayout& layout, const std::vector<Unit>& units, SequenceState* state);
-
-// The key of the prefix [0, pos) (what identifies an SWA snapshot at pos): the chain key when pos is
-// on a unit boundary (the root for 0), else the tail key after the last full unit.
-UnitKey PrefixKey(const UnitKey& root, const std::vector<int32_t>& tokens, int64_t pos, int unit_tokens);
 
 }  // namespace ds41

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 #include "util/status.h"
 
 namespace ds41 {

@@ -62,6 +62,13 @@ std::vector<UnitKey> ChainKeys(const UnitKey& root, const std::vector<int32_t>& 
   return keys;
 }
 
+UnitKey PrefixKey(const UnitKey& root, const std::vector<int32_t>& tokens, int64_t pos, int U) {
+  UnitKey prev = root;
+  int64_t i = 0;
+  for (; i + U <= pos; i += U) prev = ChainKey(prev, tokens.data() + i, U);
+  return i == pos ? prev : TailKey(prev, tokens.data() + i, static_cast<size_t>(pos - i));
+}
+
 std::string KeyHex(const UnitKey& k) { return ToHex(k.data(), k.size()); }
 
 }  // namespace ds41

@@ -28,6 +28,10 @@ UnitKey TailKey(const UnitKey& prev, const int32_t* tokens, size_t n);
 // Keys of every full unit of a prompt: chain[i] covers tokens [i*U, (i+1)*U).
 std::vector<UnitKey> ChainKeys(const UnitKey& root, const std::vector<int32_t>& tokens, int unit_tokens);
 
+// The key of the prefix [0, pos) (what identifies an SWA snapshot at pos): the chain key when pos is
+// on a unit boundary (the root for 0), else the tail key after the last full unit.
+UnitKey PrefixKey(const UnitKey& root, const std::vector<int32_t>& tokens, int64_t pos, int unit_tokens);
+
 std::string KeyHex(const UnitKey& k);
 // A key's 32 bytes as they travel (protobuf bytes fields, data-path frames, index keys).
 inline std::string_view KeyView(const UnitKey& k) { return {reinterpret_cast<const char*>(k.data()), k.size()}; }

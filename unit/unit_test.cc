@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "engine/presets.h"
+#include "engine/config/presets.h"
 #include "unit/unit_format.h"
 #include "unit/unit_key.h"
 

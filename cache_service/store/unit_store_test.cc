@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/presets.h"
+#include "engine/config/presets.h"
 #include "tests/support/test_checkpoint.h"
 #include "unit/unit_format.h"
 #include "unit/unit_key.h"

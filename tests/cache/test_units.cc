@@ -1,6 +1,6 @@
 #include "tests/cache/test_units.h"
 
-#include "engine/presets.h"
+#include "engine/config/presets.h"
 #include "unit/unit_format.h"
 #include "unit/unit_key.h"
 

@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "decoder_node/decoder_service.h"
-#include "encoder_node/encoder_service.h"
 #include "node.grpc.pb.h"
 #include "rpc/server.h"
-#include "serving/node_protocol.h"
+#include "node_client/node_client.h"
+#include "node_client/node_protocol.h"
 #include "tests/support/child_process.h"
 #include "tests/support/test_checkpoint.h"
 
@@ -36,16 +36,15 @@ TEST(NodeProcessTest, EncoderKilledMidPrefillGivesUnavailableAndNoStrandedState)
                             "encoder_node ready");
   ASSERT_TRUE(enc.ready());
   const std::string enc_addr = enc.fields()["grpc"];
-  auto channels = std::make_shared<ChannelSet>();
+  NodeClient encoders(std::make_shared<ChannelSet>(), model->fingerprint());
   prometheus::Registry reg;
   NodeMetrics metrics(reg, "decoder");
   ThreadPool pool(2);
   const std::string fp = model->fingerprint();
   DecoderCore core(
       *model, nullptr,
-      [channels, fp](const std::string& e, const PrefillInput& in, std::chrono::steady_clock::time_point d) {
-        return CallEncoderPrefill(channels.get(), fp, e, in, d);
-      },
+      [&encoders](const std::string& e, const PrefillInput& in, std::chrono::steady_clock::time_point d,
+                  CancelToken* cancel) { return encoders.Prefill(e, in, d, cancel); },
       DecoderOptions{}, &metrics, &pool);
   const uint64_t baseline = core.ResidentBytes();
 
@@ -87,20 +86,19 @@ TEST(NodeProcessTest, BothRolesServeMetrics) {
                             "decoder_node ready");
   ASSERT_TRUE(dec.ready());
   auto model = std::move(Model::Open(ckpt)).value();
-  pb::GenerateRequest req;
-  FillModel(model->fingerprint(), req.mutable_model());
-  req.mutable_ns()->set_id(std::string(32, 'n'));
-  for (int32_t t : Tokens(40, 2)) req.add_tokens(t);
-  req.set_encoder(enc.fields()["grpc"]);
-  req.mutable_sampling()->set_max_tokens(6);
-  req.set_unit_tokens(32);
-  auto stub = pb::Decoder::NewStub(grpc::CreateChannel(dec.fields()["grpc"], grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  auto rd = stub->Generate(&ctx, req);
-  pb::GenerateResponse m;
+  GenerateInput in;
+  in.ns.fill('n');
+  in.tokens = Tokens(40, 2);
+  in.encoder = enc.fields()["grpc"];
+  in.sampling.max_tokens = 6;
+  in.unit_tokens = 32;
+  NodeClient client(std::make_shared<ChannelSet>(), model->fingerprint());
   int n = 0;
-  while (rd->Read(&m)) n += m.tokens_size();
-  ASSERT_TRUE(rd->Finish().ok());
+  const GenerateCallResult call = client.Generate(dec.fields()["grpc"], in, nullptr, [&](const std::vector<int32_t>& ids) {
+    n += static_cast<int>(ids.size());
+    return true;
+  });
+  ASSERT_TRUE(call.status.ok()) << call.status.ToString();
   EXPECT_EQ(n, 6);
   const std::string em = testing::HttpGet(enc.fields()["metrics"], "/metrics");
   const std::string dm = testing::HttpGet(dec.fields()["metrics"], "/metrics");

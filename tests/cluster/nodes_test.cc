@@ -11,10 +11,15 @@
 #include "cache_client/cache_client.h"
 #include "cache_service/service.h"
 #include "decoder_node/decoder_service.h"
+#include "engine/sampling.h"
 #include "encoder_node/encoder_service.h"
 #include "node.grpc.pb.h"
+#include "node_client/node_client.h"
+#include "node_client/node_codec.h"
+#include "node_client/node_protocol.h"
 #include "rpc/server.h"
-#include "serving/node_protocol.h"
+#include "rpc/status_map.h"
+#include "serving/swa_state_service.h"
 #include "tests/support/child_process.h"
 #include "tests/support/test_checkpoint.h"
 
@@ -54,12 +59,19 @@ struct EncoderServer {
   NodeMetrics metrics{reg, "encoder"};
   std::unique_ptr<EncoderCore> core;
   std::unique_ptr<EncoderService> svc;
+  std::unique_ptr<SwaStateService> swa;
   RpcServer rpc;
   std::string addr;
-  EncoderServer(const Model& m, CacheClient* cache, std::shared_ptr<ChannelSet> ch, ThreadPool* pool) {
-    core = std::make_unique<EncoderCore>(m, cache, MakeGrpcSwaFetcher(ch, m.fingerprint()), EncoderOptions{}, &metrics, pool);
+  EncoderServer(const Model& m, CacheClient* cache, const NodeClient* peers, ThreadPool* pool) {
+    core = std::make_unique<EncoderCore>(
+        m, cache,
+        [peers](const std::string& peer, const UnitKey& ns, const UnitKey& key, int64_t position) {
+          return peers->FetchSwa(peer, ns, key, position);
+        },
+        EncoderOptions{}, &metrics, pool);
     svc = std::make_unique<EncoderService>(core.get(), m.fingerprint(), &metrics);
-    rpc = std::move(StartRpcServer({}, {svc.get()})).value();
+    swa = std::make_unique<SwaStateService>(core->swa_pool(), m.fingerprint());
+    rpc = std::move(StartRpcServer({}, {svc.get(), swa.get()})).value();
     addr = "127.0.0.1:" + std::to_string(rpc.port);
   }
   ~EncoderServer() { rpc.server->Shutdown(); }
@@ -70,18 +82,18 @@ struct DecoderServer {
   NodeMetrics metrics{reg, "decoder"};
   std::unique_ptr<DecoderCore> core;
   std::unique_ptr<DecoderService> svc;
+  std::unique_ptr<SwaStateService> swa;
   RpcServer rpc;
   std::string addr;
-  DecoderServer(const Model& m, CacheClient* cache, std::shared_ptr<ChannelSet> ch, ThreadPool* pool, DecoderOptions o = {}) {
-    const std::string fp = m.fingerprint();
+  DecoderServer(const Model& m, CacheClient* cache, const NodeClient* encoders, ThreadPool* pool, DecoderOptions o = {}) {
     core = std::make_unique<DecoderCore>(
         m, cache,
-        [ch, fp](const std::string& enc, const PrefillInput& in, std::chrono::steady_clock::time_point d) {
-          return CallEncoderPrefill(ch.get(), fp, enc, in, d);
-        },
+        [encoders](const std::string& enc, const PrefillInput& in, std::chrono::steady_clock::time_point d,
+                   CancelToken* cancel) { return encoders->Prefill(enc, in, d, cancel); },
         o, &metrics, pool);
-    svc = std::make_unique<DecoderService>(core.get(), fp, &metrics);
-    rpc = std::move(StartRpcServer({}, {svc.get()})).value();
+    svc = std::make_unique<DecoderService>(core.get(), m.fingerprint(), &metrics);
+    swa = std::make_unique<SwaStateService>(core->swa_pool(), m.fingerprint());
+    rpc = std::move(StartRpcServer({}, {svc.get(), swa.get()})).value();
     addr = "127.0.0.1:" + std::to_string(rpc.port);
   }
   ~DecoderServer() { rpc.server->Shutdown(); }
@@ -106,9 +118,10 @@ class NodesTest : public ::testing::Test {
     co.shards = {cache_->addr};
     client_ = std::move(CacheClient::Create(co)).value();
     channels_ = std::make_shared<ChannelSet>();
-    encoder_ = std::make_unique<EncoderServer>(*model_, client_.get(), channels_, &pool_);
-    dec_a_ = std::make_unique<DecoderServer>(*model_, client_.get(), channels_, &pool_);
-    dec_b_ = std::make_unique<DecoderServer>(*model_, client_.get(), channels_, &pool_);
+    nodes_ = std::make_unique<NodeClient>(channels_, model_->fingerprint());
+    encoder_ = std::make_unique<EncoderServer>(*model_, client_.get(), nodes_.get(), &pool_);
+    dec_a_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_);
+    dec_b_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_);
     ns_ = CacheNamespace::Make(model_->fingerprint(), "tenant");
   }
 
@@ -125,17 +138,24 @@ class NodesTest : public ::testing::Test {
     if (expect_hit >= 0) {
       EXPECT_EQ(H, expect_hit);
     }
-    pb::GenerateRequest req;
-    FillModel(model_->fingerprint(), req.mutable_model());
-    req.set_session_id(session);
-    req.mutable_ns()->set_id(KeyString(ns_.id));
-    for (int32_t t : prompt) req.add_tokens(t);
-    req.set_cached_tokens(H);
-    req.set_encoder(encoder.empty() ? encoder_->addr : encoder);
-    req.mutable_swa()->set_peer(swa_peer);
-    req.mutable_sampling()->set_max_tokens(max_tokens);
-    req.set_unit_tokens(kUnit);
-    return Generate(d, req);
+    GenerateInput in;
+    in.session_id = session;
+    in.ns = ns_.id;
+    in.tokens = prompt;
+    in.cached_tokens = H;
+    in.encoder = encoder.empty() ? encoder_->addr : encoder;
+    in.swa_peer = swa_peer;
+    in.sampling.max_tokens = static_cast<uint32_t>(max_tokens);
+    in.unit_tokens = kUnit;
+    in.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    Reply r;
+    const GenerateCallResult call = nodes_->Generate(d->addr, in, nullptr, [&](const std::vector<int32_t>& ids) {
+      r.tokens.insert(r.tokens.end(), ids.begin(), ids.end());
+      return true;
+    });
+    r.status = ToGrpc(call.status);
+    if (!call.end.finish_reason.empty()) EncodeUsage(call.end.usage, &r.usage);
+    return r;
   }
 
   Reply Generate(DecoderServer* d, const pb::GenerateRequest& req) {
@@ -174,6 +194,7 @@ class NodesTest : public ::testing::Test {
   std::unique_ptr<CacheServer> cache_;
   std::unique_ptr<CacheClient> client_;
   std::shared_ptr<ChannelSet> channels_;
+  std::unique_ptr<NodeClient> nodes_;
   std::unique_ptr<EncoderServer> encoder_;
   std::unique_ptr<DecoderServer> dec_a_, dec_b_;
   CacheNamespace ns_;
@@ -263,7 +284,7 @@ TEST_F(NodesTest, SwaStatePulledFromAnotherEncoder) {
   ASSERT_TRUE(r1.status.ok());
   // Another session continues the first prompt on a second encoder: the state at the prompt's end
   // is pulled from the encoder that computed it, not replayed.
-  EncoderServer other(*model_, client_.get(), channels_, &pool_);
+  EncoderServer other(*model_, client_.get(), nodes_.get(), &pool_);
   auto q = p1;
   for (int32_t t : Tokens(30, 42)) q.push_back(t);
   Reply r = Turn(dec_b_.get(), "s8", q, encoder_->addr, static_cast<int64_t>(p1.size()), 8, other.addr);

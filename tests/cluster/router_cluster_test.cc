@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "engine/engine.h"
-#include "engine/model.h"
+#include "engine/loading/model.h"
 #include "engine/sampling.h"
 #include "http/http_test_client.h"
 #include "router.grpc.pb.h"

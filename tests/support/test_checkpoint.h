@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/config.h"
+#include "engine/config/config.h"
 
 namespace ds41::testing {
 

@@ -1,0 +1,112 @@
+// Indexer of ForwardPass (MODEL.md §6.6-§6.8): FP4 query heads against the KV source's index keys,
+// bf16 scores as the reference rounds them, the candidate pool of the publisher, and top-k with
+// ties broken by the lower position (§11 item 4).
+#include <algorithm>
+#include <cmath>
+
+#include "engine/layers/forward.h"
+#include "engine/kernels/matmul.h"
+#include "engine/kernels/numerics.h"
+#include "engine/kernels/vector_ops.h"
+#include "util/thread_pool.h"
+
+namespace ds41 {
+namespace {
+
+// Indices of the `k` best of `score` (higher first, ties to the lower index); -inf never qualifies
+// (masked out or unreachable), +inf is the pinned newest block.
+std::vector<int32_t> TopKByScore(const std::vector<float>& score, int k) {
+  std::vector<int32_t> idx;
+  idx.reserve(score.size());
+  for (size_t j = 0; j < score.size(); ++j)
+    if (score[j] > -INFINITY) idx.push_back(static_cast<int32_t>(j));
+  auto better = [&](int32_t a, int32_t b) { return score[a] > score[b] || (score[a] == score[b] && a < b); };
+  if (static_cast<int>(idx.size()) > k) {
+    std::nth_element(idx.begin(), idx.begin() + k, idx.end(), better);
+    idx.resize(k);
+  }
+  return idx;
+}
+
+}  // namespace
+
+void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<float>& cq) {
+  const LayerRole& role = c_.roles[L];
+  const LayerWeights& w = model_.weights().layers[L];
+  const int nh = c_.index_n_heads, ihd = c_.index_head_dim, rd = c_.rope_head_dim, m = role.ratio;
+  const RopeTable& rope = model_.rope(/*yarn=*/true);
+
+  // Query heads: RoPE on the last rd dims, then QDQ4e8 per 32 (§6.6).
+  std::vector<float> qi(static_cast<size_t>(rows_) * nh * ihd);
+  Lin8(cq.data(), rows_, w.idx_wq_b, qi.data(), &qa_, pool_);
+  std::vector<float> cs(rd / 2), sn(rd / 2);
+  std::vector<uint8_t> codes(32);
+  for (int r = 0; r < rows_; ++r) {
+    rope.Angles(pos_[r], cs.data(), sn.data());
+    for (int h = 0; h < nh; ++h) {
+      float* v = &qi[(static_cast<size_t>(r) * nh + h) * ihd];
+      ApplyRope(v + (ihd - rd), rd / 2, cs.data(), sn.data(), false);
+      for (int g = 0; g < ihd / 32; ++g) {
+        const float s = QuantizeQdq4e8(v + g * 32, 32, codes.data()).scale;
+        for (int k = 0; k < 32; ++k) v[g * 32 + k] = E2m1ToF32(codes[k]) * s;
+      }
+    }
+  }
+  // Head weights: bf16(weights_proj(x)) * index_head_dim^-1/2 * index_n_heads^-1/2, rounded to bf16.
+  std::vector<float> hw(static_cast<size_t>(rows_) * nh);
+  MatMulBf16(x.data(), rows_, w.idx_weights_proj, hw.data(), pool_);
+  const float wscale = static_cast<float>(std::pow(static_cast<double>(ihd), -0.5) * std::pow(static_cast<double>(nh), -0.5));
+  for (float& v : hw) v = RoundBf16(RoundBf16(v) * wscale);
+
+  for (const Segment& seg : segs_) {
+    const KvSourceCache& kvs = seg.state->kv[role.kv_slot];
+    const int64_t E = kvs.entries(m);
+    std::vector<float> keys(static_cast<size_t>(E) * ihd);
+    const int ib = c_.index_key_bytes();
+    for (int64_t j = 0; j < E; ++j) DecodeIndexKey(&kvs.index_keys[static_cast<size_t>(j) * ib], ihd, &keys[static_cast<size_t>(j) * ihd]);
+    auto score_row = [&](int64_t i) {
+      const int r = seg.row0 + static_cast<int>(i);
+      const int64_t V = std::min<int64_t>((pos_[r] + 1) / m, E);  // visible entries
+      std::vector<float> score(static_cast<size_t>(V));
+      // Heads are the SIMD lanes: q transposed to [ihd][nh].
+      std::vector<float> qT(static_cast<size_t>(ihd) * nh), qk(nh);
+      for (int h = 0; h < nh; ++h)
+        for (int d = 0; d < ihd; ++d) qT[static_cast<size_t>(d) * nh + h] = qi[(static_cast<size_t>(r) * nh + h) * ihd + d];
+      qk.resize(static_cast<size_t>(V) * nh);
+      HeadScores(qT.data(), nh, ihd, keys.data(), static_cast<int>(V), qk.data());
+      for (int64_t j = 0; j < V; ++j) {
+        double sum = 0.0;
+        for (int h = 0; h < nh; ++h)  // bf16(q.k), relu, bf16(x w), summed over heads, bf16 (REF's roundings)
+          sum += RoundBf16(std::max(RoundBf16(qk[static_cast<size_t>(j) * nh + h]), 0.0f) * hw[static_cast<size_t>(r) * nh + h]);
+        score[j] = RoundBf16(static_cast<float>(sum));
+      }
+      CountWork(static_cast<uint64_t>(V) * nh * ihd, 0);
+      if (role.candidate_publisher) {
+        // Blocks of candidate_block_size positions scored by their best position; the newest
+        // (partially filled) block is always kept (§6.7).
+        const int bs = c_.candidate_block_size;
+        const int64_t nb = (V + bs - 1) / bs;
+        std::vector<float> bscore(static_cast<size_t>(nb), -INFINITY);
+        for (int64_t j = 0; j < V; ++j) bscore[j / bs] = std::max(bscore[j / bs], score[j]);
+        if (V > 0) bscore[(V - 1) / bs] = INFINITY;
+        std::vector<int32_t> keep = TopKByScore(bscore, c_.candidate_topk_blocks);
+        candidates_[r].assign(static_cast<size_t>(nb), 0);
+        for (int32_t b : keep) candidates_[r][b] = 1;
+      } else if (role.candidate_consumer) {
+        const int bs = c_.candidate_block_size;
+        for (int64_t j = 0; j < V; ++j)
+          if (j / bs >= static_cast<int64_t>(candidates_[r].size()) || !candidates_[r][j / bs]) score[j] = -INFINITY;
+      }
+      std::vector<int32_t> picks = TopKByScore(score, c_.index_topk);
+      std::sort(picks.begin(), picks.end());
+      topk_[r] = std::move(picks);
+    };
+    if (pool_) {
+      pool_->ParallelFor(seg.n(), score_row);
+    } else {
+      for (int i = 0; i < seg.n(); ++i) score_row(i);
+    }
+  }
+}
+
+}  // namespace ds41

@@ -1,0 +1,164 @@
+#include "node_client/node_codec.h"
+
+#include "node_client/node_protocol.h"
+
+namespace ds41 {
+
+namespace pb = ds41::node::v1;
+
+const char* NodeRoleName(NodeRole r) { return r == NodeRole::kEncoder ? "encoder" : "decoder"; }
+
+namespace {
+
+Status CheckPromptLength(int n) {
+  if (static_cast<size_t>(n) > kMaxPromptTokens)
+    return InvalidArgumentError("prompt longer than " + std::to_string(kMaxPromptTokens) + " tokens");
+  return Status::Ok();
+}
+
+}  // namespace
+
+void EncodePrefillRequest(const PrefillInput& in, const std::string& fingerprint, pb::PrefillRequest* req) {
+  FillModel(fingerprint, req->mutable_model());
+  req->mutable_ns()->set_id(KeyString(in.ns));
+  req->mutable_tokens()->Add(in.tokens.begin(), in.tokens.end());
+  req->set_cached_tokens(in.cached_tokens);
+  req->mutable_swa()->set_peer(in.swa_peer);
+  req->set_unit_tokens(in.unit_tokens);
+}
+
+Status DecodePrefillRequest(const pb::PrefillRequest& req, const std::string& fingerprint, PrefillInput* in) {
+  DS41_RETURN_IF_ERROR(CheckModel(req.model(), fingerprint));
+  DS41_RETURN_IF_ERROR(ParseNs(req.ns(), &in->ns));
+  DS41_RETURN_IF_ERROR(CheckPromptLength(req.tokens_size()));
+  in->tokens.assign(req.tokens().begin(), req.tokens().end());
+  in->cached_tokens = req.cached_tokens();
+  in->swa_peer = req.swa().peer();
+  in->unit_tokens = req.unit_tokens();
+  return Status::Ok();
+}
+
+void EncodePrefillResponse(PrefillOutput out, pb::PrefillResponse* resp) {
+  for (std::string& u : out.units) resp->add_units(std::move(u));
+  resp->set_swa_state(std::move(out.swa));
+  resp->set_handoff(std::move(out.handoff));
+  pb::PrefillStats* st = resp->mutable_stats();
+  st->set_computed_tokens(out.computed_tokens);
+  st->set_replay_tokens(out.replay_tokens);
+  st->set_swa_source(out.swa_source);
+  st->set_cached_tokens(out.cached_tokens);
+}
+
+PrefillOutput DecodePrefillResponse(pb::PrefillResponse* resp) {
+  PrefillOutput out;
+  out.units.reserve(resp->units_size());
+  for (std::string& u : *resp->mutable_units()) out.units.push_back(std::move(u));
+  out.swa = std::move(*resp->mutable_swa_state());
+  out.handoff = std::move(*resp->mutable_handoff());
+  out.cached_tokens = resp->stats().cached_tokens();
+  out.computed_tokens = resp->stats().computed_tokens();
+  out.replay_tokens = resp->stats().replay_tokens();
+  out.swa_source = resp->stats().swa_source();
+  return out;
+}
+
+void EncodeGenerateRequest(const GenerateInput& in, const std::string& fingerprint, pb::GenerateRequest* req) {
+  FillModel(fingerprint, req->mutable_model());
+  req->set_request_id(in.request_id);
+  req->set_session_id(in.session_id);
+  req->mutable_ns()->set_id(KeyString(in.ns));
+  req->mutable_tokens()->Add(in.tokens.begin(), in.tokens.end());
+  req->set_cached_tokens(in.cached_tokens);
+  req->set_encoder(in.encoder);
+  req->mutable_swa()->set_peer(in.swa_peer);
+  req->set_unit_tokens(in.unit_tokens);
+  pb::Sampling* s = req->mutable_sampling();
+  s->set_temperature(in.sampling.temperature);
+  s->set_top_p(in.sampling.top_p);
+  s->set_seed(in.sampling.seed);
+  s->set_max_tokens(in.sampling.max_tokens);
+  s->mutable_stop_token_ids()->Add(in.sampling.stop_ids.begin(), in.sampling.stop_ids.end());
+}
+
+Status DecodeGenerateRequest(const pb::GenerateRequest& req, const std::string& fingerprint, GenerateInput* in) {
+  DS41_RETURN_IF_ERROR(CheckModel(req.model(), fingerprint));
+  DS41_RETURN_IF_ERROR(ParseNs(req.ns(), &in->ns));
+  DS41_RETURN_IF_ERROR(CheckPromptLength(req.tokens_size()));
+  const pb::Sampling& s = req.sampling();
+  if (static_cast<size_t>(s.stop_token_ids_size()) > kMaxStopTokens) return InvalidArgumentError("too many stop tokens");
+  in->request_id = req.request_id();
+  in->session_id = req.session_id().substr(0, kMaxSessionIdBytes);
+  in->tokens.assign(req.tokens().begin(), req.tokens().end());
+  in->cached_tokens = req.cached_tokens();
+  in->encoder = req.encoder();
+  in->swa_peer = req.swa().peer();
+  in->sampling.temperature = s.temperature();
+  in->sampling.top_p = s.top_p() == 0 ? 1.0f : s.top_p();  // proto3's default means "not set"
+  in->sampling.seed = s.seed();
+  in->sampling.max_tokens = s.max_tokens() == 0 ? 16 : s.max_tokens();
+  in->sampling.stop_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
+  in->unit_tokens = req.unit_tokens() == 0 ? kDefaultUnitTokens : req.unit_tokens();
+  return Status::Ok();
+}
+
+void EncodeUsage(const GenerateUsage& u, pb::Usage* out) {
+  out->set_prompt_tokens(u.prompt_tokens);
+  out->set_completion_tokens(u.completion_tokens);
+  out->set_cached_tokens(u.cached_tokens);
+  out->set_computed_tokens(u.computed_tokens);
+  out->set_encoder_replay_tokens(u.encoder_replay_tokens);
+  out->set_decoder_replay_tokens(u.decoder_replay_tokens);
+  out->set_prefix_source(u.prefix_source);
+  out->set_swa_source(u.swa_source);
+  out->set_ttft_seconds(u.ttft_seconds);
+}
+
+GenerateUsage DecodeUsage(const pb::Usage& u) {
+  GenerateUsage out;
+  out.prompt_tokens = u.prompt_tokens();
+  out.completion_tokens = u.completion_tokens();
+  out.cached_tokens = u.cached_tokens();
+  out.computed_tokens = u.computed_tokens();
+  out.encoder_replay_tokens = u.encoder_replay_tokens();
+  out.decoder_replay_tokens = u.decoder_replay_tokens();
+  out.prefix_source = u.prefix_source();
+  out.swa_source = u.swa_source();
+  out.ttft_seconds = u.ttft_seconds();
+  return out;
+}
+
+void EncodeSwaStateRequest(const UnitKey& ns, const UnitKey& prefix_key, int64_t position, const std::string& fingerprint,
+                           pb::SwaStateRequest* req) {
+  FillModel(fingerprint, req->mutable_model());
+  req->mutable_ns()->set_id(KeyString(ns));
+  req->set_prefix_key(KeyString(prefix_key));
+  req->set_position(position);
+}
+
+void EncodeNodeStatus(const NodeStatusReport& r, pb::NodeStatus* out) {
+  out->set_model_fingerprint(r.fingerprint);
+  out->set_role(r.role);
+  out->set_running(r.running);
+  out->set_waiting(r.waiting);
+  out->set_queued_tokens(r.queued_tokens);
+  out->set_resident_bytes(static_cast<int64_t>(r.resident_bytes));
+  for (const auto& [id, length] : r.warm_sessions) {
+    out->add_warm_sessions(id);
+    out->add_warm_session_lengths(length);
+  }
+}
+
+NodeStatusReport DecodeNodeStatus(const pb::NodeStatus& s) {
+  NodeStatusReport r;
+  r.fingerprint = s.model_fingerprint();
+  r.role = s.role();
+  r.running = s.running();
+  r.waiting = s.waiting();
+  r.queued_tokens = s.queued_tokens();
+  r.resident_bytes = static_cast<uint64_t>(s.resident_bytes());
+  for (int i = 0; i < s.warm_sessions_size(); ++i)
+    r.warm_sessions.emplace_back(s.warm_sessions(i), i < s.warm_session_lengths_size() ? s.warm_session_lengths(i) : -1);
+  return r;
+}
+
+}  // namespace ds41

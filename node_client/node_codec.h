@@ -1,0 +1,35 @@
+// The node protocol's messages (proto/node.proto) to and from node_messages.h, for both sides of a
+// call: the client encodes a request and decodes the answer; the serving role decodes the request
+// with every check the protocol makes (model fingerprint and version, namespace, bounded sizes) and
+// encodes its answer. One place knows each field.
+#pragma once
+
+#include <string>
+
+#include "node.pb.h"
+#include "node_client/node_messages.h"
+#include "util/status.h"
+
+namespace ds41 {
+
+inline constexpr size_t kMaxStopTokens = 1024;
+inline constexpr size_t kMaxSessionIdBytes = 256;  // longer session ids are cut to this
+
+void EncodePrefillRequest(const PrefillInput& in, const std::string& fingerprint, ds41::node::v1::PrefillRequest* req);
+Status DecodePrefillRequest(const ds41::node::v1::PrefillRequest& req, const std::string& fingerprint, PrefillInput* in);
+void EncodePrefillResponse(PrefillOutput out, ds41::node::v1::PrefillResponse* resp);
+PrefillOutput DecodePrefillResponse(ds41::node::v1::PrefillResponse* resp);  // moves the bytes out
+
+// The deadline does not travel in the message (it is the call's); Decode leaves in->deadline alone.
+void EncodeGenerateRequest(const GenerateInput& in, const std::string& fingerprint, ds41::node::v1::GenerateRequest* req);
+Status DecodeGenerateRequest(const ds41::node::v1::GenerateRequest& req, const std::string& fingerprint, GenerateInput* in);
+void EncodeUsage(const GenerateUsage& u, ds41::node::v1::Usage* out);
+GenerateUsage DecodeUsage(const ds41::node::v1::Usage& u);
+
+void EncodeSwaStateRequest(const UnitKey& ns, const UnitKey& prefix_key, int64_t position, const std::string& fingerprint,
+                           ds41::node::v1::SwaStateRequest* req);
+
+void EncodeNodeStatus(const NodeStatusReport& r, ds41::node::v1::NodeStatus* out);
+NodeStatusReport DecodeNodeStatus(const ds41::node::v1::NodeStatus& s);
+
+}  // namespace ds41

@@ -1,0 +1,127 @@
+#include "node_client/node_codec.h"
+
+#include <gtest/gtest.h>
+
+#include "node_client/node_protocol.h"
+
+namespace ds41 {
+namespace {
+
+namespace pb = ds41::node::v1;
+const std::string kFp(64, 'a');
+
+UnitKey Key(uint8_t b) {
+  UnitKey k{};
+  k.fill(b);
+  return k;
+}
+
+TEST(NodeCodecTest, PrefillRequestRoundTrips) {
+  PrefillInput in{Key(7), {1, 2, 3, 4}, 2, "10.0.0.1:7500", 64};
+  pb::PrefillRequest req;
+  EncodePrefillRequest(in, kFp, &req);
+  PrefillInput out;
+  ASSERT_TRUE(DecodePrefillRequest(req, kFp, &out).ok());
+  EXPECT_EQ(out.ns, in.ns);
+  EXPECT_EQ(out.tokens, in.tokens);
+  EXPECT_EQ(out.cached_tokens, 2);
+  EXPECT_EQ(out.swa_peer, in.swa_peer);
+  EXPECT_EQ(out.unit_tokens, 64);
+}
+
+TEST(NodeCodecTest, RequestsForAnotherModelOrProtocolAreRefused) {
+  PrefillInput in{Key(7), {1}, 0, "", 64};
+  pb::PrefillRequest req;
+  EncodePrefillRequest(in, kFp, &req);
+  PrefillInput out;
+  EXPECT_EQ(DecodePrefillRequest(req, std::string(64, 'b'), &out).code(), StatusCode::kFailedPrecondition);
+  req.mutable_model()->set_protocol_version(kNodeProtocolVersion + 1);
+  EXPECT_EQ(DecodePrefillRequest(req, kFp, &out).code(), StatusCode::kFailedPrecondition);
+  EncodePrefillRequest(in, kFp, &req);
+  req.mutable_ns()->set_id("short");
+  EXPECT_EQ(DecodePrefillRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(NodeCodecTest, GenerateRequestRoundTripsAndFillsDefaults) {
+  GenerateInput in;
+  in.request_id = "r1";
+  in.session_id = std::string(300, 's');
+  in.ns = Key(3);
+  in.tokens = {5, 6, 7};
+  in.cached_tokens = 1;
+  in.encoder = "e:1";
+  in.swa_peer = "d:2";
+  in.sampling = {0.7f, 0.9f, 42, 33, {0, 9}};
+  in.unit_tokens = 32;
+  pb::GenerateRequest req;
+  EncodeGenerateRequest(in, kFp, &req);
+  GenerateInput out;
+  ASSERT_TRUE(DecodeGenerateRequest(req, kFp, &out).ok());
+  EXPECT_EQ(out.session_id, std::string(kMaxSessionIdBytes, 's'));
+  EXPECT_EQ(out.tokens, in.tokens);
+  EXPECT_EQ(out.encoder, "e:1");
+  EXPECT_EQ(out.swa_peer, "d:2");
+  EXPECT_FLOAT_EQ(out.sampling.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(out.sampling.top_p, 0.9f);
+  EXPECT_EQ(out.sampling.seed, 42u);
+  EXPECT_EQ(out.sampling.max_tokens, 33u);
+  EXPECT_EQ(out.sampling.stop_ids, (std::vector<int32_t>{0, 9}));
+  EXPECT_EQ(out.unit_tokens, 32);
+
+  // Fields proto3 leaves at zero mean "not set".
+  req.mutable_sampling()->set_top_p(0);
+  req.mutable_sampling()->set_max_tokens(0);
+  req.set_unit_tokens(0);
+  ASSERT_TRUE(DecodeGenerateRequest(req, kFp, &out).ok());
+  EXPECT_FLOAT_EQ(out.sampling.top_p, 1.0f);
+  EXPECT_EQ(out.sampling.max_tokens, 16u);
+  EXPECT_EQ(out.unit_tokens, kDefaultUnitTokens);
+
+  for (size_t i = 0; i <= kMaxStopTokens; ++i) req.mutable_sampling()->add_stop_token_ids(1);
+  EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(NodeCodecTest, UsageAndStatusRoundTrip) {
+  GenerateUsage u{10, 4, 6, 4, 1, 2, "cache", "peer", 0.25};
+  pb::Usage pu;
+  EncodeUsage(u, &pu);
+  const GenerateUsage v = DecodeUsage(pu);
+  EXPECT_EQ(v.prompt_tokens, 10);
+  EXPECT_EQ(v.completion_tokens, 4);
+  EXPECT_EQ(v.cached_tokens, 6);
+  EXPECT_EQ(v.computed_tokens, 4);
+  EXPECT_EQ(v.encoder_replay_tokens, 1);
+  EXPECT_EQ(v.decoder_replay_tokens, 2);
+  EXPECT_EQ(v.prefix_source, "cache");
+  EXPECT_EQ(v.swa_source, "peer");
+  EXPECT_DOUBLE_EQ(v.ttft_seconds, 0.25);
+
+  NodeStatusReport r{kFp, "decoder", 3, 1, 100, 1u << 20, {{"s1", 12}, {"s2", 40}}};
+  pb::NodeStatus ps;
+  EncodeNodeStatus(r, &ps);
+  const NodeStatusReport q = DecodeNodeStatus(ps);
+  EXPECT_EQ(q.fingerprint, kFp);
+  EXPECT_EQ(q.role, "decoder");
+  EXPECT_EQ(q.running, 3);
+  EXPECT_EQ(q.waiting, 1);
+  EXPECT_EQ(q.queued_tokens, 100);
+  EXPECT_EQ(q.resident_bytes, 1u << 20);
+  EXPECT_EQ(q.warm_sessions, r.warm_sessions);
+}
+
+TEST(NodeCodecTest, PrefillResponseRoundTrips) {
+  PrefillOutput o{{"u1", "u2"}, "swa", "handoff", 64, 30, 5, "replay"};
+  pb::PrefillResponse resp;
+  EncodePrefillResponse(o, &resp);
+  const PrefillOutput p = DecodePrefillResponse(&resp);
+  EXPECT_EQ(p.units, o.units);
+  EXPECT_EQ(p.swa, "swa");
+  EXPECT_EQ(p.handoff, "handoff");
+  EXPECT_EQ(p.cached_tokens, 64);
+  EXPECT_EQ(p.computed_tokens, 30);
+  EXPECT_EQ(p.replay_tokens, 5);
+  EXPECT_EQ(p.swa_source, "replay");
+}
+
+}  // namespace
+}  // namespace ds41

@@ -1,0 +1,77 @@
+// What callers and the node roles exchange, free of transport: a prefill on an encoder, a generation
+// on a decoder, a node's status. node_codec.h turns them into the node protocol's messages
+// (proto/node.proto) and back; node_client.h carries them over gRPC.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "unit/unit_key.h"
+
+namespace ds41 {
+
+enum class NodeRole { kEncoder, kDecoder };
+const char* NodeRoleName(NodeRole r);  // "encoder" | "decoder"
+
+struct PrefillInput {
+  UnitKey ns{};                    // cache namespace root (tenant)
+  std::vector<int32_t> tokens;     // the prompt [0, N)
+  int64_t cached_tokens = 0;       // H
+  std::string swa_peer;            // who may hold the SWA state at H
+  int unit_tokens = kDefaultUnitTokens;
+};
+
+struct PrefillOutput {
+  std::vector<std::string> units;  // encoded units from the unit boundary below H to N: full units, then a tail
+  std::string swa;                 // SWA state at N
+  std::string handoff;             // SerializeHandoff
+  int64_t cached_tokens = 0;       // H used (lower than asked when the cache lost units)
+  int64_t computed_tokens = 0;
+  int64_t replay_tokens = 0;
+  std::string swa_source;          // none | local | peer | replay
+};
+
+struct GenerateSampling {
+  float temperature = 0.0f;        // 0: greedy
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+  uint32_t max_tokens = 16;
+  std::vector<int32_t> stop_ids;
+};
+
+struct GenerateInput {
+  std::string request_id, session_id;
+  UnitKey ns{};
+  std::vector<int32_t> tokens;      // prompt [0, N)
+  int64_t cached_tokens = 0;        // H from the router
+  std::string encoder;              // encoder address
+  std::string swa_peer;             // who may hold the SWA state at H
+  GenerateSampling sampling;
+  int unit_tokens = kDefaultUnitTokens;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + std::chrono::seconds(600);
+};
+
+struct GenerateUsage {
+  int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0, computed_tokens = 0;
+  int64_t encoder_replay_tokens = 0, decoder_replay_tokens = 0;
+  std::string prefix_source, swa_source;
+  double ttft_seconds = 0;
+};
+
+struct GenerateEnd {
+  std::string finish_reason;        // stop | length | cancelled
+  GenerateUsage usage;
+};
+
+struct NodeStatusReport {
+  std::string fingerprint;
+  std::string role;                 // as the node reports it
+  int64_t running = 0, waiting = 0, queued_tokens = 0;
+  uint64_t resident_bytes = 0;
+  std::vector<std::pair<std::string, int64_t>> warm_sessions;  // session, context length held (-1 unknown)
+};
+
+}  // namespace ds41

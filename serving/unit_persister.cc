@@ -1,0 +1,31 @@
+#include "serving/unit_persister.h"
+
+namespace ds41 {
+
+UnitPersister::UnitPersister(const Model& model, CacheClient* cache)
+    : model_(model), cache_(cache), io_(std::make_unique<ThreadPool>(4)) {}
+
+StatusOr<std::vector<BuiltUnit>> UnitPersister::Build(const UnitKey& ns, const SequenceState& state,
+                                                      const std::vector<int32_t>& tokens, int64_t from, int64_t to,
+                                                      int unit_tokens) const {
+  DS41_ASSIGN_OR_RETURN(UnitLayout layout, UnitLayout::FromConfig(model_.config(), unit_tokens));
+  DS41_ASSIGN_OR_RETURN(Fingerprint fp, ParseFingerprint(model_.fingerprint()));
+  return BuildUnits(model_.config(), layout, fp, state, tokens, ns, from, to);
+}
+
+void UnitPersister::Put(const UnitKey& ns, std::vector<BuiltUnit> units, std::function<void()> then) {
+  if (!cache_ || units.empty()) {
+    if (then) then();
+    return;
+  }
+  std::vector<UnitPut> puts;
+  puts.reserve(units.size());
+  for (BuiltUnit& b : units) puts.push_back({b.key, b.parent, std::move(b.bytes)});
+  const CacheNamespace cns{ns, model_.fingerprint(), kUnitFormatVersion};
+  io_->Schedule([this, cns, puts = std::move(puts), then = std::move(then)] {
+    (void)cache_->Put(cns, puts);
+    if (then) then();
+  });
+}
+
+}  // namespace ds41

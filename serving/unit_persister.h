@@ -1,0 +1,41 @@
+// UnitPersister: what a node computed, written to the store as units (MODEL.md §10.3) so that any
+// node's next request hits it: the encoder's prompt units after a prefill, the decoder's reply units
+// at a turn's end. Building is synchronous (the caller may need the bytes); the put runs on the
+// persister's I/O threads, off the caller's compute loop.
+//
+// Thread-safe.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "cache_client/cache_client.h"
+#include "engine/loading/model.h"
+#include "unit/state_units.h"
+#include "util/thread_pool.h"
+
+namespace ds41 {
+
+class UnitPersister {
+ public:
+  // `cache` may be null (no store).
+  UnitPersister(const Model& model, CacheClient* cache);
+
+  // Units of `state`'s positions [from, to) (from on a unit boundary), keyed under `ns`.
+  StatusOr<std::vector<BuiltUnit>> Build(const UnitKey& ns, const SequenceState& state, const std::vector<int32_t>& tokens,
+                                         int64_t from, int64_t to, int unit_tokens) const;
+
+  // Puts the units in the background, then runs `then` (if any) on the same I/O thread, once the
+  // store acknowledged them or gave up; with no store or no units, runs `then` at once.
+  void Put(const UnitKey& ns, std::vector<BuiltUnit> units, std::function<void()> then = nullptr);
+
+  bool has_store() const { return cache_ != nullptr; }
+
+ private:
+  const Model& model_;
+  CacheClient* cache_;
+  std::unique_ptr<ThreadPool> io_;
+};
+
+}  // namespace ds41

@@ -1,0 +1,54 @@
+#include "util/cancel_token.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+namespace ds41 {
+namespace {
+
+TEST(CancelTokenTest, CancelRunsAttachedCallbacksOnce) {
+  CancelToken t;
+  int runs = 0;
+  bool attached = false;
+  auto a = t.OnCancel([&] { ++runs; }, &attached);
+  EXPECT_TRUE(attached);
+  EXPECT_FALSE(t.cancelled());
+  t.Cancel();
+  t.Cancel();
+  EXPECT_TRUE(t.cancelled());
+  EXPECT_EQ(runs, 1);
+}
+
+TEST(CancelTokenTest, AttachingAfterCancelRunsAtOnce) {
+  CancelToken t;
+  t.Cancel();
+  int runs = 0;
+  bool attached = true;
+  auto a = t.OnCancel([&] { ++runs; }, &attached);
+  EXPECT_FALSE(attached);
+  EXPECT_EQ(runs, 1);
+}
+
+TEST(CancelTokenTest, DetachedCallbackNeverRuns) {
+  CancelToken t;
+  int runs = 0;
+  { auto a = t.OnCancel([&] { ++runs; }); }
+  auto kept = t.OnCancel([&] { runs += 10; });
+  t.Cancel();
+  EXPECT_EQ(runs, 10);
+}
+
+TEST(CancelTokenTest, CancelFromAnotherThreadReachesEveryAttachment) {
+  CancelToken t;
+  std::atomic<int> runs{0};
+  auto a = t.OnCancel([&] { runs.fetch_add(1); });
+  auto b = t.OnCancel([&] { runs.fetch_add(1); });
+  std::thread other([&] { t.Cancel(); });
+  other.join();
+  EXPECT_EQ(runs.load(), 2);
+}
+
+}  // namespace
+}  // namespace ds41
