@@ -54,6 +54,11 @@ import sys
 import tempfile
 
 ROLE_FOLDERS = ("encoder_node", "decoder_node", "cache_service", "router")
+# Check C: what serves the store and the front door never links the engine's kernels; they read
+# the model's config and fingerprint from ds41_engine_config.
+ENGINE_TARGET = "ds41_engine"
+ENGINE_FREE_FOLDERS = ("router", "cache_service", "cache_client", "cache_data", "node_client")
+ENGINE_FREE_TARGETS = ("ds41_unit",)
 # Only targets and files of these folders are held to check B: tests/, bench/ and the shared
 # folders may depend on anything (check A still applies to every target).
 LIBRARY_TYPES = {"STATIC_LIBRARY", "SHARED_LIBRARY", "MODULE_LIBRARY", "OBJECT_LIBRARY",
@@ -347,8 +352,8 @@ def role_of(folder):
 # The checks
 
 def check(model):
-    """Returns (undeclared includes, role violations), each a sorted list of messages."""
-    undeclared, roles = set(), set()
+    """Returns (undeclared includes, role violations, engine links), each a sorted list of messages."""
+    undeclared, roles, engine = set(), set(), set()
     targets = model.targets
     for t in targets.values():
         allowed = {t.name} | t.closure
@@ -401,7 +406,13 @@ def check(model):
                 path = " -> ".join(link_path(reduced, t.name, d))
                 roles.add(f"{t.name} ({role}) links {d} ({other}) via {path}: role folders must "
                           "not depend on one another")
-    return sorted(undeclared), sorted(roles)
+    for t in targets.values():
+        if t.name.endswith("_test"):
+            continue  # a test may build a checkpoint with the engine
+        if (t.folder in ENGINE_FREE_FOLDERS or t.name in ENGINE_FREE_TARGETS) and ENGINE_TARGET in t.closure:
+            path = " -> ".join(link_path(reduced, t.name, ENGINE_TARGET))
+            engine.add(f"{t.name} ({t.folder}) links {ENGINE_TARGET} via {path}")
+    return sorted(undeclared), sorted(roles), sorted(engine)
 
 
 def reduced_graph(targets, names=None):
@@ -497,11 +508,11 @@ def run_check(build_dir, cmake=None, reconfigure=True, out=sys.stdout, err=sys.s
     if mode == "dot":
         out.write(format_dot(folder_graph(model, reduce), reduce))
         return 0
-    undeclared, roles = check(model)
-    if not undeclared and not roles:
+    undeclared, roles, engine = check(model)
+    if not undeclared and not roles and not engine:
         print(f"check_layering: {len(model.targets)} targets, no violations", file=out)
         return 0
-    print(f"check_layering: {len(undeclared) + len(roles)} violation(s)", file=out)
+    print(f"check_layering: {len(undeclared) + len(roles) + len(engine)} violation(s)", file=out)
     if undeclared:
         print(f"\nA. includes of headers whose owner is not a dependency ({len(undeclared)}):", file=out)
         for v in undeclared:
@@ -510,6 +521,11 @@ def run_check(build_dir, cmake=None, reconfigure=True, out=sys.stdout, err=sys.s
         print(f"\nB. role folders ({', '.join(ROLE_FOLDERS)}) depending on one another "
               f"({len(roles)}):", file=out)
         for v in roles:
+            print(f"  {v}", file=out)
+    if engine:
+        print(f"\nC. targets that need only the model's config and fingerprint (ds41_engine_config) linking "
+              f"{ENGINE_TARGET} ({len(engine)}):", file=out)
+        for v in engine:
             print(f"  {v}", file=out)
     return 1
 
