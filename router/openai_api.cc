@@ -1,10 +1,12 @@
 #include "router/openai_api.h"
 
+#include <cassert>
 #include <chrono>
 #include <random>
 
 #include "chat/chat_render.h"
 #include "chat/reply_parser.h"
+#include "util/error_table.h"
 #include "util/sha256.h"
 
 namespace ds41 {
@@ -150,33 +152,26 @@ OpenAiApi::OpenAiApi(RouterCore* core, const Tokenizer* tokenizer, std::string m
       model_vocab_(model_vocab),
       created_(NowSeconds()) {}
 
-ApiOutcome OpenAiApi::Error(int http_status, const std::string& type, const std::string& message, const std::string& param,
-                            const std::string& code) {
+ApiOutcome OpenAiApi::Error(StatusCode code, const std::string& message, const std::string& param,
+                            const std::string& openai_code) {
+  assert(code != StatusCode::kOk);
+  const ErrorMapping& m = ErrorMappingOf(code);
+  const std::string_view ocode = openai_code.empty() ? m.openai_code : std::string_view(openai_code);
   ApiOutcome o;
-  o.http_status = http_status;
+  o.status = Status(code, message);
+  o.http_status = m.http_status;
   o.body = {{"error",
              {{"message", message},
-              {"type", type},
+              {"type", m.openai_type},
               {"param", param.empty() ? Json(nullptr) : Json(param)},
-              {"code", code.empty() ? Json(nullptr) : Json(code)}}}};
-  if (http_status == 429 || http_status == 503) o.retry_after_s = 1;
+              {"code", ocode.empty() ? Json(nullptr) : Json(ocode)}}}};
+  o.retry_after_s = m.retry_after_s;
   return o;
 }
 
 ApiOutcome OpenAiApi::FromStatus(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kOk: return {};
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange: return Error(400, "invalid_request_error", s.message());
-    case StatusCode::kUnauthenticated: return Error(401, "authentication_error", s.message(), "", "invalid_api_key");
-    case StatusCode::kPermissionDenied: return Error(403, "permission_error", s.message());
-    case StatusCode::kNotFound: return Error(404, "invalid_request_error", s.message(), "", "not_found");
-    case StatusCode::kResourceExhausted: return Error(429, "rate_limit_error", s.message(), "", "overloaded");
-    case StatusCode::kUnavailable: return Error(503, "service_unavailable", s.message());
-    case StatusCode::kDeadlineExceeded: return Error(504, "timeout", s.message());
-    case StatusCode::kCancelled: return Error(499, "cancelled", s.message());
-    default: return Error(500, "internal_error", s.message());
-  }
+  if (s.ok()) return {};
+  return Error(s.code(), s.message());
 }
 
 Json OpenAiApi::Models() const {
@@ -185,19 +180,19 @@ Json OpenAiApi::Models() const {
 }
 
 ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
-  if (!body.is_object()) return Error(400, "invalid_request_error", "the request body must be a JSON object");
+  if (!body.is_object()) return Error(StatusCode::kInvalidArgument, "the request body must be a JSON object");
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
-    return Error(400, "invalid_request_error", "\"messages\" must be a non-empty array", "messages");
+    return Error(StatusCode::kInvalidArgument, "\"messages\" must be a non-empty array", "messages");
   }
   const Json tools = body.contains("tools") ? body["tools"] : Json(nullptr);
-  if (!tools.is_null() && !tools.is_array()) return Error(400, "invalid_request_error", "\"tools\" must be an array", "tools");
+  if (!tools.is_null() && !tools.is_array()) return Error(StatusCode::kInvalidArgument, "\"tools\" must be an array", "tools");
   chat::ChatRenderOptions opt;
   opt.thinking = false;
   if (body.contains("thinking")) {
     const Json& t = body["thinking"];
     if (!t.is_object() || !t.contains("type") || !t["type"].is_string() ||
         (t["type"] != "enabled" && t["type"] != "disabled")) {
-      return Error(400, "invalid_request_error", "\"thinking\" must be {\"type\": \"enabled\"|\"disabled\"}", "thinking");
+      return Error(StatusCode::kInvalidArgument, "\"thinking\" must be {\"type\": \"enabled\"|\"disabled\"}", "thinking");
     }
     opt.thinking = t["type"] == "enabled";
   }
@@ -210,7 +205,7 @@ ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, c
   for (const chat::PromptPiece& p : *pieces) {
     if (p.control) {
       auto id = tok_->IdOf(p.text);
-      if (!id) return Error(500, "internal_error", "the tokenizer lacks the control token " + p.text);
+      if (!id) return Error(StatusCode::kInternal, "the tokenizer lacks the control token " + p.text);
       prompt.push_back(*id);
     } else {
       std::vector<int32_t> ids = tok_->Encode(p.text, /*allow_control=*/false);
@@ -221,9 +216,9 @@ ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, c
 }
 
 ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
-  if (!body.is_object()) return Error(400, "invalid_request_error", "the request body must be a JSON object");
-  if (!body.contains("prompt")) return Error(400, "invalid_request_error", "\"prompt\" is required", "prompt");
-  if (body.contains("echo") && body["echo"] == true) return Error(400, "invalid_request_error", "\"echo\" is not supported", "echo");
+  if (!body.is_object()) return Error(StatusCode::kInvalidArgument, "the request body must be a JSON object");
+  if (!body.contains("prompt")) return Error(StatusCode::kInvalidArgument, "\"prompt\" is required", "prompt");
+  if (body.contains("echo") && body["echo"] == true) return Error(StatusCode::kInvalidArgument, "\"echo\" is not supported", "echo");
   const Json& pr = body["prompt"];
   std::vector<int32_t> prompt;
   if (pr.is_string()) {
@@ -232,12 +227,12 @@ ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const
   } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
     for (const Json& t : pr) {
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model_vocab_) {
-        return Error(400, "invalid_request_error", "\"prompt\" token ids must be integers in [0, vocab size)", "prompt");
+        return Error(StatusCode::kInvalidArgument, "\"prompt\" token ids must be integers in [0, vocab size)", "prompt");
       }
       prompt.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
   } else {
-    return Error(400, "invalid_request_error", "\"prompt\" must be a string or an array of token ids", "prompt");
+    return Error(StatusCode::kInvalidArgument, "\"prompt\" must be a string or an array of token ids", "prompt");
   }
   return Run(ctx, body, std::move(prompt), /*chat=*/false, false, sink);
 }
@@ -245,17 +240,17 @@ ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const
 ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode, bool thinking,
                           const ChunkSink& sink) {
   if (body.contains("model") && !body["model"].is_string()) {
-    return Error(400, "invalid_request_error", "\"model\" must be a string", "model");
+    return Error(StatusCode::kInvalidArgument, "\"model\" must be a string", "model");
   }
   if (body.contains("model") && body["model"] != model_id_) {
-    return Error(404, "invalid_request_error", "the model " + body["model"].dump() + " does not exist; this server has " + model_id_,
+    return Error(StatusCode::kNotFound, "the model " + body["model"].dump() + " does not exist; this server has " + model_id_,
                  "model", "model_not_found");
   }
-  if (body.contains("n") && body["n"] != 1) return Error(400, "invalid_request_error", "\"n\" must be 1", "n");
-  if (prompt.empty()) return Error(400, "invalid_request_error", "the prompt is empty", "prompt");
+  if (body.contains("n") && body["n"] != 1) return Error(StatusCode::kInvalidArgument, "\"n\" must be 1", "n");
+  if (prompt.empty()) return Error(StatusCode::kInvalidArgument, "the prompt is empty", "prompt");
   const int64_t N = static_cast<int64_t>(prompt.size());
   if (N >= max_context_) {
-    return Error(400, "invalid_request_error",
+    return Error(StatusCode::kInvalidArgument,
                  "the prompt has " + std::to_string(N) + " tokens; this model's context is " + std::to_string(max_context_),
                  "messages", "context_length_exceeded");
   }
@@ -264,25 +259,25 @@ ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<i
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (!body.contains(key) || body[key].is_null()) continue;
     if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1) {
-      return Error(400, "invalid_request_error", std::string("\"") + key + "\" must be a positive integer", key);
+      return Error(StatusCode::kInvalidArgument, std::string("\"") + key + "\" must be a positive integer", key);
     }
     s.max_tokens = static_cast<uint32_t>(std::min<int64_t>(body[key].get<int64_t>(), max_context_ - N));
   }
   if (body.contains("temperature") && !body["temperature"].is_null()) {
     if (!body["temperature"].is_number() || body["temperature"].get<double>() < 0 || body["temperature"].get<double>() > 2) {
-      return Error(400, "invalid_request_error", "\"temperature\" must be a number in [0, 2]", "temperature");
+      return Error(StatusCode::kInvalidArgument, "\"temperature\" must be a number in [0, 2]", "temperature");
     }
     s.temperature = body["temperature"].get<float>();
   }
   if (body.contains("top_p") && !body["top_p"].is_null()) {
     if (!body["top_p"].is_number() || body["top_p"].get<double>() <= 0 || body["top_p"].get<double>() > 1) {
-      return Error(400, "invalid_request_error", "\"top_p\" must be a number in (0, 1]", "top_p");
+      return Error(StatusCode::kInvalidArgument, "\"top_p\" must be a number in (0, 1]", "top_p");
     }
     s.top_p = body["top_p"].get<float>();
   }
   s.seed = std::random_device{}();
   if (body.contains("seed") && !body["seed"].is_null()) {
-    if (!body["seed"].is_number_integer()) return Error(400, "invalid_request_error", "\"seed\" must be an integer", "seed");
+    if (!body["seed"].is_number_integer()) return Error(StatusCode::kInvalidArgument, "\"seed\" must be an integer", "seed");
     s.seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
   }
   if (body.contains("stop") && !body["stop"].is_null()) {
@@ -291,20 +286,20 @@ ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<i
       s.stops.push_back(st.get<std::string>());
     } else if (st.is_array() && st.size() <= kMaxStops) {
       for (const Json& x : st) {
-        if (!x.is_string()) return Error(400, "invalid_request_error", "\"stop\" entries must be strings", "stop");
+        if (!x.is_string()) return Error(StatusCode::kInvalidArgument, "\"stop\" entries must be strings", "stop");
         s.stops.push_back(x.get<std::string>());
       }
     } else {
-      return Error(400, "invalid_request_error", "\"stop\" must be a string or an array of at most 4 strings", "stop");
+      return Error(StatusCode::kInvalidArgument, "\"stop\" must be a string or an array of at most 4 strings", "stop");
     }
     for (const auto& x : s.stops) {
       if (x.empty() || x.size() > kMaxStopBytes) {
-        return Error(400, "invalid_request_error", "each stop string must have 1..256 bytes", "stop");
+        return Error(StatusCode::kInvalidArgument, "each stop string must have 1..256 bytes", "stop");
       }
     }
   }
   if (body.contains("stream") && !body["stream"].is_boolean()) {
-    return Error(400, "invalid_request_error", "\"stream\" must be a boolean", "stream");
+    return Error(StatusCode::kInvalidArgument, "\"stream\" must be a boolean", "stream");
   }
   s.stream = body.value("stream", false);
   std::string session = ctx.session_id;

@@ -9,25 +9,6 @@ namespace ds41 {
 
 namespace pb = ds41::router::v1;
 
-namespace {
-
-grpc::Status FromOutcome(const ApiOutcome& o) {
-  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
-  switch (o.http_status) {
-    case 400: code = grpc::StatusCode::INVALID_ARGUMENT; break;
-    case 401: code = grpc::StatusCode::UNAUTHENTICATED; break;
-    case 403: code = grpc::StatusCode::PERMISSION_DENIED; break;
-    case 404: code = grpc::StatusCode::NOT_FOUND; break;
-    case 429: code = grpc::StatusCode::RESOURCE_EXHAUSTED; break;
-    case 499: code = grpc::StatusCode::CANCELLED; break;
-    case 503: code = grpc::StatusCode::UNAVAILABLE; break;
-    case 504: code = grpc::StatusCode::DEADLINE_EXCEEDED; break;
-  }
-  return grpc::Status(code, o.body.contains("error") ? o.body["error"].value("message", "") : "");
-}
-
-}  // namespace
-
 RouterService::RouterService(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes)
     : api_(api), tenants_(tenants), nodes_(nodes) {}
 
@@ -37,9 +18,9 @@ grpc::Status RouterService::Run(bool chat, grpc::ServerContext* gctx, const pb::
   if (!tenant.ok()) return ToGrpc(tenant.status());
   std::optional<Json> parsed = ParseRequestJson(req->body_json());
   if (!parsed || !parsed->is_object()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "body_json is not a JSON object");
+    return ToGrpc(InvalidArgumentError("body_json is not a JSON object"));
   }
-  if (req->session_id().size() > 256) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "session_id too long");
+  if (req->session_id().size() > 256) return ToGrpc(InvalidArgumentError("session_id too long"));
   Json body = std::move(*parsed);
   body["stream"] = true;
   ApiContext ctx{*tenant, req->session_id(), std::make_shared<CancelToken>()};
@@ -63,11 +44,11 @@ grpc::Status RouterService::Run(bool chat, grpc::ServerContext* gctx, const pb::
   try {
     out = chat ? api_->ChatCompletions(ctx, body, sink) : api_->Completions(ctx, body, sink);
   } catch (const std::exception& e) {
-    out = OpenAiApi::Error(500, "internal_error", std::string("internal error: ") + e.what());
+    out = OpenAiApi::Error(StatusCode::kInternal, std::string("internal error: ") + e.what());
   }
   done = true;
   watcher.join();
-  return out.http_status == 200 ? grpc::Status::OK : FromOutcome(out);
+  return ToGrpc(out.status);
 }
 
 grpc::Status RouterService::ChatCompletions(grpc::ServerContext* ctx, const pb::ApiRequest* req,
@@ -92,7 +73,7 @@ grpc::Status RouterService::RegisterNode(grpc::ServerContext*, const pb::Registe
   } else if (req->role() == "decoder") {
     role = NodeRole::kDecoder;
   } else {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "role must be \"encoder\" or \"decoder\"");
+    return ToGrpc(InvalidArgumentError("role must be \"encoder\" or \"decoder\""));
   }
   const Status s = nodes_->Register(role, req->address());
   if (s.code() == StatusCode::kInvalidArgument) return ToGrpc(s);
