@@ -68,7 +68,8 @@ class OpenAiApi {
   static ApiOutcome FromStatus(const Status& s);
 
  private:
-  struct Sampling;
+  // Refuses what this server cannot serve (another model, n != 1, an empty or too long prompt).
+  std::optional<ApiOutcome> CheckRequest(const Json& body, const std::vector<int32_t>& prompt) const;
   ApiOutcome Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat, bool thinking,
                  const ChunkSink& sink);
 
