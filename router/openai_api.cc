@@ -360,8 +360,14 @@ class ReplyStream {
     return !client_gone_;
   }
 
-  // Once generation has ended: releases what was held back and ends the parse.
-  void Finish() { Emit(cutter_.Add(detok_.Flush()) + cutter_.Flush(), true); }
+  // Once generation has ended: releases what was held back and ends the parse. The detokenizer's
+  // last bytes go through the cutter before it lets go of its hold, so a stop string they complete
+  // is still cut and none of them is lost.
+  void Finish() {
+    std::string rest = cutter_.Add(detok_.Flush());
+    rest += cutter_.Flush();
+    Emit(rest, true);
+  }
 
   // The outcome once Finish ran: when streaming, the last chunk (finish reason, usage) is sent and
   // the outcome's body keeps only the usage; else the body is the whole completion.
