@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "util/error_table.h"
+
 namespace ds41::wire {
 namespace {
 
@@ -104,10 +106,8 @@ StatusOr<UnitView> ParseUnit(std::string_view body) {
 
 Status ParseError(std::string_view body) {
   if (body.size() < 4) return InternalError("malformed ERROR frame");
-  const uint32_t code = Load32(U8(body));
-  const std::string message(body.substr(4));
-  if (code == 0 || code > static_cast<uint32_t>(StatusCode::kUnauthenticated)) return {StatusCode::kUnknown, message};
-  return {static_cast<StatusCode>(code), message};
+  const uint32_t number = Load32(U8(body));
+  return ErrorFromPeer(StatusCodeFromNumber(number), number, std::string(body.substr(4)));
 }
 
 std::string EncodeHeader(Op op, uint32_t id, size_t body_length, uint8_t flags) {
@@ -153,7 +153,7 @@ std::string EncodeUnitPrefix(uint32_t id, std::string_view key, UnitResult resul
 std::string EncodeError(uint32_t id, const Status& status, bool fatal) {
   const std::string_view msg = std::string_view(status.message()).substr(0, kMaxErrorMessage);
   std::string f = EncodeHeader(Op::kError, id, 4 + msg.size(), fatal ? kFlagFatal : 0);
-  Put32(&f, static_cast<uint32_t>(status.code()));
+  Put32(&f, static_cast<uint32_t>(ErrorMappingOf(status.code()).code));  // a code outside the enum goes as UNKNOWN
   f.append(msg);
   return f;
 }

@@ -14,6 +14,7 @@
 //   UNIT   0x82  32 B key | u8 result (0 miss, 1 found, 2 read failed) | unit bytes or message
 //   ERROR  0xFF  u32 status code (util/status.h) | message. Answers a whole request; with
 //                kFlagFatal it reports a protocol error and the server closes the connection.
+//                A number no error code has (OK included) is read as UNKNOWN (util/error_table.h).
 // Responses come in request order: PUT -> PUT_OK or ERROR; GET -> `count` UNIT frames, or one ERROR.
 #pragma once
 

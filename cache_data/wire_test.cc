@@ -64,6 +64,37 @@ TEST(WireTest, GetUnitAndErrorRoundTrip) {
   EXPECT_EQ(st.message(), "nope");
 }
 
+TEST(WireTest, EveryErrorCodeRoundTripsThroughAnErrorFrame) {
+  for (int i = 1; i <= static_cast<int>(StatusCode::kUnauthenticated); ++i) {
+    const Status s(static_cast<StatusCode>(i), "why " + std::to_string(i));
+    SCOPED_TRACE(s.ToString());
+    const std::string frame = EncodeError(3, s, false);
+    auto h = ParseHeader(Head(frame), /*requests=*/false, 16);
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    ASSERT_EQ(h->body_length, frame.size() - kHeaderBytes);
+    EXPECT_EQ(static_cast<uint8_t>(frame[kHeaderBytes]), i);  // the code's own number, as documented
+    const Status back = ParseError(std::string_view(frame).substr(kHeaderBytes));
+    EXPECT_EQ(back.code(), s.code());
+    EXPECT_EQ(back.message(), s.message());
+  }
+}
+
+TEST(WireTest, ACodeNumberNoErrorHasDecodesAsUnknown) {
+  for (uint32_t n : {0u, 17u, 255u, 0xFFFFFFFFu}) {
+    std::string body(4, '\0');
+    std::memcpy(body.data(), &n, 4);  // little-endian hosts only, as the parsers' tests assume
+    body += "from a newer peer";
+    const Status s = ParseError(body);
+    EXPECT_EQ(s.code(), StatusCode::kUnknown) << n;
+    EXPECT_NE(s.message().find("status code " + std::to_string(n)), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("from a newer peer"), std::string::npos) << s.message();
+  }
+  // A code outside the enum (a bad cast) is sent as UNKNOWN, never as its raw number.
+  const std::string frame = EncodeError(1, Status(static_cast<StatusCode>(40), "x"), false);
+  EXPECT_EQ(ParseError(std::string_view(frame).substr(kHeaderBytes)).code(), StatusCode::kUnknown);
+  EXPECT_EQ(static_cast<uint8_t>(frame[kHeaderBytes]), static_cast<uint8_t>(StatusCode::kUnknown));
+}
+
 TEST(WireTest, HeadersAreCheckedBeforeAnyBodyIsTrusted) {
   const std::string good = EncodePutPrefix(1, {kId, kFp, 3}, kKey, "", 10);
   EXPECT_TRUE(ParseHeader(Head(good), true, 16).ok());

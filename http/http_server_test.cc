@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "http/http_test_client.h"
+#include "util/error_table.h"
 
 namespace ds41 {
 namespace {
@@ -518,6 +519,11 @@ TEST_F(HttpServerTest, RandomBytesFuzzNeverCrashes) {
   EXPECT_GT(server_->metrics().responses(4), 300u);
   EXPECT_GT(server_->metrics().responses(2), 100u);
   EXPECT_TRUE(WaitFor([&] { return server_->metrics().open_connections.load() <= 1; }, 5000ms));
+}
+
+// Every status an error can be answered with (util/error_table.h) has its reason phrase.
+TEST(HttpStatusReasonTest, EveryErrorTableStatusHasAReason) {
+  for (const ErrorMapping& m : kErrorTable) EXPECT_NE(HttpStatusReason(m.http_status), "Unknown") << m.http_status;
 }
 
 }  // namespace

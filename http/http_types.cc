@@ -55,6 +55,7 @@ std::string_view HttpStatusReason(int status) {
     case 422: return "Unprocessable Entity";
     case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
+    case 499: return "Client Closed Request";  // nginx's; the router's answer to a cancelled request
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
     case 502: return "Bad Gateway";

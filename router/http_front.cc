@@ -20,7 +20,7 @@ void HttpFront::Reply(const std::string& endpoint, HttpResponder& resp, const Ap
 void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::shared_ptr<HttpResponder> resp) {
   std::optional<Json> parsed = ParseRequestJson(req.body);
   if (!parsed) {
-    Reply(endpoint, *resp, OpenAiApi::Error(400, "invalid_request_error", "the request body is not valid JSON (or nests too deeply)"));
+    Reply(endpoint, *resp, OpenAiApi::Error(StatusCode::kInvalidArgument, "the request body is not valid JSON (or nests too deeply)"));
     return;
   }
   Json body = std::move(*parsed);
@@ -33,7 +33,7 @@ void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::sh
   ctx.tenant = *tenant;
   ctx.session_id = std::string(req.headers.Get("x-session-id").value_or(""));
   if (ctx.session_id.size() > 256) {
-    Reply(endpoint, *resp, OpenAiApi::Error(400, "invalid_request_error", "x-session-id is longer than 256 bytes"));
+    Reply(endpoint, *resp, OpenAiApi::Error(StatusCode::kInvalidArgument, "x-session-id is longer than 256 bytes"));
     return;
   }
   ctx.cancel = std::make_shared<CancelToken>();
@@ -52,7 +52,7 @@ void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::sh
       out = endpoint == "chat" ? api_->ChatCompletions(ctx, body, sink) : api_->Completions(ctx, body, sink);
     } catch (const std::exception& e) {
       // A bug must cost one request, never the router.
-      out = OpenAiApi::Error(500, "internal_error", std::string("internal error: ") + e.what());
+      out = OpenAiApi::Error(StatusCode::kInternal, std::string("internal error: ") + e.what());
     }
     if (!started) {
       // Errors before any chunk, and every non-streamed reply, are plain JSON responses.

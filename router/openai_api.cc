@@ -1,10 +1,12 @@
 #include "router/openai_api.h"
 
+#include <cassert>
 #include <chrono>
 #include <random>
 
 #include "chat/chat_render.h"
 #include "chat/reply_parser.h"
+#include "util/error_table.h"
 #include "util/sha256.h"
 
 namespace ds41 {
@@ -133,14 +135,6 @@ std::optional<Json> ParseRequestJson(std::string_view text) {
   return j;
 }
 
-struct OpenAiApi::Sampling {
-  uint32_t max_tokens = 0;
-  float temperature = 1, top_p = 1;
-  uint64_t seed = 0;
-  std::vector<std::string> stops;
-  bool stream = false;
-};
-
 OpenAiApi::OpenAiApi(RouterCore* core, const Tokenizer* tokenizer, std::string model_id, int64_t max_context_tokens,
                      int32_t model_vocab)
     : core_(core),
@@ -150,33 +144,26 @@ OpenAiApi::OpenAiApi(RouterCore* core, const Tokenizer* tokenizer, std::string m
       model_vocab_(model_vocab),
       created_(NowSeconds()) {}
 
-ApiOutcome OpenAiApi::Error(int http_status, const std::string& type, const std::string& message, const std::string& param,
-                            const std::string& code) {
+ApiOutcome OpenAiApi::Error(StatusCode code, const std::string& message, const std::string& param,
+                            const std::string& openai_code) {
+  assert(code != StatusCode::kOk);
+  const ErrorMapping& m = ErrorMappingOf(code);
+  const std::string_view ocode = openai_code.empty() ? m.openai_code : std::string_view(openai_code);
   ApiOutcome o;
-  o.http_status = http_status;
+  o.status = Status(code, message);
+  o.http_status = m.http_status;
   o.body = {{"error",
              {{"message", message},
-              {"type", type},
+              {"type", m.openai_type},
               {"param", param.empty() ? Json(nullptr) : Json(param)},
-              {"code", code.empty() ? Json(nullptr) : Json(code)}}}};
-  if (http_status == 429 || http_status == 503) o.retry_after_s = 1;
+              {"code", ocode.empty() ? Json(nullptr) : Json(ocode)}}}};
+  o.retry_after_s = m.retry_after_s;
   return o;
 }
 
 ApiOutcome OpenAiApi::FromStatus(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kOk: return {};
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange: return Error(400, "invalid_request_error", s.message());
-    case StatusCode::kUnauthenticated: return Error(401, "authentication_error", s.message(), "", "invalid_api_key");
-    case StatusCode::kPermissionDenied: return Error(403, "permission_error", s.message());
-    case StatusCode::kNotFound: return Error(404, "invalid_request_error", s.message(), "", "not_found");
-    case StatusCode::kResourceExhausted: return Error(429, "rate_limit_error", s.message(), "", "overloaded");
-    case StatusCode::kUnavailable: return Error(503, "service_unavailable", s.message());
-    case StatusCode::kDeadlineExceeded: return Error(504, "timeout", s.message());
-    case StatusCode::kCancelled: return Error(499, "cancelled", s.message());
-    default: return Error(500, "internal_error", s.message());
-  }
+  if (s.ok()) return {};
+  return Error(s.code(), s.message());
 }
 
 Json OpenAiApi::Models() const {
@@ -185,19 +172,19 @@ Json OpenAiApi::Models() const {
 }
 
 ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
-  if (!body.is_object()) return Error(400, "invalid_request_error", "the request body must be a JSON object");
+  if (!body.is_object()) return Error(StatusCode::kInvalidArgument, "the request body must be a JSON object");
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
-    return Error(400, "invalid_request_error", "\"messages\" must be a non-empty array", "messages");
+    return Error(StatusCode::kInvalidArgument, "\"messages\" must be a non-empty array", "messages");
   }
   const Json tools = body.contains("tools") ? body["tools"] : Json(nullptr);
-  if (!tools.is_null() && !tools.is_array()) return Error(400, "invalid_request_error", "\"tools\" must be an array", "tools");
+  if (!tools.is_null() && !tools.is_array()) return Error(StatusCode::kInvalidArgument, "\"tools\" must be an array", "tools");
   chat::ChatRenderOptions opt;
   opt.thinking = false;
   if (body.contains("thinking")) {
     const Json& t = body["thinking"];
     if (!t.is_object() || !t.contains("type") || !t["type"].is_string() ||
         (t["type"] != "enabled" && t["type"] != "disabled")) {
-      return Error(400, "invalid_request_error", "\"thinking\" must be {\"type\": \"enabled\"|\"disabled\"}", "thinking");
+      return Error(StatusCode::kInvalidArgument, "\"thinking\" must be {\"type\": \"enabled\"|\"disabled\"}", "thinking");
     }
     opt.thinking = t["type"] == "enabled";
   }
@@ -210,7 +197,7 @@ ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, c
   for (const chat::PromptPiece& p : *pieces) {
     if (p.control) {
       auto id = tok_->IdOf(p.text);
-      if (!id) return Error(500, "internal_error", "the tokenizer lacks the control token " + p.text);
+      if (!id) return Error(StatusCode::kInternal, "the tokenizer lacks the control token " + p.text);
       prompt.push_back(*id);
     } else {
       std::vector<int32_t> ids = tok_->Encode(p.text, /*allow_control=*/false);
@@ -221,9 +208,9 @@ ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, c
 }
 
 ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
-  if (!body.is_object()) return Error(400, "invalid_request_error", "the request body must be a JSON object");
-  if (!body.contains("prompt")) return Error(400, "invalid_request_error", "\"prompt\" is required", "prompt");
-  if (body.contains("echo") && body["echo"] == true) return Error(400, "invalid_request_error", "\"echo\" is not supported", "echo");
+  if (!body.is_object()) return Error(StatusCode::kInvalidArgument, "the request body must be a JSON object");
+  if (!body.contains("prompt")) return Error(StatusCode::kInvalidArgument, "\"prompt\" is required", "prompt");
+  if (body.contains("echo") && body["echo"] == true) return Error(StatusCode::kInvalidArgument, "\"echo\" is not supported", "echo");
   const Json& pr = body["prompt"];
   std::vector<int32_t> prompt;
   if (pr.is_string()) {
@@ -232,96 +219,103 @@ ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const
   } else if (pr.is_array() && !pr.empty() && pr[0].is_number_integer()) {
     for (const Json& t : pr) {
       if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= model_vocab_) {
-        return Error(400, "invalid_request_error", "\"prompt\" token ids must be integers in [0, vocab size)", "prompt");
+        return Error(StatusCode::kInvalidArgument, "\"prompt\" token ids must be integers in [0, vocab size)", "prompt");
       }
       prompt.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
   } else {
-    return Error(400, "invalid_request_error", "\"prompt\" must be a string or an array of token ids", "prompt");
+    return Error(StatusCode::kInvalidArgument, "\"prompt\" must be a string or an array of token ids", "prompt");
   }
   return Run(ctx, body, std::move(prompt), /*chat=*/false, false, sink);
 }
 
-ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode, bool thinking,
-                          const ChunkSink& sink) {
-  if (body.contains("model") && !body["model"].is_string()) {
-    return Error(400, "invalid_request_error", "\"model\" must be a string", "model");
-  }
-  if (body.contains("model") && body["model"] != model_id_) {
-    return Error(404, "invalid_request_error", "the model " + body["model"].dump() + " does not exist; this server has " + model_id_,
-                 "model", "model_not_found");
-  }
-  if (body.contains("n") && body["n"] != 1) return Error(400, "invalid_request_error", "\"n\" must be 1", "n");
-  if (prompt.empty()) return Error(400, "invalid_request_error", "the prompt is empty", "prompt");
-  const int64_t N = static_cast<int64_t>(prompt.size());
-  if (N >= max_context_) {
-    return Error(400, "invalid_request_error",
-                 "the prompt has " + std::to_string(N) + " tokens; this model's context is " + std::to_string(max_context_),
-                 "messages", "context_length_exceeded");
-  }
-  Sampling s;
-  s.max_tokens = static_cast<uint32_t>(std::min<int64_t>(1024, max_context_ - N));
+namespace {
+
+struct Sampling {
+  uint32_t max_tokens = 0;
+  float temperature = 1, top_p = 1;
+  uint64_t seed = 0;
+  std::vector<std::string> stops;
+  bool stream = false;
+};
+
+// The sampling options of `body` for a prompt of `prompt_tokens` (max_tokens is capped at what the
+// context leaves, and defaults to that, at most 1024); or the error naming the offending field.
+std::optional<ApiOutcome> ParseSampling(const Json& body, int64_t prompt_tokens, int64_t max_context, Sampling* s) {
+  s->max_tokens = static_cast<uint32_t>(std::min<int64_t>(1024, max_context - prompt_tokens));
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (!body.contains(key) || body[key].is_null()) continue;
     if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1) {
-      return Error(400, "invalid_request_error", std::string("\"") + key + "\" must be a positive integer", key);
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, std::string("\"") + key + "\" must be a positive integer", key);
     }
-    s.max_tokens = static_cast<uint32_t>(std::min<int64_t>(body[key].get<int64_t>(), max_context_ - N));
+    s->max_tokens = static_cast<uint32_t>(std::min<int64_t>(body[key].get<int64_t>(), max_context - prompt_tokens));
   }
   if (body.contains("temperature") && !body["temperature"].is_null()) {
     if (!body["temperature"].is_number() || body["temperature"].get<double>() < 0 || body["temperature"].get<double>() > 2) {
-      return Error(400, "invalid_request_error", "\"temperature\" must be a number in [0, 2]", "temperature");
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"temperature\" must be a number in [0, 2]", "temperature");
     }
-    s.temperature = body["temperature"].get<float>();
+    s->temperature = body["temperature"].get<float>();
   }
   if (body.contains("top_p") && !body["top_p"].is_null()) {
     if (!body["top_p"].is_number() || body["top_p"].get<double>() <= 0 || body["top_p"].get<double>() > 1) {
-      return Error(400, "invalid_request_error", "\"top_p\" must be a number in (0, 1]", "top_p");
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"top_p\" must be a number in (0, 1]", "top_p");
     }
-    s.top_p = body["top_p"].get<float>();
+    s->top_p = body["top_p"].get<float>();
   }
-  s.seed = std::random_device{}();
+  s->seed = std::random_device{}();
   if (body.contains("seed") && !body["seed"].is_null()) {
-    if (!body["seed"].is_number_integer()) return Error(400, "invalid_request_error", "\"seed\" must be an integer", "seed");
-    s.seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
+    if (!body["seed"].is_number_integer()) {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"seed\" must be an integer", "seed");
+    }
+    s->seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
   }
   if (body.contains("stop") && !body["stop"].is_null()) {
     const Json& st = body["stop"];
     if (st.is_string()) {
-      s.stops.push_back(st.get<std::string>());
+      s->stops.push_back(st.get<std::string>());
     } else if (st.is_array() && st.size() <= kMaxStops) {
       for (const Json& x : st) {
-        if (!x.is_string()) return Error(400, "invalid_request_error", "\"stop\" entries must be strings", "stop");
-        s.stops.push_back(x.get<std::string>());
+        if (!x.is_string()) return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stop\" entries must be strings", "stop");
+        s->stops.push_back(x.get<std::string>());
       }
     } else {
-      return Error(400, "invalid_request_error", "\"stop\" must be a string or an array of at most 4 strings", "stop");
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stop\" must be a string or an array of at most 4 strings",
+                              "stop");
     }
-    for (const auto& x : s.stops) {
+    for (const auto& x : s->stops) {
       if (x.empty() || x.size() > kMaxStopBytes) {
-        return Error(400, "invalid_request_error", "each stop string must have 1..256 bytes", "stop");
+        return OpenAiApi::Error(StatusCode::kInvalidArgument, "each stop string must have 1..256 bytes", "stop");
       }
     }
   }
   if (body.contains("stream") && !body["stream"].is_boolean()) {
-    return Error(400, "invalid_request_error", "\"stream\" must be a boolean", "stream");
+    return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stream\" must be a boolean", "stream");
   }
-  s.stream = body.value("stream", false);
+  s->stream = body.value("stream", false);
+  return std::nullopt;
+}
+
+// The session within the tenant: the x-session-id header, else the body's "user", else derived from
+// the conversation's opening, which identifies it across turns (a wrong guess only costs placement,
+// never correctness).
+std::string SessionId(const ApiContext& ctx, const Json& body, const std::vector<int32_t>& prompt) {
   std::string session = ctx.session_id;
   if (session.empty() && body.contains("user") && body["user"].is_string()) session = body["user"].get<std::string>();
   if (session.empty()) {
-    // No session named: the conversation's opening identifies it across turns (a wrong guess only
-    // costs placement, never correctness).
     const size_t head = std::min<size_t>(prompt.size(), 256);
     Sha256 h;
     h.Update(prompt.data(), head * sizeof(int32_t));
     session = "auto:" + h.HexDigest().substr(0, 32);
   }
+  return session;
+}
 
+RouteRequest BuildRouteRequest(const ApiContext& ctx, bool chat_mode, const std::string& session,
+                               std::vector<int32_t> prompt, const Sampling& s) {
   RouteRequest rq;
   rq.request_id = (chat_mode ? "chatcmpl-" : "cmpl-") + RandomHex(12);
   rq.tenant_salt = ctx.tenant.salt;
-  rq.session_id = ctx.tenant.name + "/" + session;
+  rq.session_id = ctx.tenant.name + "/" + session;  // sessions of different tenants never meet
   rq.tokens = std::move(prompt);
   rq.temperature = s.temperature;
   rq.top_p = s.top_p;
@@ -329,26 +323,104 @@ ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<i
   rq.max_tokens = s.max_tokens;
   rq.stop_token_ids = {kEosId};
   rq.cancel = ctx.cancel;
+  return rq;
+}
 
-  const int64_t created = NowSeconds();
-  const std::string object = chat_mode ? "chat.completion" : "text_completion";
-  auto chunk = [&](Json choice) {
-    return Json{{"id", rq.request_id}, {"object", chat_mode ? "chat.completion.chunk" : "text_completion"}, {"created", created},
-                {"model", model_id_}, {"choices", Json::array({std::move(choice)})}};
-  };
-  StreamDecoder detok(*tok_);
-  StopCutter cutter(s.stops);
-  chat::ReplyStreamParser parser(thinking);
-  std::string reasoning, content;
-  std::vector<chat::ToolCall> calls;
-  bool client_gone = false;
+// One reply as it is generated: ids are detokenized, cut at stop strings and (chat) parsed into
+// reasoning, content and tool calls; when streaming, each released piece goes to the sink as a
+// chunk. Text is released only where no stop string can still begin, so no chunk shows a cut stop.
+class ReplyStream {
+ public:
+  ReplyStream(const Tokenizer& tok, const Sampling& s, bool chat_mode, bool thinking, const ChunkSink& sink,
+              std::string request_id, std::string model)
+      : sink_(sink),
+        chat_(chat_mode),
+        thinking_(thinking),
+        stream_(s.stream),
+        id_(std::move(request_id)),
+        model_(std::move(model)),
+        created_(NowSeconds()),
+        detok_(tok),
+        cutter_(s.stops),
+        parser_(thinking) {
+    if (stream_ && chat_) {
+      Send({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+            {"finish_reason", nullptr}});
+    }
+  }
+
+  // The generation callback: false stops generation (a stop string was reached, or the client left).
+  bool Add(const std::vector<int32_t>& ids) {
+    out_ids_.insert(out_ids_.end(), ids.begin(), ids.end());
+    for (int32_t id : ids) {
+      if (id == kEosId) continue;  // the end of the reply, not part of it
+      Emit(cutter_.Add(detok_.Feed(id)), false);
+      if (cutter_.stopped()) return false;
+    }
+    return !client_gone_;
+  }
+
+  // Once generation has ended: releases what was held back and ends the parse. The detokenizer's
+  // last bytes go through the cutter before it lets go of its hold, so a stop string they complete
+  // is still cut and none of them is lost.
+  void Finish() {
+    std::string rest = cutter_.Add(detok_.Flush());
+    rest += cutter_.Flush();
+    Emit(rest, true);
+  }
+
+  // The outcome once Finish ran: when streaming, the last chunk (finish reason, usage) is sent and
+  // the outcome's body keeps only the usage; else the body is the whole completion.
+  ApiOutcome Respond(const RouteResult& r, const std::vector<int32_t>& prompt, bool return_token_ids) {
+    std::string finish = r.finish_reason == "length" ? "length" : "stop";
+    if (!calls_.empty()) finish = "tool_calls";
+    const Json usage = UsageJson(r);
+    ApiOutcome out;
+    if (stream_) {
+      Json last = chat_ ? Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}
+                        : Json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish}};
+      Json c = Object(chat_ ? "chat.completion.chunk" : "text_completion", std::move(last));
+      c["usage"] = usage;
+      if (!client_gone_) sink_(c);
+      out.body = {{"usage", usage}};
+      return out;
+    }
+    Json choice;
+    if (chat_) {
+      Json msg = {{"role", "assistant"}, {"content", content_.empty() && !calls_.empty() ? Json(nullptr) : Json(content_)}};
+      if (thinking_) msg["reasoning_content"] = reasoning_;
+      if (!calls_.empty()) msg["tool_calls"] = ToolCallsJson(calls_, 0);
+      choice = {{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", finish}};
+    } else {
+      choice = {{"index", 0}, {"text", content_}, {"logprobs", nullptr}, {"finish_reason", finish}};
+    }
+    if (return_token_ids) {
+      // As vLLM offers: the exact ids, so a client can extend the context without re-tokenizing.
+      choice["prompt_token_ids"] = prompt;
+      choice["token_ids"] = out_ids_;
+    }
+    out.body = Object(chat_ ? "chat.completion" : "text_completion", std::move(choice));
+    out.body["usage"] = usage;
+    return out;
+  }
+
+ private:
+  Json Object(const char* object, Json choice) const {
+    return Json{{"id", id_},       {"object", object}, {"created", created_},
+                {"model", model_}, {"choices", Json::array({std::move(choice)})}};
+  }
+
+  void Send(Json choice) {
+    client_gone_ = !sink_(Object(chat_ ? "chat.completion.chunk" : "text_completion", std::move(choice)));
+  }
+
   // Released text goes to the reply parser (chat) or straight out (completions).
-  auto emit_text = [&](const std::string& text, bool final) {
+  void Emit(const std::string& text, bool final) {
     chat::ReplyDelta d;
-    if (chat_mode) {
-      if (!text.empty()) d = parser.Feed(text);
+    if (chat_) {
+      if (!text.empty()) d = parser_.Feed(text);
       if (final) {
-        chat::ReplyDelta f = parser.Finish();
+        chat::ReplyDelta f = parser_.Finish();
         d.reasoning_delta += f.reasoning_delta;
         d.content_delta += f.content_delta;
         d.tool_calls.insert(d.tool_calls.end(), f.tool_calls.begin(), f.tool_calls.end());
@@ -356,70 +428,72 @@ ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<i
     } else {
       d.content_delta = text;
     }
-    reasoning += d.reasoning_delta;
-    content += d.content_delta;
-    const size_t first_call = calls.size();
-    calls.insert(calls.end(), d.tool_calls.begin(), d.tool_calls.end());
-    if (!s.stream || d.empty() || client_gone) return;
-    Json delta = Json::object();
-    if (!chat_mode) {
-      client_gone = !sink(chunk({{"index", 0}, {"text", d.content_delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
+    reasoning_ += d.reasoning_delta;
+    content_ += d.content_delta;
+    const size_t first_call = calls_.size();
+    calls_.insert(calls_.end(), d.tool_calls.begin(), d.tool_calls.end());
+    if (!stream_ || d.empty() || client_gone_) return;
+    if (!chat_) {
+      Send({{"index", 0}, {"text", d.content_delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
       return;
     }
+    Json delta = Json::object();
     if (!d.reasoning_delta.empty()) delta["reasoning_content"] = d.reasoning_delta;
     if (!d.content_delta.empty()) delta["content"] = d.content_delta;
     if (!d.tool_calls.empty()) delta["tool_calls"] = ToolCallsJson(d.tool_calls, first_call);
-    client_gone = !sink(chunk({{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}}));
-  };
-  if (s.stream && chat_mode) {
-    client_gone = !sink(chunk({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
-                               {"finish_reason", nullptr}}));
+    Send({{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
   }
 
-  std::vector<int32_t> out_ids;
-  RouteResult r = core_->Generate(rq, [&](const std::vector<int32_t>& ids) {
-    out_ids.insert(out_ids.end(), ids.begin(), ids.end());
-    for (int32_t id : ids) {
-      if (id == kEosId) continue;  // the end of the reply, not part of it
-      emit_text(cutter.Add(detok.Feed(id)), false);
-      if (cutter.stopped()) return false;
-    }
-    return !client_gone;
-  });
+  const ChunkSink& sink_;
+  const bool chat_, thinking_, stream_;
+  const std::string id_, model_;
+  const int64_t created_;
+  StreamDecoder detok_;
+  StopCutter cutter_;
+  chat::ReplyStreamParser parser_;
+  std::string reasoning_, content_;
+  std::vector<chat::ToolCall> calls_;
+  std::vector<int32_t> out_ids_;
+  bool client_gone_ = false;
+};
+
+}  // namespace
+
+std::optional<ApiOutcome> OpenAiApi::CheckRequest(const Json& body, const std::vector<int32_t>& prompt) const {
+  if (body.contains("model") && !body["model"].is_string()) {
+    return Error(StatusCode::kInvalidArgument, "\"model\" must be a string", "model");
+  }
+  if (body.contains("model") && body["model"] != model_id_) {
+    return Error(StatusCode::kNotFound,
+                 "the model " + body["model"].dump() + " does not exist; this server has " + model_id_, "model",
+                 "model_not_found");
+  }
+  if (body.contains("n") && body["n"] != 1) return Error(StatusCode::kInvalidArgument, "\"n\" must be 1", "n");
+  if (prompt.empty()) return Error(StatusCode::kInvalidArgument, "the prompt is empty", "prompt");
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (n >= max_context_) {
+    return Error(StatusCode::kInvalidArgument,
+                 "the prompt has " + std::to_string(n) + " tokens; this model's context is " + std::to_string(max_context_),
+                 "messages", "context_length_exceeded");
+  }
+  return std::nullopt;
+}
+
+ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode, bool thinking,
+                          const ChunkSink& sink) {
+  if (std::optional<ApiOutcome> refused = CheckRequest(body, prompt)) return *std::move(refused);
+  Sampling s;
+  if (std::optional<ApiOutcome> refused = ParseSampling(body, static_cast<int64_t>(prompt.size()), max_context_, &s)) {
+    return *std::move(refused);
+  }
+  const std::string session = SessionId(ctx, body, prompt);
+  const RouteRequest rq = BuildRouteRequest(ctx, chat_mode, session, std::move(prompt), s);
+  ReplyStream reply(*tok_, s, chat_mode, thinking, sink, rq.request_id, model_id_);
+  RouteResult r = core_->Generate(rq, [&](const std::vector<int32_t>& ids) { return reply.Add(ids); });
   if (!r.status.ok() && r.usage.completion_tokens == 0) return FromStatus(r.status);
-  emit_text(cutter.Add(detok.Flush()) + cutter.Flush(), true);
-
-  std::string finish = r.finish_reason == "length" ? "length" : "stop";
-  if (!calls.empty()) finish = "tool_calls";
+  reply.Finish();
   if (!r.status.ok()) return FromStatus(r.status);  // after some output: the stream ends with the error
-  ApiOutcome out;
-  const Json usage = UsageJson(r);
-  if (s.stream) {
-    Json last = chat_mode ? Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}
-                          : Json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish}};
-    Json c = chunk(std::move(last));
-    c["usage"] = usage;
-    if (!client_gone) sink(c);
-    out.body = {{"usage", usage}};
-    return out;
-  }
-  Json choice;
-  if (chat_mode) {
-    Json msg = {{"role", "assistant"}, {"content", content.empty() && !calls.empty() ? Json(nullptr) : Json(content)}};
-    if (thinking) msg["reasoning_content"] = reasoning;
-    if (!calls.empty()) msg["tool_calls"] = ToolCallsJson(calls, 0);
-    choice = {{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", finish}};
-  } else {
-    choice = {{"index", 0}, {"text", content}, {"logprobs", nullptr}, {"finish_reason", finish}};
-  }
-  if (body.contains("return_token_ids") && body["return_token_ids"] == true) {
-    // As vLLM offers: the exact ids, so a client can extend the context without re-tokenizing.
-    choice["prompt_token_ids"] = rq.tokens;
-    choice["token_ids"] = out_ids;
-  }
-  out.body = {{"id", rq.request_id}, {"object", object},    {"created", created}, {"model", model_id_},
-              {"choices", Json::array({choice})}, {"usage", usage}};
-  return out;
+  return reply.Respond(r, rq.tokens, body.contains("return_token_ids") && body["return_token_ids"] == true);
 }
 
 }  // namespace ds41

@@ -11,10 +11,12 @@
 #include <string_view>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "router/router_core.h"
 #include "router/tenants.h"
 #include "tokenizer/tokenizer.h"
+#include "util/status.h"
 
 namespace ds41 {
 using Json = nlohmann::ordered_json;  // key order is kept: tool schemas render as the client wrote them
@@ -27,10 +29,13 @@ inline constexpr int kMaxJsonDepth = 256;
 // Parses a request body; nullopt when it is not JSON or nests deeper than kMaxJsonDepth.
 std::optional<Json> ParseRequestJson(std::string_view text);
 
+// An answer for either front door. The HTTP one sends http_status, body and Retry-After; the gRPC
+// one returns `status` as it is, so an error keeps its code (no detour through the HTTP status).
 struct ApiOutcome {
+  Status status;          // OK, or the error; http_status and retry_after_s follow from its code
   int http_status = 200;
-  Json body;   // the response object, or {"error": {...}}
-  int retry_after_s = 0; // with 429/503
+  Json body;              // the response object, or {"error": {...}}
+  int retry_after_s = 0;  // > 0: send Retry-After (util/error_table.h says which codes)
 };
 
 // A streamed chunk (chat.completion.chunk or text_completion); returning false cancels.
@@ -54,12 +59,17 @@ class OpenAiApi {
   ApiOutcome Completions(const ApiContext& ctx, const Json& body, const ChunkSink& sink);
   Json Models() const;
 
-  static ApiOutcome Error(int http_status, const std::string& type, const std::string& message,
-                          const std::string& param = "", const std::string& code = "");
+  // An error answer: HTTP status, OpenAI type and code from util/error_table.h, `openai_code`
+  // replacing the table's code where OpenAI names the case (model_not_found); `param` names the
+  // offending request field. REQUIRES: code is not kOk.
+  static ApiOutcome Error(StatusCode code, const std::string& message, const std::string& param = "",
+                          const std::string& openai_code = "");
+  // Error(s.code(), s.message()); an OK status is an empty 200 answer.
   static ApiOutcome FromStatus(const Status& s);
 
  private:
-  struct Sampling;
+  // Refuses what this server cannot serve (another model, n != 1, an empty or too long prompt).
+  std::optional<ApiOutcome> CheckRequest(const Json& body, const std::vector<int32_t>& prompt) const;
   ApiOutcome Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat, bool thinking,
                  const ChunkSink& sink);
 

@@ -13,21 +13,6 @@ namespace pb = ds41::router::v1;
 
 namespace {
 
-grpc::Status FromOutcome(const ApiOutcome& o) {
-  grpc::StatusCode code = grpc::StatusCode::INTERNAL;
-  switch (o.http_status) {
-    case 400: code = grpc::StatusCode::INVALID_ARGUMENT; break;
-    case 401: code = grpc::StatusCode::UNAUTHENTICATED; break;
-    case 403: code = grpc::StatusCode::PERMISSION_DENIED; break;
-    case 404: code = grpc::StatusCode::NOT_FOUND; break;
-    case 429: code = grpc::StatusCode::RESOURCE_EXHAUSTED; break;
-    case 499: code = grpc::StatusCode::CANCELLED; break;
-    case 503: code = grpc::StatusCode::UNAVAILABLE; break;
-    case 504: code = grpc::StatusCode::DEADLINE_EXCEEDED; break;
-  }
-  return grpc::Status(code, o.body.contains("error") ? o.body["error"].value("message", "") : "");
-}
-
 // One streaming API call: the request runs on a worker, which hands each chunk to gRPC and waits
 // for that write to finish (one in flight, and the API's sink learns whether the client took it).
 class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
@@ -87,9 +72,9 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(bool chat, const pb
   if (!tenant.ok()) return refuse(ToGrpc(tenant.status()));
   std::optional<Json> parsed = ParseRequestJson(req->body_json());
   if (!parsed || !parsed->is_object()) {
-    return refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "body_json is not a JSON object"));
+    return refuse(ToGrpc(InvalidArgumentError("body_json is not a JSON object")));
   }
-  if (req->session_id().size() > 256) return refuse(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "session_id too long"));
+  if (req->session_id().size() > 256) return refuse(ToGrpc(InvalidArgumentError("session_id too long")));
   Json body = std::move(*parsed);
   body["stream"] = true;
   reactor->Run(workers_, [this, chat, tenant = std::move(*tenant), session = req->session_id(), body = std::move(body)](
@@ -99,9 +84,9 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(bool chat, const pb
     try {
       out = chat ? api_->ChatCompletions(ctx, body, sink) : api_->Completions(ctx, body, sink);
     } catch (const std::exception& e) {
-      out = OpenAiApi::Error(500, "internal_error", std::string("internal error: ") + e.what());
+      out = OpenAiApi::Error(StatusCode::kInternal, std::string("internal error: ") + e.what());
     }
-    return out.http_status == 200 ? grpc::Status::OK : FromOutcome(out);
+    return ToGrpc(out.status);
   });
   return reactor;
 }
@@ -126,7 +111,7 @@ grpc::Status RouterService::RegisterNode(grpc::ServerContext*, const pb::Registe
   } else if (req->role() == "decoder") {
     role = NodeRole::kDecoder;
   } else {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "role must be \"encoder\" or \"decoder\"");
+    return ToGrpc(InvalidArgumentError("role must be \"encoder\" or \"decoder\""));
   }
   const Status s = nodes_->Register(role, req->address());
   if (s.code() == StatusCode::kInvalidArgument) return ToGrpc(s);

@@ -1,4 +1,5 @@
-// ds41::Status <-> grpc::Status in one table (STYLE.md §9). Codes map one to one.
+// ds41::Status <-> grpc::Status through util/error_table.h. Codes map one to one, messages are kept;
+// a code number no ds41 code has (a newer or broken peer) arrives as UNKNOWN, never as OK.
 #pragma once
 
 #include <grpcpp/support/status.h>

@@ -1,7 +1,7 @@
 // ds41::Status and StatusOr<T>: the error type at every library boundary.
 //
-// Codes are chosen to map one-to-one onto gRPC status codes, so the RPC layer converts them in one
-// table. A default-constructed Status is OK. Both types are [[nodiscard]]: dropping an error is a
+// Codes are chosen to map one-to-one onto gRPC status codes; util/error_table.h maps them onto every
+// wire (gRPC, HTTP, the cache data path). A default-constructed Status is OK. Both types are [[nodiscard]]: dropping an error is a
 // compile error under -Werror=unused-result.
 #pragma once
 

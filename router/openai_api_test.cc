@@ -1,0 +1,113 @@
+// The OpenAI API's errors: every Status reaches the HTTP front door as util/error_table.h says and
+// keeps its code for the gRPC front door; the requests refused before routing answer exactly as
+// clients (and the openai npm client test) expect.
+#include "router/openai_api.h"
+
+#include <gtest/gtest.h>
+
+#include "util/error_table.h"
+
+namespace ds41 {
+namespace {
+
+void ExpectErrorBody(const ApiOutcome& o, const std::string& message, const std::string& type, const Json& param,
+                     const Json& code) {
+  ASSERT_TRUE(o.body.contains("error")) << o.body.dump();
+  const Json& e = o.body["error"];
+  EXPECT_EQ(e["message"], message);
+  EXPECT_EQ(e["type"], type);
+  EXPECT_EQ(e["param"], param);
+  EXPECT_EQ(e["code"], code);
+  EXPECT_EQ(e.size(), 4u) << e.dump();
+}
+
+TEST(OpenAiApiErrorTest, EveryStatusAnswersAsTheTableSays) {
+  for (int i = 1; i < kStatusCodeCount; ++i) {
+    const Status s(static_cast<StatusCode>(i), "because " + std::to_string(i));
+    SCOPED_TRACE(s.ToString());
+    const ErrorMapping& m = ErrorMappingOf(s.code());
+    const ApiOutcome o = OpenAiApi::FromStatus(s);
+    EXPECT_EQ(o.status.code(), s.code());  // what the gRPC Router service returns
+    EXPECT_EQ(o.status.message(), s.message());
+    EXPECT_EQ(o.http_status, m.http_status);
+    EXPECT_EQ(o.retry_after_s, m.retry_after_s);
+    ExpectErrorBody(o, s.message(), std::string(m.openai_type), nullptr,
+                    m.openai_code.empty() ? Json(nullptr) : Json(std::string(m.openai_code)));
+  }
+  const ApiOutcome ok = OpenAiApi::FromStatus(Status::Ok());
+  EXPECT_TRUE(ok.status.ok());
+  EXPECT_EQ(ok.http_status, 200);
+  EXPECT_TRUE(ok.body.is_null());
+}
+
+TEST(OpenAiApiErrorTest, ErrorKeepsParamAndOpenAiCode) {
+  ExpectErrorBody(OpenAiApi::Error(StatusCode::kInvalidArgument, "m", "stop"), "m", "invalid_request_error", "stop", nullptr);
+  ExpectErrorBody(OpenAiApi::Error(StatusCode::kNotFound, "m", "model", "model_not_found"), "m", "invalid_request_error",
+                  "model", "model_not_found");
+  ExpectErrorBody(OpenAiApi::Error(StatusCode::kNotFound, "m"), "m", "invalid_request_error", nullptr, "not_found");
+}
+
+// Requests refused before routing: no core or tokenizer is reached (token-id prompts, no model call).
+class RefusedRequestTest : public testing::Test {
+ protected:
+  ApiOutcome Complete(Json body) {
+    if (body.is_object() && !body.contains("prompt")) body["prompt"] = Json::array({1, 2, 3});
+    return api_.Completions(ApiContext{}, body, [](const Json&) { return true; });
+  }
+  OpenAiApi api_{/*core=*/nullptr, /*tokenizer=*/nullptr, "ds41-test", /*max_context_tokens=*/8, /*model_vocab=*/100};
+};
+
+TEST_F(RefusedRequestTest, AnotherModelIs404ModelNotFound) {
+  const ApiOutcome o = Complete({{"model", "gpt-4"}});
+  EXPECT_EQ(o.http_status, 404);
+  EXPECT_EQ(o.status.code(), StatusCode::kNotFound);
+  ExpectErrorBody(o, "the model \"gpt-4\" does not exist; this server has ds41-test", "invalid_request_error", "model",
+                  "model_not_found");
+}
+
+TEST_F(RefusedRequestTest, ALongPromptIs400ContextLengthExceeded) {
+  const ApiOutcome o = Complete({{"prompt", Json::array({1, 2, 3, 4, 5, 6, 7, 8})}});
+  EXPECT_EQ(o.http_status, 400);
+  EXPECT_EQ(o.status.code(), StatusCode::kInvalidArgument);
+  ExpectErrorBody(o, "the prompt has 8 tokens; this model's context is 8", "invalid_request_error", "messages",
+                  "context_length_exceeded");
+}
+
+TEST_F(RefusedRequestTest, BadFieldsAre400NamingTheField) {
+  struct Case {
+    Json body;
+    std::string message, param;
+  };
+  const Case cases[] = {
+      {{{"model", 5}}, "\"model\" must be a string", "model"},
+      {{{"n", 2}}, "\"n\" must be 1", "n"},
+      {{{"prompt", Json::array({1, 100})}}, "\"prompt\" token ids must be integers in [0, vocab size)", "prompt"},
+      {{{"prompt", 5}}, "\"prompt\" must be a string or an array of token ids", "prompt"},
+      {{{"echo", true}}, "\"echo\" is not supported", "echo"},
+      {{{"max_tokens", 0}}, "\"max_tokens\" must be a positive integer", "max_tokens"},
+      {{{"max_completion_tokens", "x"}}, "\"max_completion_tokens\" must be a positive integer", "max_completion_tokens"},
+      {{{"temperature", 2.5}}, "\"temperature\" must be a number in [0, 2]", "temperature"},
+      {{{"top_p", 0}}, "\"top_p\" must be a number in (0, 1]", "top_p"},
+      {{{"seed", 1.5}}, "\"seed\" must be an integer", "seed"},
+      {{{"stop", Json::array({"a", 1})}}, "\"stop\" entries must be strings", "stop"},
+      {{{"stop", Json::array({"a", "b", "c", "d", "e"})}}, "\"stop\" must be a string or an array of at most 4 strings", "stop"},
+      {{{"stop", ""}}, "each stop string must have 1..256 bytes", "stop"},
+      {{{"stream", "yes"}}, "\"stream\" must be a boolean", "stream"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body.dump());
+    const ApiOutcome o = Complete(c.body);
+    EXPECT_EQ(o.http_status, 400);
+    EXPECT_EQ(o.retry_after_s, 0);
+    EXPECT_EQ(o.status.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(o.status.message(), c.message);
+    ExpectErrorBody(o, c.message, "invalid_request_error", c.param, nullptr);
+  }
+  ExpectErrorBody(Complete(Json::array()), "the request body must be a JSON object", "invalid_request_error", nullptr,
+                  nullptr);
+  ExpectErrorBody(api_.ChatCompletions(ApiContext{}, {{"messages", 1}}, nullptr), "\"messages\" must be a non-empty array",
+                  "invalid_request_error", "messages", nullptr);
+}
+
+}  // namespace
+}  // namespace ds41
