@@ -32,6 +32,7 @@
 #include "serving/swa_pool.h"
 #include "serving/unit_persister.h"
 #include "util/cancel_token.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -64,14 +65,14 @@ class TokenStream {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<int32_t> tokens_;  // guarded by mu_
-  bool done_ = false;           // guarded by mu_
-  Status status_;               // guarded by mu_
-  std::string reason_;          // guarded by mu_
-  GenerateUsage usage_;         // guarded by mu_
+  std::deque<int32_t> tokens_ DS41_GUARDED_BY(mu_);
+  bool done_ DS41_GUARDED_BY(mu_) = false;
+  Status status_ DS41_GUARDED_BY(mu_);
+  std::string reason_ DS41_GUARDED_BY(mu_);
+  GenerateUsage usage_ DS41_GUARDED_BY(mu_);
   CancelToken cancel_;
-  std::mutex listener_mu_;             // held while the listener runs
-  std::function<void()> listener_;     // guarded by listener_mu_
+  std::mutex listener_mu_;  // held while the listener runs
+  std::function<void()> listener_ DS41_GUARDED_BY(listener_mu_);
 };
 
 // Calls an encoder's Prefill (NodeClient::Prefill in a node); a cancelled token interrupts it.
@@ -130,8 +131,8 @@ class DecoderCore {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::unique_ptr<Sequence>> running_;  // guarded by mu_
-  bool stop_ = false;                               // guarded by mu_
+  std::vector<std::unique_ptr<Sequence>> running_ DS41_GUARDED_BY(mu_);
+  bool stop_ DS41_GUARDED_BY(mu_) = false;
   std::thread loop_;
   std::unique_ptr<ThreadPool> admissions_;  // last: destroyed (drained) first
 };

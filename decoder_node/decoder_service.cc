@@ -4,6 +4,7 @@
 
 #include "node_client/node_codec.h"
 #include "rpc/status_map.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -81,9 +82,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
 
   std::shared_ptr<TokenStream> stream_;
   std::mutex mu_;
-  pb::GenerateResponse msg_;  // the write in flight; guarded by mu_
-  bool writing_ = false;      // guarded by mu_
-  bool finished_ = false;     // guarded by mu_
+  pb::GenerateResponse msg_;  // the write in flight: filled under mu_, then gRPC's until OnWriteDone
+  bool writing_ DS41_GUARDED_BY(mu_) = false;
+  bool finished_ DS41_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "serving/prefix_loader.h"
 #include "serving/swa_pool.h"
 #include "serving/unit_persister.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -70,9 +71,9 @@ class EncoderCore {
   UnitPersister persister_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending*> queue_;    // guarded by mu_
-  std::vector<Pending*> active_;  // guarded by mu_
-  bool stop_ = false;             // guarded by mu_
+  std::deque<Pending*> queue_ DS41_GUARDED_BY(mu_);
+  std::vector<Pending*> active_ DS41_GUARDED_BY(mu_);
+  bool stop_ DS41_GUARDED_BY(mu_) = false;
   std::thread scheduler_;
 };
 

@@ -1,6 +1,7 @@
 // EncoderService: the encoder node's gRPC face over EncoderCore: the request decoded and checked
 // (node_client/node_codec.h), then the core. The node also registers SwaStateService over the core's
-// pool; callers reach both through node_client/node_client.h.
+// pool; callers reach both through node_client/node_client.h. Thread-safe, as gRPC calls it: the
+// core is.
 #pragma once
 
 #include <string>

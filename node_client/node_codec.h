@@ -1,7 +1,7 @@
 // The node protocol's messages (proto/node.proto) to and from node_messages.h, for both sides of a
 // call: the client encodes a request and decodes the answer; the serving role decodes the request
 // with every check the protocol makes (model fingerprint and version, namespace, bounded sizes) and
-// encodes its answer. One place knows each field.
+// encodes its answer. One place knows each field. Thread-safe: pure functions.
 #pragma once
 
 #include <string>

@@ -1,6 +1,7 @@
 // What callers and the node roles exchange, free of transport: a prefill on an encoder, a generation
 // on a decoder, a node's status. node_codec.h turns them into the node protocol's messages
-// (proto/node.proto) and back; node_client.h carries them over gRPC.
+// (proto/node.proto) and back; node_client.h carries them over gRPC. Plain values
+// (thread-compatible).
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,6 @@
 // The node protocol's shared checks: model fingerprint and protocol version on every call, bounded
-// sizes. Mismatches are FAILED_PRECONDITION; malformed fields INVALID_ARGUMENT.
+// sizes. Mismatches are FAILED_PRECONDITION; malformed fields INVALID_ARGUMENT. Thread-safe: pure
+// functions.
 #pragma once
 
 #include <string>

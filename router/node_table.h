@@ -20,6 +20,7 @@
 #include "node_client/node_client.h"
 #include "router/placement.h"
 #include "util/status.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -66,17 +67,17 @@ class NodeTable {
 
  private:
   Status Poll(const std::string& address);
-  void AddLocked(NodeRole role, const std::string& address);  // REQUIRES: mu_
+  void AddLocked(NodeRole role, const std::string& address) DS41_REQUIRES(mu_);
   void ResolveSeeds();
 
   const NodeClient* client_;
   const NodeTableOptions opt_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::pair<NodeRole, std::string>> seeds_;  // DNS names; guarded by mu_
-  std::map<std::string, NodeView> nodes_;                 // guarded by mu_
-  std::map<std::string, std::string> discovered_;         // address -> the DNS name that brought it; guarded by mu_
-  bool stop_ = false;                                     // guarded by mu_
+  std::vector<std::pair<NodeRole, std::string>> seeds_ DS41_GUARDED_BY(mu_);  // DNS names
+  std::map<std::string, NodeView> nodes_ DS41_GUARDED_BY(mu_);
+  std::map<std::string, std::string> discovered_ DS41_GUARDED_BY(mu_);  // address -> the DNS name that brought it
+  bool stop_ DS41_GUARDED_BY(mu_) = false;
   std::thread poller_;
 };
 

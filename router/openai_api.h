@@ -3,6 +3,7 @@
 // (message text can never open markup: it is encoded without control-token matching), routed, and
 // the generated ids are detokenized, cut at stop strings and parsed back into content,
 // reasoning_content and tool_calls. Errors are OpenAI's JSON error shape with an HTTP status.
+// Thread-safe: every call keeps its state on its own stack; the tokenizer and RouterCore are shared.
 #pragma once
 
 #include <functional>

@@ -2,7 +2,8 @@
 // chosen first (a warm session saves moving its whole prefix), then the encoder (load only: the
 // prefix it needs comes from the store at 890 B/token wherever it runs). Candidates within a small
 // margin of the best are near-ties and one is drawn at random, so a hot prefix does not pile onto
-// one node. Pure: no I/O, so the arithmetic is tested on its own.
+// one node. Pure: no I/O, so the arithmetic is tested on its own. Thread-compatible: the caller
+// serializes the random generator it passes in.
 #pragma once
 
 #include <cstdint>

@@ -27,6 +27,7 @@
 #include "router/placement.h"
 #include "router/router_metrics.h"
 #include "util/cancel_token.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -123,9 +124,9 @@ class RouterCore {
   std::atomic<int> running_{0};
 
   mutable std::mutex mu_;
-  std::unordered_map<std::string, Binding> sessions_;  // guarded by mu_
-  std::list<std::string> lru_;                         // guarded by mu_
-  std::mt19937_64 rng_{std::random_device{}()};        // guarded by mu_ (and opt_.cost, which LearnRates moves)
+  std::unordered_map<std::string, Binding> sessions_ DS41_GUARDED_BY(mu_);
+  std::list<std::string> lru_ DS41_GUARDED_BY(mu_);
+  std::mt19937_64 rng_ DS41_GUARDED_BY(mu_){std::random_device{}()};  // mu_ also guards opt_.cost, which LearnRates moves
 };
 
 }  // namespace ds41

@@ -1,6 +1,6 @@
 // RouterMetrics: the front door's Prometheus metrics (SERVING.md §7), ds41_router_*. Latencies are
 // split by hit class (cold: nothing cached; partial: under 90% of the prompt cached; full: 90% or
-// more), never by request.
+// more), never by request. Thread-safe (prometheus-cpp's metrics are).
 #pragma once
 
 #include <prometheus/counter.h>

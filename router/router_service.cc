@@ -6,6 +6,7 @@
 
 #include "router/http_front.h"
 #include "rpc/status_map.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -53,8 +54,8 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
   std::mutex mu_;
   std::condition_variable cv_;
   pb::ApiChunk msg_;       // the write in flight
-  bool writing_ = false;   // guarded by mu_
-  bool write_ok_ = true;   // guarded by mu_
+  bool writing_ DS41_GUARDED_BY(mu_) = false;
+  bool write_ok_ DS41_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // API keys -> tenants (SERVING.md §7 security). A tenant's cache salt namespaces its units, so one
 // tenant can never hit, or probe for, another's prefixes. With no keys configured the router is
-// open and every request is the "default" tenant with an empty salt.
+// open and every request is the "default" tenant with an empty salt. Thread-safe once loaded:
+// Resolve only reads.
 #pragma once
 
 #include <map>

@@ -1,5 +1,6 @@
 // NodeMetrics: the Prometheus metrics of an encoder or decoder node (SERVING.md §7, ANCHORS.md §16),
-// named ds41_<role>_... with base units in the names and no per-request labels.
+// named ds41_<role>_... with base units in the names and no per-request labels. Thread-safe
+// (prometheus-cpp's metrics are).
 #pragma once
 
 #include <prometheus/counter.h>

@@ -1,5 +1,6 @@
 // What every node binary does around its service: the metrics endpoint, the "ready" line (with the
-// ports chosen, for port 0), and a clean shutdown on SIGINT/SIGTERM.
+// ports chosen, for port 0), and a clean shutdown on SIGINT/SIGTERM. Thread-compatible: one per
+// process, driven by main.
 #pragma once
 
 #include <prometheus/exposer.h>

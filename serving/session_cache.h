@@ -18,6 +18,7 @@
 #include "engine/layers/state.h"
 #include "unit/unit_key.h"
 #include "util/clock.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -51,16 +52,16 @@ class SessionCache {
     int64_t used_ms = 0;
     std::list<std::string>::iterator lru;
   };
-  void EraseLocked(std::unordered_map<std::string, Entry>::iterator it);
-  void EvictLocked(int64_t now);
+  void EraseLocked(std::unordered_map<std::string, Entry>::iterator it) DS41_REQUIRES(mu_);
+  void EvictLocked(int64_t now) DS41_REQUIRES(mu_);
 
   const uint64_t budget_;
   const int64_t ttl_ms_;
   const Clock* clock_;
   mutable std::mutex mu_;
-  std::list<std::string> lru_;                     // most recent first; guarded by mu_
-  std::unordered_map<std::string, Entry> map_;     // guarded by mu_
-  uint64_t bytes_ = 0;                             // guarded by mu_
+  std::list<std::string> lru_ DS41_GUARDED_BY(mu_);  // most recent first
+  std::unordered_map<std::string, Entry> map_ DS41_GUARDED_BY(mu_);
+  uint64_t bytes_ DS41_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ds41

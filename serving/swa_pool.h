@@ -2,7 +2,7 @@
 // out, entries expiring after a TTL (SERVING.md §4). Keyed by namespace + prefix key, so a state is
 // found by any node that knows the prefix.
 //
-// Thread-safe.
+// Thread-safe: mu_ guards the table.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 
 #include "unit/unit_key.h"
 #include "util/clock.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -27,7 +28,7 @@ class SwaPool {
   size_t entries() const;
 
  private:
-  void EvictLocked(int64_t now);
+  void EvictLocked(int64_t now) DS41_REQUIRES(mu_);
 
   struct Entry {
     std::string swa;
@@ -38,9 +39,9 @@ class SwaPool {
   const int64_t ttl_ms_;
   const Clock* clock_;
   mutable std::mutex mu_;
-  std::list<std::string> lru_;  // most recent first
-  std::unordered_map<std::string, Entry> map_;
-  uint64_t bytes_ = 0;
+  std::list<std::string> lru_ DS41_GUARDED_BY(mu_);  // most recent first
+  std::unordered_map<std::string, Entry> map_ DS41_GUARDED_BY(mu_);
+  uint64_t bytes_ DS41_GUARDED_BY(mu_) = 0;
 };
 
 // The pool key of the SWA state at the end of prefix `prefix_key` under namespace `ns`.
