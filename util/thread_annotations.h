@@ -1,0 +1,26 @@
+// Thread-safety annotations (Abseil style) for members guarded by a lock and methods that need it.
+// GCC ignores them (they expand to nothing); they document the locking, and a Clang build checks it.
+#pragma once
+
+#if defined(__clang__)
+#define DS41_THREAD_ANNOTATION_(x) __attribute__((x))
+#else
+#define DS41_THREAD_ANNOTATION_(x)
+#endif
+
+// The member is read and written only while holding `x`.
+#define DS41_GUARDED_BY(x) DS41_THREAD_ANNOTATION_(guarded_by(x))
+// What the pointer member points to is read and written only while holding `x`.
+#define DS41_PT_GUARDED_BY(x) DS41_THREAD_ANNOTATION_(pt_guarded_by(x))
+// The function must be called with these held (exclusively).
+#define DS41_REQUIRES(...) DS41_THREAD_ANNOTATION_(requires_capability(__VA_ARGS__))
+// The function must be called with these held at least shared.
+#define DS41_REQUIRES_SHARED(...) DS41_THREAD_ANNOTATION_(requires_shared_capability(__VA_ARGS__))
+// The function must be called without these held (it takes them itself).
+#define DS41_EXCLUDES(...) DS41_THREAD_ANNOTATION_(locks_excluded(__VA_ARGS__))
+// Lock order: this lock is taken after those (never while this one is held).
+#define DS41_ACQUIRED_AFTER(...) DS41_THREAD_ANNOTATION_(acquired_after(__VA_ARGS__))
+// Lock order: this lock is taken before those.
+#define DS41_ACQUIRED_BEFORE(...) DS41_THREAD_ANNOTATION_(acquired_before(__VA_ARGS__))
+// Opts a function out of the analysis (e.g. where the lock is provably not needed yet).
+#define DS41_NO_THREAD_SAFETY_ANALYSIS DS41_THREAD_ANNOTATION_(no_thread_safety_analysis)
