@@ -9,7 +9,8 @@
 // broken mid-stream, too large for its frames) is sent again over gRPC, with gRPC's retries. Both
 // share one deadline per shard's part of a call, so a fallback never extends the call.
 //
-// Thread-safe: one client per process, shared by all requests.
+// Thread-safe: one client per process, shared by all requests. The shards, options and pool are fixed
+// after Create; a shard's in-flight count is atomic and its data path (ShardDataPath) locks itself.
 #pragma once
 
 #include <chrono>

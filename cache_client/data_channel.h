@@ -2,7 +2,7 @@
 // docs/cache_data_path.md): blocking calls, each bounded by a deadline, that pipeline their
 // frames (all requests written while the answers are read). TLS when given a context.
 //
-// Not thread-safe: one caller at a time (ShardDataPath pools them). After any transport or
+// Thread-compatible: one caller at a time (ShardDataPath pools them). After any transport or
 // protocol failure the channel is broken() and must be dropped.
 #pragma once
 

@@ -1,6 +1,7 @@
 // Host name resolution that honours a deadline. getaddrinfo cannot be interrupted, so names are
 // resolved on one process-wide resolver thread; a caller whose deadline passes returns and leaves
 // the lookup to finish there. Numeric addresses need no lookup and are answered at once.
+// Thread-safe: each lookup hands its answer back through state of its own.
 #pragma once
 
 #include <asio/ip/tcp.hpp>

@@ -4,7 +4,8 @@
 // in TLS from this process, or failed to probe or connect recently yields no channel: the caller
 // then uses gRPC.
 //
-// Thread-safe.
+// Thread-safe: mu_ guards the known port, the next probe time and the idle pool; probes, connects
+// and calls run outside it, each channel with one caller at a time.
 #pragma once
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "cache_client/data_channel.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -46,19 +48,19 @@ class ShardDataPath {
     std::unique_ptr<DataChannel> channel;
     std::chrono::steady_clock::time_point since;
   };
-  std::unique_ptr<DataChannel> TakeIdle();  // a pooled channel fit for reuse, or null
-  std::unique_ptr<DataChannel> Connect(DataChannel::Deadline deadline);  // null: no usable data path
-  void Release(std::unique_ptr<DataChannel> channel);
-  void FailedLocked(std::chrono::milliseconds retry_after);
+  std::unique_ptr<DataChannel> TakeIdle() DS41_EXCLUDES(mu_);  // a pooled channel fit for reuse, or null
+  std::unique_ptr<DataChannel> Connect(DataChannel::Deadline deadline) DS41_EXCLUDES(mu_);  // null: no usable data path
+  void Release(std::unique_ptr<DataChannel> channel) DS41_EXCLUDES(mu_);
+  void FailedLocked(std::chrono::milliseconds retry_after) DS41_REQUIRES(mu_);
 
   const std::string host_;
   const Probe probe_;
   const std::shared_ptr<asio::ssl::context> tls_;
   const TransportSecurity security_;
   std::mutex mu_;
-  int port_ = 0;  // guarded by mu_; 0: not known
-  std::chrono::steady_clock::time_point next_probe_{};  // guarded by mu_
-  std::deque<Idle> idle_;  // guarded by mu_; oldest first
+  int port_ DS41_GUARDED_BY(mu_) = 0;  // 0: not known
+  std::chrono::steady_clock::time_point next_probe_ DS41_GUARDED_BY(mu_) = {};
+  std::deque<Idle> idle_ DS41_GUARDED_BY(mu_);  // oldest first
 };
 
 }  // namespace ds41

@@ -1,5 +1,8 @@
 // Asio with TLS for the cache's data path: the same certificates, CA and mutual authentication as
 // the process's gRPC transport security (rpc/transport_security.h), as asio::ssl contexts.
+//
+// A context is shared by every connection, on any thread: it is fully set up here and never changed
+// after (each stream's own settings, such as VerifyServerName's, go on the stream).
 #pragma once
 
 #include <cstddef>

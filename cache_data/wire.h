@@ -2,6 +2,7 @@
 // plain (or TLS) TCP stream beside gRPC, which stays the control plane (docs/cache_data_path.md).
 // Pure encoding and parsing: no I/O. Every length is checked against a fixed bound before it is
 // trusted, so a parser fed arbitrary bytes never reads out of range or allocates unboundedly.
+// Thread-safe: pure functions.
 //
 // Frame = 16-byte header, then `body_length` bytes. All integers little-endian.
 //   0  u32 magic 0x44344244 ("DB4D" on the wire)   8  u32 request id (echoed by every response)

@@ -2,6 +2,9 @@
 // store, its gRPC service, the bulk data path beside it (both with the process's transport security
 // and checking requests by the same options) and the periodic TTL sweep. The binary and the benchmark start
 // shards through it.
+//
+// Thread-compatible: Start, Shutdown and the destructor come from one owning thread. The sweep
+// thread shares only stopping_ (mu_ guards it) and the store, which is thread-safe.
 #pragma once
 
 #include <prometheus/registry.h>
@@ -21,6 +24,7 @@
 #include "cache_service/store/store_metrics.h"
 #include "cache_service/store/unit_store.h"
 #include "rpc/server.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -60,7 +64,7 @@ class CacheNode {
   RpcServer rpc_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;  // guarded by mu_
+  bool stopping_ DS41_GUARDED_BY(mu_) = false;
   std::thread sweeper_;
 };
 

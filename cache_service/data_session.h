@@ -7,8 +7,11 @@
 // PUT of the connection is in the store (read-your-writes on a connection). All sessions together
 // hold at most about DataServerOptions::max_held_bytes of chunks and answers: past it they stop
 // reading into new chunks and (counting answers only) starting GETs until it frees; besides that,
-// each connection may hold one 64 KiB chunk, so that it can always read its next request. All
-// state lives on the socket's strand.
+// each connection may hold one 64 KiB chunk, so that it can always read its next request.
+//
+// DataSession is thread-hostile off its strand: all its state lives on the socket's strand (Close
+// posts there; store work on the I/O pool posts its results back). DataShared is thread-safe: its
+// fields are fixed before the first session starts, besides atomics and the (thread-safe) metrics.
 #pragma once
 
 #include <array>

@@ -5,6 +5,9 @@
 //
 // Uses gRPC's synchronous API on purpose: handlers block on disk I/O, which the sync server's
 // thread pool is built for (callback reactors must never block).
+//
+// Thread-safe: handlers run concurrently on gRPC's threads; what they share (the store, the checks,
+// the I/O pool) is thread-safe or fixed after construction.
 #pragma once
 
 #include <memory>

@@ -42,7 +42,8 @@ struct ReplyDelta {
 };
 
 // Emits text as soon as it cannot be part of a tag, holding back only a possible partial tag (and
-// an incomplete UTF-8 sequence); a calls block is held until it closes.
+// an incomplete UTF-8 sequence); a calls block is held until it closes. Thread-compatible: one per
+// stream, fed by one caller at a time.
 class ReplyStreamParser {
  public:
   explicit ReplyStreamParser(bool thinking);

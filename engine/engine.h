@@ -3,8 +3,10 @@
 // replay over the last window positions) and encoder replay (§10.7). Inputs are validated here and
 // returned as Status; nothing below this layer sees an unchecked token.
 //
-// Thread-compatible: an Engine is cheap and stateless beyond its options; a SequenceState must not
-// be used by two calls at once.
+// Thread-compatible: an Engine is cheap and stateless beyond its options, which set_* change only
+// before use; its calls then only read it and may run at once (the encoder's replays beside its
+// scheduler's steps), each on a SequenceState of its own: a SequenceState must not be used by two
+// calls at once.
 #pragma once
 
 #include <cstdint>

@@ -4,7 +4,9 @@
 // what the budget says. Copies hold the codes in the layout the matmul reads (tile-major when the model
 // has it) and are byte-identical to their source, so results do not change.
 //
-// Thread-safe. A returned handle keeps its expert alive while in use, even if evicted meanwhile.
+// Thread-safe: mu_ guards the LRU list and the map; a missed expert is copied outside it (two
+// threads missing the same one both copy, and the first stored wins). The counters are atomics. A
+// returned handle keeps its expert alive while in use, even if evicted meanwhile.
 #pragma once
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "engine/loading/weights.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -40,12 +43,12 @@ class ExpertCache {
   const ModelWeights& weights_;
   const uint64_t budget_;
   std::mutex mu_;
-  std::list<int64_t> lru_;  // most recent first
+  std::list<int64_t> lru_ DS41_GUARDED_BY(mu_);  // most recent first
   struct Slot {
     std::shared_ptr<const CachedExpert> expert;
     std::list<int64_t>::iterator pos;
   };
-  std::unordered_map<int64_t, Slot> map_;
+  std::unordered_map<int64_t, Slot> map_ DS41_GUARDED_BY(mu_);
   std::atomic<uint64_t> hits_{0}, misses_{0}, evictions_{0}, resident_{0};
 };
 

@@ -17,7 +17,8 @@ struct SamplingParams {
   Status Validate() const;
 };
 
-// A small, fast, seedable generator (splitmix64 seeding a xoshiro256**).
+// A small, fast, seedable generator (splitmix64 seeding a xoshiro256**). Thread-compatible: one per
+// sequence.
 class Rng {
  public:
   explicit Rng(uint64_t seed);

@@ -1,6 +1,9 @@
 // Internal: one accepted TCP connection. Reads and parses requests with http_parser, dispatches
 // them one at a time (pipelined requests wait their turn, so responses keep request order), and
-// owns the per-connection write queue. All state lives on the socket's strand.
+// owns the per-connection write queue.
+//
+// Thread-hostile but for the calls marked thread-safe: all state lives on the connection's strand
+// (strand_), and those calls only post work to it.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // HttpResponder: the handler's handle on one response. Thread-safe; may be used from any thread,
 // long after the handler returned. Every call is a cheap enqueue onto the connection's strand.
+// mu_ guards the phase, the closed flag and the close callback, and orders the enqueues.
 #pragma once
 
 #include <functional>
@@ -9,6 +10,7 @@
 #include <string_view>
 
 #include "http/http_types.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -61,7 +63,7 @@ class HttpResponder {
   std::string Head(int status, std::string_view content_type, const HttpHeaders& extra, size_t content_length,
                    bool streaming) const;
   // Enqueues onto the connection; requires mu_ held so enqueue order equals call order.
-  void PostLocked(std::string bytes, int status, bool end, bool stream_chunk);
+  void PostLocked(std::string bytes, int status, bool end, bool stream_chunk) DS41_REQUIRES(mu_);
 
   const std::weak_ptr<http_internal::Connection> conn_;
   const std::shared_ptr<const ErrorFormatter> formatter_;
@@ -70,9 +72,9 @@ class HttpResponder {
   const bool chunked_ok_;
 
   mutable std::mutex mu_;
-  Phase phase_ = Phase::kIdle;
-  bool closed_ = false;
-  std::function<void()> on_close_;
+  Phase phase_ DS41_GUARDED_BY(mu_) = Phase::kIdle;
+  bool closed_ DS41_GUARDED_BY(mu_) = false;
+  std::function<void()> on_close_ DS41_GUARDED_BY(mu_);
 };
 
 }  // namespace ds41

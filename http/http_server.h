@@ -2,6 +2,10 @@
 // connection's work is serialized on its own strand (no thread per connection).
 //
 // Lifecycle: Handle()* -> Start() -> Stop() (or destruction). Not restartable.
+//
+// Thread-compatible: Handle, Start and Stop come from the owning thread (never from a handler).
+// Handlers run on the io threads, which read the router only once it is fixed (at Start);
+// metrics() may be read from any thread.
 #pragma once
 
 #include <memory>

@@ -56,7 +56,7 @@ std::string DefaultErrorFormatter(int http_status, std::string_view message, std
 // "OK", "Not Found", ...; "Unknown" for codes the table lacks.
 std::string_view HttpStatusReason(int status);
 
-// Counters updated by the server's io threads; read them from anywhere.
+// Counters updated by the server's io threads; read them from anywhere. Thread-safe (atomics).
 struct HttpMetrics {
   std::array<std::atomic<uint64_t>, 6> responses_by_class{};  // index = status / 100 (1..5)
   std::atomic<int64_t> open_connections{0};

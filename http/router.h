@@ -1,5 +1,8 @@
 // Exact-path routing table: path -> method -> handler. Unknown path -> 404, known path with
 // another method -> 405 with Allow; both through the responder's ErrorFormatter.
+//
+// Thread-compatible: Add before the server starts; Dispatch, being const, then runs on any number
+// of io threads at once.
 #pragma once
 
 #include <functional>

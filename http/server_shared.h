@@ -1,5 +1,8 @@
 // Internal: state the server shares with its connections. Connections hold it by shared_ptr so it
 // outlives any handler still queued on the io_context.
+//
+// Thread-safe: options, formatter and dispatch are set before the io threads start and never change;
+// metrics are atomics; mu guards the registry of open connections.
 #pragma once
 
 #include <functional>
@@ -9,6 +12,7 @@
 
 #include "http/http_options.h"
 #include "http/http_types.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 class HttpResponder;
@@ -26,7 +30,7 @@ struct ServerShared {
   HttpMetrics metrics;
 
   std::mutex mu;
-  std::unordered_map<Connection*, std::weak_ptr<Connection>> connections;  // guarded by mu
+  std::unordered_map<Connection*, std::weak_ptr<Connection>> connections DS41_GUARDED_BY(mu);
 };
 
 }  // namespace ds41::http_internal

@@ -1,4 +1,7 @@
 // A process-wide set of gRPC channels to peers, one per address, created on first use.
+//
+// ChannelSet is thread-safe: mu_ guards the address -> channel map (the channels are themselves
+// thread-safe and are used outside the lock).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -7,6 +10,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -22,7 +27,7 @@ class ChannelSet {
  private:
   const int max_;
   std::mutex mu_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ DS41_GUARDED_BY(mu_);
 };
 
 }  // namespace ds41

@@ -1,6 +1,9 @@
 // Transport security of every gRPC server and channel a ds41 process makes: plaintext, or TLS from
 // PEM files (mutual TLS when client_auth). A process has one identity, like gRPC's own globals, so
 // mains install it once (InstallTransportSecurity) before any server or channel exists.
+//
+// TransportSecurity is a value (thread-compatible). The process-wide one is thread-safe: a lock
+// guards it, and ProcessTransportSecurity returns a copy.
 #pragma once
 
 #include <grpcpp/grpcpp.h>

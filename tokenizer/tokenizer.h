@@ -1,6 +1,9 @@
 // DeepSeek-V4.1 tokenizer: byte-level BPE over the release's pre-tokenizer, loaded from a
 // Hugging Face tokenizer.json. Control (added) tokens are matched only when the caller allows it,
 // so untrusted text such as tool results can never produce markup ids.
+//
+// Tokenizer is thread-safe once loaded: every method is const and reads immutable tables, so one
+// instance serves all requests. StreamDecoder is thread-compatible: one per stream.
 #pragma once
 
 #include <array>

@@ -2,14 +2,16 @@
 // deadline passed). Work either checks cancelled() between steps or attaches a callback that
 // interrupts a blocking call (e.g. cancels an RPC); transport stays with whoever attaches.
 //
-// Thread-safe. Callbacks run under the token's lock, so they must be quick and must not call back
-// into the token (an RPC's TryCancel is the intended kind).
+// Thread-safe: mu_ guards the flag and the callbacks. Callbacks run under the token's lock, so they
+// must be quick and must not call back into the token (an RPC's TryCancel is the intended kind).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
+
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -43,9 +45,9 @@ class CancelToken {
 
  private:
   mutable std::mutex mu_;
-  bool cancelled_ = false;                              // guarded by mu_
-  uint64_t next_id_ = 1;                                // guarded by mu_
-  std::map<uint64_t, std::function<void()>> callbacks_;  // guarded by mu_
+  bool cancelled_ DS41_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ DS41_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::function<void()>> callbacks_ DS41_GUARDED_BY(mu_);
 };
 
 }  // namespace ds41

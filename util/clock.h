@@ -1,4 +1,7 @@
 // Clock: the time source of TTLs and LRU order, injectable so tests can move time.
+//
+// Thread-safe: every implementation's NowMs may be called from any thread (one clock is shared by
+// a whole process).
 #pragma once
 
 #include <atomic>
@@ -25,7 +28,7 @@ class SystemClock final : public Clock {
   }
 };
 
-// Thread-safe manual clock for tests.
+// Thread-safe manual clock for tests (an atomic).
 class ManualClock final : public Clock {
  public:
   explicit ManualClock(int64_t start_ms = 1'700'000'000'000) : now_(start_ms) {}

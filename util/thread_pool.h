@@ -2,7 +2,8 @@
 // (no per-call thread creation).
 //
 // Thread-safe: Submit and ParallelFor may be called from any thread, concurrently. ParallelFor's
-// calling thread takes part in the work, so it completes even when every worker is busy.
+// calling thread takes part in the work, so it completes even when every worker is busy. mu_ guards
+// the queue and the stop flag; workers_ is fixed after construction.
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -76,16 +79,16 @@ class ThreadPool {
  private:
   void Run(std::function<void()> f);  // on a worker, or inline without workers
   static void ReportFailedTask(const char* what);  // to stderr (`what`: the exception's, or null)
-  void Enqueue(std::function<void()> f);
-  void WorkerLoop();
+  void Enqueue(std::function<void()> f) DS41_EXCLUDES(mu_);
+  void WorkerLoop() DS41_EXCLUDES(mu_);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<std::function<void()>> queue_ DS41_GUARDED_BY(mu_);
   const Idle idle_;
   std::atomic<int64_t> queued_{0};  // queue_.size(), readable without the lock (for spinning)
-  bool stop_ = false;
+  bool stop_ DS41_GUARDED_BY(mu_) = false;
 };
 
 // pool->ParallelRanges, or fn(0, n) on the calling thread when `pool` is null.

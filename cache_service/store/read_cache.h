@@ -10,7 +10,8 @@
 // can be stale; the store still erases a removed unit's entry (its RAM goes at once) and moves a
 // compacted one's.
 //
-// Thread-safe (one mutex; every operation is a hash lookup and a list splice).
+// Thread-safe: mu_ guards the entries, the marks and the byte count (every operation is a hash lookup
+// and a list splice; an admitted unit's copy is made outside it).
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,7 @@
 
 #include "cache_service/store/segment_files.h"
 #include "cache_service/store/store_metrics.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -52,19 +54,19 @@ class ReadCache {
   };
   static Key KeyOf(const SegmentLocation& loc) { return {loc.segment, loc.offset}; }
   // Forgets `key`'s mark; whether it had one.
-  bool UnmarkLocked(const Key& key);
-  void DropLocked(std::list<Entry>::iterator e);
-  void EvictLocked();
+  bool UnmarkLocked(const Key& key) DS41_REQUIRES(mu_);
+  void DropLocked(std::list<Entry>::iterator e) DS41_REQUIRES(mu_);
+  void EvictLocked() DS41_REQUIRES(mu_);
 
   const uint64_t budget_;
   const size_t max_marks_;  // locations read once, remembered for admission
   StoreMetrics* metrics_;
   mutable std::mutex mu_;
-  std::list<Entry> lru_;  // most recent first
-  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> entries_;
-  std::list<Key> marks_;  // most recent first
-  std::unordered_map<Key, std::list<Key>::iterator, KeyHash> marked_;
-  uint64_t bytes_ = 0;
+  std::list<Entry> lru_ DS41_GUARDED_BY(mu_);  // most recent first
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> entries_ DS41_GUARDED_BY(mu_);
+  std::list<Key> marks_ DS41_GUARDED_BY(mu_);  // most recent first
+  std::unordered_map<Key, std::list<Key>::iterator, KeyHash> marked_ DS41_GUARDED_BY(mu_);
+  uint64_t bytes_ DS41_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ds41

@@ -35,7 +35,9 @@
 // units read again in RAM itself: read_cache.h).
 //
 // Thread-safe. Readers keep a file open while they read, so deleting it never fails a read in
-// flight.
+// flight. mu_ guards the segments, their counts, the batches and the staging pool (a batch's bytes
+// are copied in and written outside it, by whoever reserved them and by the writer thread);
+// read_buffers_mu_ guards the read buffer pool; dir_, segment_bytes_ and on_write_ are fixed after Open.
 #pragma once
 
 #include <atomic>
@@ -55,6 +57,7 @@
 
 #include "util/io_buffer.h"
 #include "util/status.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -130,17 +133,17 @@ class SegmentFiles {
   };
   SegmentFiles() = default;
   std::string PathOf(uint32_t id) const;
-  Status StartSegmentLocked(bool drop_previous);
+  Status StartSegmentLocked(bool drop_previous) DS41_REQUIRES(mu_);
   // Deletes segment `id` if it is inactive, without live bytes or pending appends.
-  void MaybeDropLocked(uint32_t id);
-  void AbandonLocked(const SegmentLocation& loc);
+  void MaybeDropLocked(uint32_t id) DS41_REQUIRES(mu_);
+  void AbandonLocked(const SegmentLocation& loc) DS41_REQUIRES(mu_);
   // Cuts `f` back to the bytes written (its O_DIRECT padding); for a finished or closing segment.
-  void CutPaddingLocked(File& f);
+  void CutPaddingLocked(File& f) DS41_REQUIRES(mu_);
   // Starts a new active segment where `bytes` would overflow the active one (unless it is empty).
-  Status RollOverForLocked(size_t bytes);
+  Status RollOverForLocked(size_t bytes) DS41_REQUIRES(mu_);
   // Reserves `bytes` at the active segment's end (RollOverForLocked first), pending until Commit or
   // Abandon.
-  StatusOr<SegmentLocation> ReserveInActiveLocked(size_t bytes);
+  StatusOr<SegmentLocation> ReserveInActiveLocked(size_t bytes) DS41_REQUIRES(mu_);
   // Room for `bytes` at the open batch's end (queueing a full one for writing first): its location,
   // its batch, and where in the batch's buffer the caller copies the bytes (then counts the copy
   // done: the batch is written only once every reserved copy is in). None (and nothing reserved)
@@ -150,57 +153,61 @@ class SegmentFiles {
     std::shared_ptr<Batch> batch;
     uint8_t* to = nullptr;
   };
-  StatusOr<std::optional<Reserved>> ReserveLocked(std::string_view bytes, bool sync);
+  StatusOr<std::optional<Reserved>> ReserveLocked(std::string_view bytes, bool sync) DS41_REQUIRES(mu_);
   // A pooled staging buffer is free again.
-  void ReturnBufferLocked(IoBuffer buf);
+  void ReturnBufferLocked(IoBuffer buf) DS41_REQUIRES(mu_);
   // Returns once `b` is written (mu_ held by `l`).
-  void AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& b);
-  void WriterLoop();  // the writer thread: writes batches in order until the destructor stops it
+  void AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& b) DS41_REQUIRES(mu_);
+  // The writer thread: writes batches in order until the destructor stops it.
+  void WriterLoop() DS41_EXCLUDES(mu_);
   // Counts `copies` of the copies reserved in `b` done (its writer waits for all of them).
-  void CopiesDoneLocked(Batch& b, int copies);
+  void CopiesDoneLocked(Batch& b, int copies) DS41_REQUIRES(mu_);
   // An empty batch appending to the active segment at `start`, to carry the bytes of `previous`
   // from the block `start` lies in (null: none); previous's writer copies them in before its write.
-  std::shared_ptr<Batch> NewBatchLocked(uint64_t start, Batch* previous);
+  std::shared_ptr<Batch> NewBatchLocked(uint64_t start, Batch* previous) DS41_REQUIRES(mu_);
   Status WriteBatch(const Batch& b) const;
   // Reads the run of locs[idx[0..n)] (one segment, sorted by offset, close together, ending at
   // file offset `end`) into `out`.
   void ReadRun(const std::vector<SegmentLocation>& locs, const size_t* idx, size_t n, uint64_t end,
                std::vector<StatusOr<std::string>>* out) const;
   // Buffered appends: each unit's bytes go from the caller's buffer to its reserved offset, with no
-  // staging copy and concurrently with other appenders (page-cache writes need no order).
+  // staging copy and concurrently with other appenders (page-cache writes need no order). mu_ held
+  // by `l` (released while writing).
   std::vector<StatusOr<SegmentLocation>> AppendBuffered(std::unique_lock<std::mutex>& l,
-                                                        const std::vector<std::string_view>& units, bool sync);
+                                                        const std::vector<std::string_view>& units, bool sync)
+      DS41_REQUIRES(mu_);
   Status WriteAt(int fd, std::string_view bytes, uint64_t offset, uint32_t segment) const;
   // A direct read's buffer from the pool (a new one when all are in use), and back.
-  IoBuffer TakeReadBuffer() const;
-  void ReturnReadBuffer(IoBuffer buf) const;
+  IoBuffer TakeReadBuffer() const DS41_EXCLUDES(read_buffers_mu_);
+  void ReturnReadBuffer(IoBuffer buf) const DS41_EXCLUDES(read_buffers_mu_);
   // Returns once a flush of `f` begun after this caller's buffered writes has finished (mu_ held by `l`).
-  Status SyncBufferedLocked(std::unique_lock<std::mutex>& l, File& f, uint32_t segment);
+  Status SyncBufferedLocked(std::unique_lock<std::mutex>& l, File& f, uint32_t segment) DS41_REQUIRES(mu_);
 
   std::string dir_;
   uint64_t segment_bytes_ = 0;
-  bool direct_io_ = true;
+  bool direct_io_ DS41_GUARDED_BY(mu_) = true;  // cleared for good once a segment refuses O_DIRECT
   WriteObserver on_write_;
   mutable std::mutex mu_;
-  std::map<uint32_t, Segment> segments_;
-  uint32_t active_ = 0;
-  uint64_t file_bytes_ = 0;
+  std::map<uint32_t, Segment> segments_ DS41_GUARDED_BY(mu_);
+  uint32_t active_ DS41_GUARDED_BY(mu_) = 0;
+  uint64_t file_bytes_ DS41_GUARDED_BY(mu_) = 0;
 
-  // Group writes (guarded by mu_): appends fill open_; the writer takes sealed_ batches (full ones,
-  // and the last of a finished segment) first, then open_ once it has waiters, one write at a
-  // time; a finished write wakes its batch's appenders.
-  std::shared_ptr<Batch> open_;
-  std::deque<std::shared_ptr<Batch>> sealed_;
-  std::vector<IoBuffer> spare_buffers_;  // the pool's free staging buffers
-  size_t pool_buffers_ = 0;              // the pool's staging buffers, free or held
+  // Group writes: appends fill open_; the writer takes sealed_ batches (full ones, and the last of
+  // a finished segment) first, then open_ once it has waiters, one write at a time; a finished write
+  // wakes its batch's appenders.
+  std::shared_ptr<Batch> open_ DS41_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<Batch>> sealed_ DS41_GUARDED_BY(mu_);
+  std::vector<IoBuffer> spare_buffers_ DS41_GUARDED_BY(mu_);  // the pool's free staging buffers
+  size_t pool_buffers_ DS41_GUARDED_BY(mu_) = 0;              // the pool's staging buffers, free or held
   std::condition_variable buffer_cv_;    // appenders wait here for a free one
   std::condition_variable done_cv_;  // buffered appends' flushes (SyncBufferedLocked)
-  bool writing_ = false;
-  bool stop_ = false;
+  bool writing_ DS41_GUARDED_BY(mu_) = false;
+  bool stop_ DS41_GUARDED_BY(mu_) = false;
   std::condition_variable writer_cv_;  // the writer waits here for a batch to write
   std::condition_variable copied_cv_;  // and here for the copies into the one it took
   mutable std::mutex read_buffers_mu_;
-  mutable std::vector<IoBuffer> read_buffers_;  // direct reads' free buffers, the last returned at the back
+  // Direct reads' free buffers, the last returned at the back.
+  mutable std::vector<IoBuffer> read_buffers_ DS41_GUARDED_BY(read_buffers_mu_);
   mutable std::atomic<uint64_t> buffer_bytes_{0};  // both pools' buffers, free or in use
   std::thread writer_;                 // (last: started once the rest is set up, joined first)
 };

@@ -13,7 +13,11 @@
 // A get reads the index, then the unit from the RAM read cache (units read again: read_cache.h) or
 // from its segment file, whose bytes' CRC is checked on every such read.
 //
-// Thread-safe: all methods may be called concurrently.
+// Thread-safe: all methods may be called concurrently. A unit's index entries are read and rewritten
+// under its key's stripe lock (stripes_; several are taken in ascending order, LockStripes);
+// evict_mu_ serializes eviction passes and namespace deletes, compact_mu_ segment compactions, each
+// taken before any stripe; touch_mu_ guards the pending LRU refreshes (never held with a stripe);
+// the unit and byte counts are atomics, and the rest is fixed after Open.
 #pragma once
 
 #include <array>
@@ -33,6 +37,7 @@
 #include "cache_service/store/store_metrics.h"
 #include "util/clock.h"
 #include "util/status.h"
+#include "util/thread_annotations.h"
 
 namespace rocksdb {
 class DB;
@@ -146,7 +151,7 @@ class UnitStore {
   // The stripes of all `keys`, locked in ascending order (the one order for holding several).
   std::vector<std::unique_lock<std::mutex>> LockStripes(const std::vector<std::string_view>& keys);
   // Writes the LRU refreshes of reads so far, one batch for all of them.
-  Status FlushTouches();
+  Status FlushTouches() DS41_EXCLUDES(touch_mu_);
   // Whether a read at `now_ms` moves the unit in the LRU order (opt_.lru_refresh_ms).
   bool RefreshDue(const Meta& meta, int64_t now_ms) const;
 
@@ -158,13 +163,13 @@ class UnitStore {
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cf_;  // default, units, index, lru
   std::array<std::mutex, 64> stripes_;
-  std::mutex evict_mu_;
-  std::mutex compact_mu_;
+  std::mutex evict_mu_;    // one eviction pass or namespace delete at a time; before any stripe
+  std::mutex compact_mu_;  // one segment compaction at a time; before any stripe
   // Reads refresh a unit's LRU position lazily: (index key, read time) pairs written in batches (by
   // the read that fills one, a read a second after the oldest, and before every eviction pass)
   // rather than one WAL write per read. A crash loses only recency.
   std::mutex touch_mu_;
-  std::vector<std::pair<std::string, int64_t>> touches_;
+  std::vector<std::pair<std::string, int64_t>> touches_ DS41_GUARDED_BY(touch_mu_);
   std::atomic<uint64_t> units_{0}, bytes_{0};
 };
 

@@ -5,8 +5,9 @@
 // attention, compressor and indexer work per segment against its SequenceState.
 //
 // Every per-row result depends only on the row's position and its sequence state, never on how the
-// call was cut, so chunked prefill equals whole prefill bit for bit. Not thread-safe; one pass at a
-// time per SequenceState.
+// call was cut, so chunked prefill equals whole prefill bit for bit. Thread-compatible: a pass
+// belongs to its caller (it spreads its own work over the pool), and one pass at a time per
+// SequenceState.
 #pragma once
 
 #include <cstdint>

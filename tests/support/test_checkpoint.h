@@ -1,5 +1,6 @@
 // Test fixtures: small checkpoints written by the project's own tool into per-process temporary
-// folders (never fixed paths, so ctest -j is safe).
+// folders (never fixed paths, so ctest -j is safe). Thread-safe: a lock guards the list of folders
+// removed at exit, and the shared checkpoints are function-local statics.
 #pragma once
 
 #include <cstdint>
