@@ -1,5 +1,6 @@
 #include "decoder_node/decoder_service.h"
 
+#include <condition_variable>
 #include <mutex>
 
 #include "node_client/node_codec.h"
@@ -14,16 +15,20 @@ namespace {
 
 // One Generate call: writes what the stream holds, one write in flight at a time, then the last
 // message with the finish reason and usage (or the error). Deletes itself when gRPC is done with it.
+//
+// A push wakes a pump on the service's writer threads, never on the pushing thread: starting a gRPC
+// write runs the transport's work inline, and the pusher is the decode loop, whose every
+// millisecond is a step of every running sequence (writing inline made decoding ~40% slower).
 class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateResponse> {
  public:
   // Ends at once with `refused` when it is not OK; otherwise starts the request on `core`.
-  GenerateReactor(DecoderCore* core, GenerateInput in, const Status& refused) {
+  GenerateReactor(DecoderCore* core, ThreadPool* writers, GenerateInput in, const Status& refused) : writers_(writers) {
     if (!refused.ok()) {
       Finish(ToGrpc(refused));
       return;
     }
     stream_ = std::make_shared<TokenStream>();
-    stream_->SetListener([this] { Pump(); });
+    stream_->SetListener([this] { SchedulePump(); });
     core->Start(std::move(in), stream_);
   }
 
@@ -42,10 +47,34 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
 
   void OnDone() override {
     if (stream_) stream_->SetListener(nullptr);  // waits out a listener call in progress
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [this] { return pumps_pending_ == 0; });  // a queued pump still uses this
+    }
     delete this;
   }
 
  private:
+  // One queued pump covers every push before it runs.
+  void SchedulePump() {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (pump_queued_) return;
+      pump_queued_ = true;
+      ++pumps_pending_;
+    }
+    writers_->Schedule([this] {
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        pump_queued_ = false;
+      }
+      Pump();
+      std::lock_guard<std::mutex> l(mu_);
+      --pumps_pending_;
+      cv_.notify_all();  // under the lock: OnDone deletes this as soon as it can take it
+    });
+  }
+
   // Starts the next write, or the finish once the stream is done and drained. gRPC is called
   // outside the lock: a reaction it runs inline may come back here.
   void Pump() {
@@ -80,8 +109,12 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
     }
   }
 
+  ThreadPool* writers_;
   std::shared_ptr<TokenStream> stream_;
   std::mutex mu_;
+  std::condition_variable cv_;
+  bool pump_queued_ DS41_GUARDED_BY(mu_) = false;
+  int pumps_pending_ DS41_GUARDED_BY(mu_) = 0;
   pb::GenerateResponse msg_;  // the write in flight: filled under mu_, then gRPC's until OnWriteDone
   bool writing_ DS41_GUARDED_BY(mu_) = false;
   bool finished_ DS41_GUARDED_BY(mu_) = false;
@@ -101,7 +134,7 @@ grpc::ServerWriteReactor<pb::GenerateResponse>* DecoderService::Generate(grpc::C
   in.deadline = std::chrono::steady_clock::now() +
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::min<std::chrono::system_clock::duration>(remaining, std::chrono::hours(1)));
-  return new GenerateReactor(core_, std::move(in), s);
+  return new GenerateReactor(core_, &writers_, std::move(in), s);
 }
 
 grpc::Status DecoderService::Status(grpc::ServerContext*, const pb::NodeStatusRequest*, pb::NodeStatus* resp) {

@@ -1,14 +1,15 @@
 // DecoderService: the decoder node's gRPC face over DecoderCore. Generate is a callback-API stream:
-// the core admits the request on its own threads and the stream's listener starts each write as
-// tokens arrive, so no thread waits or polls per call; a client that cancels cancels the stream,
+// the core admits the request on its own threads and each push queues a write on the service's
+// writer threads, so no thread waits or polls per call; a client that cancels cancels the stream,
 // which interrupts its prefill call or frees its sequence at the next step. The node also registers
-// SwaStateService over the core's pool.
+// SwaStateService over the core's pool. Thread-safe, as gRPC calls it.
 #pragma once
 
 #include <string>
 
 #include "decoder_node/decoder_core.h"
 #include "node.grpc.pb.h"
+#include "util/thread_pool.h"
 
 namespace ds41 {
 
@@ -24,6 +25,7 @@ class DecoderService final : public ds41::node::v1::Decoder::WithCallbackMethod_
   DecoderCore* core_;
   std::string fingerprint_;
   NodeMetrics* metrics_;
+  ThreadPool writers_{3, ThreadPool::Idle::kSleep, "decoder-write"};  // 2 workers start the streams' writes
 };
 
 }  // namespace ds41
