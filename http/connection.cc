@@ -136,6 +136,8 @@ void Connection::Feed() {
         SendErrorAndClose(431, "Request header fields too large", "headers_too_large");
       } else if (error_status_ == 417) {
         SendErrorAndClose(417, "Unsupported Expect header", "expectation_failed");
+      } else if (error_status_ == 505) {
+        SendErrorAndClose(505, "Only HTTP/1.0 and HTTP/1.1 are served", "http_version_not_supported");
       } else {
         SendErrorAndClose(400, std::string("Malformed HTTP request: ") + http_errno_description(err),
                           "bad_request");
@@ -202,6 +204,11 @@ int Connection::OnHeaderValue(http_parser* p, const char* at, size_t n) {
 
 int Connection::OnHeadersComplete(http_parser* p) {
   Connection* c = Self(p);
+  // http_parser accepts any one-digit version; answering HTTP/9.9 as if it were 1.1 would be a lie.
+  if (p->http_major != 1 || p->http_minor > 1) {
+    c->error_status_ = 505;
+    return -1;
+  }
   HttpRequest& r = c->cur_;
   r.method = http_method_str(static_cast<http_method>(p->method));
   r.http_major = p->http_major;

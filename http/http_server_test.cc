@@ -443,6 +443,27 @@ TEST_F(HttpServerTest, StopLetsInflightResponseFinish) {
   EXPECT_EQ(r->body, "slow");
 }
 
+TEST_F(HttpServerTest, OnlyHttp10And11AreServed) {
+  StartServer();
+  for (const char* version : {"HTTP/9.9", "HTTP/2.0", "HTTP/1.2", "HTTP/0.9"}) {
+    HttpTestClient c;
+    ASSERT_TRUE(c.Connect(port_));
+    ASSERT_TRUE(c.SendRaw(std::string("GET /hello ") + version + "\r\nHost: x\r\n\r\n"));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r) << version;
+    EXPECT_EQ(r->status, 505) << version;
+    EXPECT_EQ(r->headers.Get("connection").value_or(""), "close") << version;
+  }
+  for (const char* version : {"HTTP/1.0", "HTTP/1.1"}) {
+    HttpTestClient c;
+    ASSERT_TRUE(c.Connect(port_));
+    ASSERT_TRUE(c.SendRaw(std::string("GET /hello ") + version + "\r\nHost: x\r\n\r\n"));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r) << version;
+    EXPECT_EQ(r->status, 200) << version;
+  }
+}
+
 TEST_F(HttpServerTest, Http10StreamIsDelimitedByClose) {
   StartServer();
   HttpTestClient c;
