@@ -1,5 +1,6 @@
 #include "encoder_node/encoder_core.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "unit/state_units.h"
@@ -50,10 +51,18 @@ void EncoderCore::SchedulerLoop() {
       for (Pending* p : active_) p->done.set_value(UnavailableError("encoder shutting down"));
       return;
     }
+    DropCancelledLocked();
     while (!queue_.empty()) {
       active_.push_back(queue_.front());
       queue_.pop_front();
     }
+    if (metrics_) {
+      metrics_->running.Set(static_cast<double>(active_.size()));
+      int64_t q = 0;
+      for (Pending* p : active_) q += p->job->remaining();
+      metrics_->queued_tokens.Set(static_cast<double>(q));
+    }
+    if (active_.empty()) continue;  // every one was cancelled
     // Share one step's token budget among the active prefills, oldest first.
     std::vector<EncodeJob*> jobs;
     std::vector<int64_t> counts;
@@ -64,12 +73,6 @@ void EncoderCore::SchedulerLoop() {
       jobs.push_back(p->job);
       counts.push_back(take);
       budget -= take;
-    }
-    if (metrics_) {
-      metrics_->running.Set(static_cast<double>(active_.size()));
-      int64_t q = 0;
-      for (Pending* p : active_) q += p->job->remaining();
-      metrics_->queued_tokens.Set(static_cast<double>(q));
     }
     l.unlock();
     const Status s = engine_.EncodeStep(jobs, counts);
@@ -88,7 +91,30 @@ void EncoderCore::SchedulerLoop() {
         ++it;
       }
     }
+    if (metrics_ && active_.empty() && queue_.empty()) {
+      metrics_->running.Set(0);  // no next step would say so
+      metrics_->queued_tokens.Set(0);
+    }
   }
+}
+
+void EncoderCore::DropCancelledLocked() {
+  auto cancelled = [](Pending* p) {
+    if (p->cancel == nullptr || !p->cancel->cancelled()) return false;
+    p->done.set_value(CancelledError("prefill cancelled"));
+    return true;
+  };
+  queue_.erase(std::remove_if(queue_.begin(), queue_.end(), cancelled), queue_.end());
+  active_.erase(std::remove_if(active_.begin(), active_.end(), cancelled), active_.end());
+}
+
+void EncoderCore::KeepEncodedUnits(const PrefillInput& in, const SequenceState& st, int64_t H, int64_t encoded) {
+  const int U = in.unit_tokens;
+  const int64_t from = H / U * U;
+  const int64_t to = (H + encoded) / U * U;  // whole units only: a tail needs the KV to end exactly there
+  if (to <= from) return;
+  auto units = persister_.Build(in.ns, st, in.tokens, from, to, U);
+  if (units.ok()) persister_.Put(in.ns, std::move(*units));
 }
 
 Status EncoderCore::RestoreSwa(const PrefillInput& in, int64_t H, SequenceState* st, PrefillOutput* out) {
@@ -112,7 +138,7 @@ Status EncoderCore::RestoreSwa(const PrefillInput& in, int64_t H, SequenceState*
   return Status::Ok();
 }
 
-StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in) {
+StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in, CancelToken* cancel) {
   const ModelConfig& c = model_.config();
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t N = static_cast<int64_t>(in.tokens.size());
@@ -143,14 +169,18 @@ StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in) {
   TokenSpan rest{std::vector<int32_t>(in.tokens.begin() + H, in.tokens.end()), {}, {}};
   EncodeJob job;
   DS41_RETURN_IF_ERROR(engine_.BeginEncode(&st, std::move(rest), &job));
-  Pending pending{&job, {}};
+  Pending pending{&job, cancel, {}};
   std::future<Status> done = pending.done.get_future();
   {
     std::lock_guard<std::mutex> l(mu_);
     queue_.push_back(&pending);
   }
   cv_.notify_all();
-  DS41_RETURN_IF_ERROR(done.get());
+  if (const Status s = done.get(); !s.ok()) {
+    // Out of the scheduler's hands now: what it encoded is this thread's to keep.
+    if (s.code() == StatusCode::kCancelled) KeepEncodedUnits(in, st, H, job.done);
+    return s;
+  }
   DS41_ASSIGN_OR_RETURN(EncoderHandoff handoff, engine_.FinishEncode(&job));
   out.computed_tokens = N - H;
   out.handoff = SerializeHandoff(handoff);

@@ -3,6 +3,8 @@
 // that holds it, else an encoder replay), encodes the uncached tokens in chunks that share forward
 // passes with other prefills under a token budget, and returns the new global KV as units, the SWA
 // state at the prompt's end and the decoder-replay handoff; the units also go to the cache service.
+// A prefill whose caller gives up (its CancelToken) leaves the shared steps at the next step
+// boundary; the full units it completed still go to the store, so a retry computes only the rest.
 //
 // Thread-safe: Prefill may be called from many threads; one scheduler thread runs the encoder steps,
 // and mu_ guards the queue of prefills it shares them among.
@@ -26,6 +28,7 @@
 #include "serving/prefix_loader.h"
 #include "serving/swa_pool.h"
 #include "serving/unit_persister.h"
+#include "util/cancel_token.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -46,7 +49,8 @@ class EncoderCore {
               ThreadPool* compute);
   ~EncoderCore();
 
-  StatusOr<PrefillOutput> Prefill(const PrefillInput& in);
+  // CANCELLED when `cancel` (may be null) is cancelled before the prefill ends.
+  StatusOr<PrefillOutput> Prefill(const PrefillInput& in, CancelToken* cancel = nullptr);
 
   int64_t queued_tokens() const;
   int64_t running() const;
@@ -55,9 +59,14 @@ class EncoderCore {
  private:
   struct Pending {
     EncodeJob* job;
+    CancelToken* cancel;  // may be null
     std::promise<Status> done;
   };
   void SchedulerLoop();
+  // Ends every queued or active prefill whose caller cancelled it.
+  void DropCancelledLocked() DS41_REQUIRES(mu_);
+  // The full units of what a cancelled prefill had encoded, to the store.
+  void KeepEncodedUnits(const PrefillInput& in, const SequenceState& st, int64_t H, int64_t encoded);
   // The SWA state at H: this node's pool, else the peer's, else an encoder replay; sets the source.
   Status RestoreSwa(const PrefillInput& in, int64_t H, SequenceState* st, PrefillOutput* out);
 

@@ -7,17 +7,42 @@ namespace ds41 {
 
 namespace pb = ds41::node::v1;
 
-EncoderService::EncoderService(EncoderCore* core, const std::string& fingerprint, NodeMetrics* metrics)
-    : core_(core), fingerprint_(fingerprint), metrics_(metrics) {}
+namespace {
 
-grpc::Status EncoderService::Prefill(grpc::ServerContext*, const pb::PrefillRequest* req, pb::PrefillResponse* resp) {
-  PrefillInput in;
-  ds41::Status s = DecodePrefillRequest(*req, fingerprint_, &in);
-  StatusOr<PrefillOutput> out = s.ok() ? core_->Prefill(in) : StatusOr<PrefillOutput>(s);
-  if (metrics_) metrics_->CountOutcome(out.status());
-  if (!out.ok()) return ToGrpc(out.status());
-  EncodePrefillResponse(std::move(*out), resp);
-  return grpc::Status::OK;
+// One Prefill call: the work runs on a request thread; OnCancel (the caller gone, its deadline
+// passed, the server shutting down) cancels the core's prefill through the token.
+class PrefillReactor final : public grpc::ServerUnaryReactor {
+ public:
+  void OnCancel() override { cancel_.Cancel(); }
+  void OnDone() override { delete this; }
+  CancelToken* cancel() { return &cancel_; }
+
+ private:
+  CancelToken cancel_;
+};
+
+}  // namespace
+
+EncoderService::EncoderService(EncoderCore* core, const std::string& fingerprint, NodeMetrics* metrics,
+                               int request_threads)
+    : core_(core),
+      fingerprint_(fingerprint),
+      metrics_(metrics),
+      requests_(1 + request_threads, ThreadPool::Idle::kSleep, "encoder-req") {}
+
+grpc::ServerUnaryReactor* EncoderService::Prefill(grpc::CallbackServerContext*, const pb::PrefillRequest* req,
+                                                  pb::PrefillResponse* resp) {
+  auto* reactor = new PrefillReactor();
+  // req and resp stay valid until Finish; the reactor until OnDone, which follows Finish.
+  requests_.Schedule([this, reactor, req, resp] {
+    PrefillInput in;
+    const ds41::Status s = DecodePrefillRequest(*req, fingerprint_, &in);
+    StatusOr<PrefillOutput> out = s.ok() ? core_->Prefill(in, reactor->cancel()) : StatusOr<PrefillOutput>(s);
+    if (metrics_) metrics_->CountOutcome(out.status());
+    if (out.ok()) EncodePrefillResponse(std::move(*out), resp);
+    reactor->Finish(out.ok() ? grpc::Status::OK : ToGrpc(out.status()));
+  });
+  return reactor;
 }
 
 grpc::Status EncoderService::Status(grpc::ServerContext*, const pb::NodeStatusRequest*, pb::NodeStatus* resp) {

@@ -12,6 +12,7 @@
 #include "rpc/server.h"
 #include "node_client/node_client.h"
 #include "node_client/node_protocol.h"
+#include "cache_client/cache_client.h"
 #include "tests/support/child_process.h"
 #include "tests/support/test_checkpoint.h"
 
@@ -110,6 +111,84 @@ TEST(NodeProcessTest, BothRolesServeMetrics) {
                            "ds41_decoder_resident_bytes{kind=\"expert_cache\"}", "ds41_decoder_running_sequences",
                            "ds41_decoder_decode_step_seconds_count 5"})
     EXPECT_NE(dm.find(name), std::string::npos) << name;
+}
+
+// What a caller that gives up leaves behind (issue 30): the encoder drops the prefill before its next
+// shared step, counts it, keeps the whole units it had encoded, and a retry computes only the rest.
+TEST(NodeProcessTest, ACancelledPrefillStopsAtTheNextStepAndKeepsItsUnits) {
+  auto model = std::move(Model::Open(testing::TinyCheckpoint())).value();
+  const std::string fp = model->fingerprint();
+  testing::ChildProcess cache({testing::BinaryDir() + "/cache_service/cache_service", "--listen", "127.0.0.1:0",
+                               "--metrics-listen", "127.0.0.1:0", "--path", testing::TempDir("cancel-cache")},
+                              "cache_service ready");
+  ASSERT_TRUE(cache.ready());
+  const std::string cache_addr = cache.fields()["grpc"];
+  // One token a step makes a 1,200-token prefill take seconds; the retry goes to a second encoder
+  // with the default step, as a router would place it.
+  testing::ChildProcess enc({testing::BinaryDir() + "/encoder_node/encoder_node", "--model", testing::TinyCheckpoint(),
+                             "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--cache", cache_addr,
+                             "--step-tokens", "1", "--threads", "1"},
+                            "encoder_node ready");
+  testing::ChildProcess enc2({testing::BinaryDir() + "/encoder_node/encoder_node", "--model", testing::TinyCheckpoint(),
+                              "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--cache", cache_addr,
+                              "--threads", "1"},
+                             "encoder_node ready");
+  ASSERT_TRUE(enc.ready());
+  ASSERT_TRUE(enc2.ready());
+  const std::string enc_addr = enc.fields()["grpc"];
+  NodeClient client(std::make_shared<ChannelSet>(), fp);
+  auto running = [&] {
+    auto st = client.Status(NodeRole::kEncoder, enc_addr, std::chrono::seconds(2));
+    return st.ok() ? st->running : -1;
+  };
+
+  PrefillInput in;
+  in.ns = NamespaceRoot(*ParseFingerprint(fp), kUnitFormatVersion, "t");
+  in.tokens = Tokens(1200, 5);
+  in.unit_tokens = 32;
+  CancelToken cancel;
+  auto call = std::async(std::launch::async, [&] {
+    return client.Prefill(enc_addr, in, std::chrono::steady_clock::now() + std::chrono::seconds(60), &cancel);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  while (running() != 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // some steps in
+  cancel.Cancel();
+  const StatusOr<PrefillOutput> out = call.get();
+  EXPECT_EQ(out.status().code(), StatusCode::kCancelled) << out.status().ToString();
+
+  // Dropped at the next step: the slot is free well within a second.
+  const auto cancelled_at = std::chrono::steady_clock::now();
+  while (running() != 0 && std::chrono::steady_clock::now() - cancelled_at < std::chrono::seconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_EQ(running(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - cancelled_at, std::chrono::seconds(1));
+  const std::string metrics = testing::HttpGet(enc.fields()["metrics"], "/metrics");
+  EXPECT_NE(metrics.find("ds41_encoder_requests_total{status=\"cancelled\"} 1"), std::string::npos) << metrics;
+
+  // The whole units it encoded are in the store (written in the background).
+  CacheClientOptions co;
+  co.shards = {cache_addr};
+  auto store = std::move(CacheClient::Create(co)).value();
+  const CacheNamespace ns{in.ns, fp, kUnitFormatVersion};
+  const std::vector<int32_t> head(in.tokens.begin(), in.tokens.end() - 1);
+  int64_t H = 0;
+  for (int i = 0; i < 250 && H == 0; ++i) {
+    H = store->LookupPrefix(ns, head, in.unit_tokens).tokens;
+    if (H == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(H, 0);
+  EXPECT_LE(H, 600);  // cut off early: a prefill run to its end would have stored 1,184
+  EXPECT_EQ(H % in.unit_tokens, 0);
+
+  // A retry of the same prompt computes only what is left.
+  in.cached_tokens = H;
+  const StatusOr<PrefillOutput> again =
+      client.Prefill(enc2.fields()["grpc"], in, std::chrono::steady_clock::now() + std::chrono::seconds(120));
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->cached_tokens, H);
+  EXPECT_EQ(again->computed_tokens, 1200 - H);
 }
 
 }  // namespace
