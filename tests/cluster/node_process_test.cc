@@ -191,5 +191,41 @@ TEST(NodeProcessTest, ACancelledPrefillStopsAtTheNextStepAndKeepsItsUnits) {
   EXPECT_EQ(again->computed_tokens, 1200 - H);
 }
 
+// SIGTERM in the middle of a long prefill (issue 30): the server's shutdown cancels the call at its
+// deadline, the core drops the prefill at its next step, and the process exits in bounded time
+// instead of computing to the end.
+TEST(NodeProcessTest, EncoderExitsOnSigtermInTheMiddleOfALongPrefill) {
+  auto model = std::move(Model::Open(testing::TinyCheckpoint())).value();
+  testing::ChildProcess enc({testing::BinaryDir() + "/encoder_node/encoder_node", "--model", testing::TinyCheckpoint(),
+                             "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--step-tokens", "1",
+                             "--threads", "1"},
+                            "encoder_node ready");
+  ASSERT_TRUE(enc.ready());
+  const std::string enc_addr = enc.fields()["grpc"];
+  NodeClient client(std::make_shared<ChannelSet>(), model->fingerprint());
+  PrefillInput in;
+  in.ns = NamespaceRoot(*ParseFingerprint(model->fingerprint()), kUnitFormatVersion, "t");
+  in.tokens = Tokens(30000, 7);  // one token a step: far longer than the bound below
+  in.unit_tokens = 32;
+  auto call = std::async(std::launch::async, [&] {
+    return client.Prefill(enc_addr, in, std::chrono::steady_clock::now() + std::chrono::seconds(120));
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto running = [&] {
+    auto st = client.Status(NodeRole::kEncoder, enc_addr, std::chrono::seconds(2));
+    return st.ok() ? st->running : -1;
+  };
+  while (running() != 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(10))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto term = std::chrono::steady_clock::now();
+  const int status = enc.Kill(SIGTERM);
+  const double exit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - term).count();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_LT(exit_s, 10.0);  // the 5 s shutdown deadline, then one step
+  const StatusOr<PrefillOutput> out = call.get();
+  EXPECT_FALSE(out.ok());
+}
+
 }  // namespace
 }  // namespace ds41
