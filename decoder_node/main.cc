@@ -58,5 +58,6 @@ int main(int argc, char** argv) {
       o, &node_metrics, set.compute.get());
   ds41::DecoderService service(&core, fp, &node_metrics);
   ds41::SwaStateService swa_service(core.swa_pool(), fp);
-  return rt.Run("decoder_node", listen, metrics, {&service, &swa_service}, "fingerprint=" + fp);
+  return rt.Run("decoder_node", listen, metrics, {&service, &swa_service}, "fingerprint=" + fp,
+                node.shutdown_grace_s);
 }

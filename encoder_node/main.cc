@@ -49,5 +49,6 @@ int main(int argc, char** argv) {
       eo, &node_metrics, set.compute.get());
   ds41::EncoderService service(&core, fp, &node_metrics);
   ds41::SwaStateService swa_service(core.swa_pool(), fp);
-  return rt.Run("encoder_node", listen, metrics, {&service, &swa_service}, "fingerprint=" + fp);
+  return rt.Run("encoder_node", listen, metrics, {&service, &swa_service}, "fingerprint=" + fp,
+                node.shutdown_grace_s);
 }

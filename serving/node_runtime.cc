@@ -7,7 +7,7 @@
 namespace ds41 {
 
 int NodeRuntime::Run(const std::string& name, const std::string& listen, const std::string& metrics_listen,
-                     const std::vector<grpc::Service*>& services, const std::string& extra) {
+                     const std::vector<grpc::Service*>& services, const std::string& extra, int grace_s) {
   RpcServerOptions ro;
   ro.address = listen;
   ro.max_message_bytes = 512 << 20;
@@ -28,8 +28,9 @@ int NodeRuntime::Run(const std::string& name, const std::string& listen, const s
   std::cout << name << " ready grpc=" << host << ":" << server->port << " metrics=" << mhost << ":"
             << exposer->GetListeningPorts().at(0) << (extra.empty() ? "" : " " + extra) << std::endl;
   const int sig = WaitForTerminationSignal();
-  std::cerr << name << ": signal " << sig << ", shutting down\n";
-  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  std::cerr << name << ": signal " << sig << ", shutting down (in-flight calls get " << grace_s << " s)\n";
+  if (grpc::HealthCheckServiceInterface* health = server->server->GetHealthCheckService()) health->SetServingStatus(false);
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(grace_s));
   return 0;
 }
 

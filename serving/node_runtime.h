@@ -19,9 +19,11 @@ struct NodeRuntime {
   std::unique_ptr<prometheus::Exposer> exposer;
 
   // Starts the gRPC server and the metrics endpoint, prints "<name> ready grpc=... metrics=... <extra>"
-  // and blocks until a termination signal; then shuts the server down. Returns the exit code.
+  // and blocks until a termination signal. Then it reports not serving on gRPC health, refuses new
+  // calls, gives in-flight ones `grace_s` to finish and cancels the rest (each stops at its next
+  // step). Returns the exit code.
   int Run(const std::string& name, const std::string& listen, const std::string& metrics_listen,
-          const std::vector<grpc::Service*>& services, const std::string& extra);
+          const std::vector<grpc::Service*>& services, const std::string& extra, int grace_s);
 };
 
 }  // namespace ds41

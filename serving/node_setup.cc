@@ -27,6 +27,11 @@ void AddNodeFlags(CLI::App& app, NodeFlags* f) {
       ->envname("DS41_WEIGHT_TILES");
   app.add_option("--weight-tiles-dir", f->model.pack_dir, "folder of the tile-major weight file (default: the checkpoint's)")
       ->envname("DS41_WEIGHT_TILES_DIR");
+  app.add_option("--shutdown-grace-seconds", f->shutdown_grace_s,
+                 "on SIGTERM, how long in-flight calls may finish before they are cancelled (keep it below the "
+                 "pod's terminationGracePeriodSeconds)")
+      ->check(CLI::Range(0, 3600))
+      ->envname("DS41_SHUTDOWN_GRACE_SECONDS");
 }
 
 int SetUpNode(const std::string& name, const NodeFlags& f, NodeSetup* out) {

@@ -22,9 +22,11 @@ struct NodeFlags {
   int threads = 0;    // 0: all cores
   TlsOptions tls;
   ModelOptions model;
+  int shutdown_grace_s = 20;  // SIGTERM: in-flight calls get this long, then are cancelled (each stops at its next step)
 };
 
-// --model, --cache, --threads, the TLS flags and --weight-tiles/--weight-tiles-dir (env DS41_*).
+// --model, --cache, --threads, the TLS flags, --weight-tiles/--weight-tiles-dir and
+// --shutdown-grace-seconds (env DS41_*).
 void AddNodeFlags(CLI::App& app, NodeFlags* flags);
 
 struct NodeSetup {

@@ -29,7 +29,9 @@ spec:
         {{- include "ds41.podAnnotations" $root | nindent 8 }}
     spec:
       {{- include "ds41.podCommon" (dict "root" $root "values" $v) | nindent 6 }}
-      terminationGracePeriodSeconds: 30
+      # The node's own grace (DS41_SHUTDOWN_GRACE_SECONDS) ends first: in-flight calls are cancelled then
+      # and stop within a step, before the kubelet's SIGKILL.
+      terminationGracePeriodSeconds: {{ add (int $v.shutdownGraceSeconds) 10 }}
       containers:
         - name: {{ .component }}
           image: {{ include "ds41.image" $root }}
@@ -51,6 +53,8 @@ spec:
               value: "0.0.0.0:{{ $v.metricsPort }}"
             - name: DS41_THREADS
               value: {{ $v.threads | quote }}
+            - name: DS41_SHUTDOWN_GRACE_SECONDS
+              value: {{ $v.shutdownGraceSeconds | quote }}
             {{- include "ds41.tlsEnv" $root | nindent 12 }}
             {{- with $v.extraEnv }}
             {{- toYaml . | nindent 12 }}
