@@ -283,7 +283,7 @@ void DecoderCore::BatchLoop() {
     std::vector<std::unique_ptr<Sequence>> live;
     for (auto& s : batch) {
       if (s->stream->cancelled()) {
-        if (metrics_) metrics_->CountOutcome(CancelledError("cancelled"));
+        if (metrics_) metrics_->requests_cancelled.Increment();
         s->stream->Finish(CancelledError("cancelled"), "cancelled", s->usage);  // frees the sequence
       } else {
         live.push_back(std::move(s));
@@ -351,7 +351,7 @@ void DecoderCore::Finish(std::unique_ptr<Sequence> seq, const std::string& reaso
   }
   swa_pool_.Put(SwaPoolKey(seq->ns, PrefixKey(seq->ns, ctx, C, seq->unit_tokens)), seq->state.SerializeSwa(c));
   if (!seq->session_id.empty()) sessions_.Put(seq->session_id, WarmSession{std::move(seq->state), std::move(ctx), seq->ns});
-  if (metrics_) metrics_->CountOutcome(Status::Ok());
+  if (metrics_) metrics_->requests_ok.Increment();
   // The stream ends only once the store has the units (read-your-writes: a client's next turn,
   // sent the moment this one ends, hits all of it). Off the step loop: the batch goes on meanwhile.
   persister_.Put(seq->ns, std::move(units), [stream = seq->stream, reason, usage] { stream->Finish(Status::Ok(), reason, usage); });

@@ -1,5 +1,5 @@
 // NodeClient: every call to an encoder or decoder node goes through here (the router, the decoder's
-// prefill calls and SWA-state fetches, tests, benchmarks): one place builds the messages
+// prefill calls, the encoder's SWA-state fetches, the tests): one place builds the messages
 // (node_codec.h), sets deadlines, maps gRPC status to ds41::Status and wires cancellation.
 //
 // Thread-safe: one client per process is shared by all callers (channels are reused per address).

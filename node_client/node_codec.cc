@@ -135,6 +135,13 @@ void EncodeSwaStateRequest(const UnitKey& ns, const UnitKey& prefix_key, int64_t
   req->set_position(position);
 }
 
+Status DecodeSwaStateRequest(const pb::SwaStateRequest& req, const std::string& fingerprint, UnitKey* ns,
+                             UnitKey* prefix_key) {
+  DS41_RETURN_IF_ERROR(CheckModel(req.model(), fingerprint));
+  DS41_RETURN_IF_ERROR(ParseNs(req.ns(), ns));
+  return ParseKey(req.prefix_key(), prefix_key);
+}
+
 void EncodeNodeStatus(const NodeStatusReport& r, pb::NodeStatus* out) {
   out->set_model_fingerprint(r.fingerprint);
   out->set_role(r.role);

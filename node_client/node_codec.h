@@ -28,6 +28,8 @@ GenerateUsage DecodeUsage(const ds41::node::v1::Usage& u);
 
 void EncodeSwaStateRequest(const UnitKey& ns, const UnitKey& prefix_key, int64_t position, const std::string& fingerprint,
                            ds41::node::v1::SwaStateRequest* req);
+Status DecodeSwaStateRequest(const ds41::node::v1::SwaStateRequest& req, const std::string& fingerprint, UnitKey* ns,
+                             UnitKey* prefix_key);
 
 void EncodeNodeStatus(const NodeStatusReport& r, ds41::node::v1::NodeStatus* out);
 NodeStatusReport DecodeNodeStatus(const ds41::node::v1::NodeStatus& s);

@@ -109,6 +109,18 @@ TEST(NodeCodecTest, UsageAndStatusRoundTrip) {
   EXPECT_EQ(q.warm_sessions, r.warm_sessions);
 }
 
+TEST(NodeCodecTest, SwaStateRequestRoundTripsAndChecksItsKeys) {
+  pb::SwaStateRequest req;
+  EncodeSwaStateRequest(Key(1), Key(2), 96, kFp, &req);
+  UnitKey ns, key;
+  ASSERT_TRUE(DecodeSwaStateRequest(req, kFp, &ns, &key).ok());
+  EXPECT_EQ(ns, Key(1));
+  EXPECT_EQ(key, Key(2));
+  EXPECT_EQ(DecodeSwaStateRequest(req, std::string(64, 'b'), &ns, &key).code(), StatusCode::kFailedPrecondition);
+  req.set_prefix_key("short");
+  EXPECT_EQ(DecodeSwaStateRequest(req, kFp, &ns, &key).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(NodeCodecTest, PrefillResponseRoundTrips) {
   PrefillOutput o{{"u1", "u2"}, "swa", "handoff", 64, 30, 5, "replay"};
   pb::PrefillResponse resp;

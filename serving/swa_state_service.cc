@@ -1,6 +1,6 @@
 #include "serving/swa_state_service.h"
 
-#include "node_client/node_protocol.h"
+#include "node_client/node_codec.h"
 #include "rpc/status_map.h"
 
 namespace ds41 {
@@ -11,10 +11,7 @@ SwaStateService::SwaStateService(SwaPool* pool, std::string fingerprint) : pool_
 
 grpc::Status SwaStateService::GetSwaState(grpc::ServerContext*, const pb::SwaStateRequest* req, pb::SwaStateResponse* resp) {
   UnitKey ns, key;
-  Status s = CheckModel(req->model(), fingerprint_);
-  if (s.ok()) s = ParseNs(req->ns(), &ns);
-  if (s.ok()) s = ParseKey(req->prefix_key(), &key);
-  if (!s.ok()) return ToGrpc(s);
+  if (const Status s = DecodeSwaStateRequest(*req, fingerprint_, &ns, &key); !s.ok()) return ToGrpc(s);
   std::optional<std::string> swa = pool_->Get(SwaPoolKey(ns, key));
   if (!swa) return ToGrpc(NotFoundError("no SWA state for that prefix here"));
   resp->set_swa_state(std::move(*swa));
