@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
   CLI::App app{"ds41 router"};
   std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, api_keys,
-              model_id = "deepseek-v4.1-flash", max_body = "8M";
+              model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost";
   int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 64, poll_ms = 1000, header_timeout_ms = 10000;
   app.add_option("--model", model_dir, "checkpoint folder (config.json, tokenizer.json)")->required()->envname("DS41_MODEL");
   app.add_option("--listen", listen, "HTTP address (OpenAI API, /health, /metrics)")->envname("DS41_ROUTER_LISTEN");
@@ -28,6 +28,12 @@ int main(int argc, char** argv) {
   app.add_option("--unit-tokens", unit_tokens, "cache unit size (even)")->check(CLI::Range(2, 4096))->envname("DS41_UNIT_TOKENS");
   app.add_option("--max-running", max_running, "requests in flight before 429")->check(CLI::Range(1, 100000))
       ->envname("DS41_MAX_RUNNING");
+  std::vector<std::string> policies;
+  for (ds41::PlacementPolicy p : ds41::kPlacementPolicies) policies.push_back(ds41::PlacementPolicyName(p));
+  app.add_option("--placement", placement,
+                 "placement policy: cost (the cost model; the others are baselines for comparison)")
+      ->check(CLI::IsMember(policies))
+      ->envname("DS41_PLACEMENT");
   app.add_option("--max-request-bytes", max_body, "largest request body")->envname("DS41_MAX_REQUEST_BYTES");
   app.add_option("--io-threads", io_threads, "HTTP io threads")->check(CLI::Range(1, 64));
   app.add_option("--workers", workers, "request worker threads (one of them is the caller's: at least 2)")->check(CLI::Range(2, 4096));
@@ -93,6 +99,7 @@ int main(int argc, char** argv) {
   ro.unit_tokens = unit_tokens;
   ro.window = cfg.window_size;
   ro.max_running = max_running;
+  ro.placement.policy = *ds41::ParsePlacementPolicy(placement);
   ds41::RouterCore core(ro, &nodes, cache_client.get(), &node_client, &metrics);
   ds41::OpenAiApi api(&core, &*tokenizer, model_id, cfg.max_position_embeddings, static_cast<int32_t>(cfg.vocab_size));
   ds41::ThreadPool pool(workers);
@@ -119,7 +126,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "router ready http=" << ho.host << ":" << http.port() << " grpc=" << grpc_listen.substr(0, grpc_listen.rfind(':'))
-            << ":" << rpc->port << " fingerprint=" << fp << std::endl;
+            << ":" << rpc->port << " fingerprint=" << fp << " placement=" << placement << std::endl;
   ds41::WaitForTerminationSignal();
   http.Stop();
   rpc->server->Shutdown();

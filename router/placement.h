@@ -1,17 +1,34 @@
-// Placement (SERVING.md §5): every term is predicted seconds to the first token. The decoder is
-// chosen first (a warm session saves moving its whole prefix), then the encoder (load only: the
-// prefix it needs comes from the store at 890 B/token wherever it runs). Candidates within a small
-// margin of the best are near-ties and one is drawn at random, so a hot prefix does not pile onto
-// one node. Pure: no I/O, so the arithmetic is tested on its own. Thread-compatible: the caller
-// serializes the random generator it passes in.
+// Placement (SERVING.md §5): chooses a decoder and an encoder for one request. Every candidate's
+// cost is predicted seconds to the first token; the policy then picks. The cost model (the default)
+// picks the cheapest: the decoder first (a warm session saves moving its whole prefix), then the
+// encoder (load only: the prefix it needs comes from the store at 890 B/token wherever it runs), with
+// near ties drawn at random so a hot prefix does not pile onto one node. The baselines (round-robin,
+// random, least-loaded, session-sticky, per-node prefix affinity) pick by their own rule over the
+// same feasible candidates, so one code path serves every policy and only the choice differs.
+// No I/O: the router and the simulator (sim/) call the same code.
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "router/prefix_affinity.h"
+#include "util/thread_annotations.h"
+
 namespace ds41 {
+
+enum class PlacementPolicy { kCost, kRoundRobin, kRandom, kLeastLoaded, kSticky, kPrefixAffinity };
+inline constexpr PlacementPolicy kPlacementPolicies[] = {
+    PlacementPolicy::kCost,        PlacementPolicy::kRoundRobin, PlacementPolicy::kRandom,
+    PlacementPolicy::kLeastLoaded, PlacementPolicy::kSticky,     PlacementPolicy::kPrefixAffinity};
+// "cost", "round_robin", "random", "least_loaded", "sticky", "prefix_affinity".
+const char* PlacementPolicyName(PlacementPolicy p);
+std::optional<PlacementPolicy> ParsePlacementPolicy(std::string_view name);
 
 // What the router knows of one node at decision time.
 struct NodeLoad {
@@ -41,20 +58,67 @@ struct PlacementInput {
   int64_t cached_tokens = 0;   // H from the store lookup
   int window = 128;            // replay span
   bool swa_available = false;  // someone holds the SWA state at H (or H == 0)
+  std::string session;         // session-sticky hashes it ("" : drawn at random)
+  std::vector<uint64_t> prefix_chain;  // PrefixChain(prompt): prefix affinity matches it
 };
 
 struct Placement {
   std::string decoder, encoder;
-  std::string reason;          // warm_session | least_cost | tie_break | only_candidate | no_capacity
-  double predicted_seconds = 0;
-  int64_t encoder_tokens = 0;  // N - H
-  int64_t replay_tokens = 0;   // encoder replay (0 or window)
-  double kv_bytes = 0;         // prefix bytes the decoder fetches from the store
+  // cost: warm_session | least_cost | tie_break | only_candidate; baselines: their policy's name,
+  // prefix affinity: prefix_match | prefix_miss | prefix_balance; any: no_capacity.
+  std::string reason;
+  double predicted_seconds = 0;  // the cost model's prediction for the chosen pair, whatever the policy
+  int64_t encoder_tokens = 0;    // N - H
+  int64_t replay_tokens = 0;     // encoder replay (0 or window)
+  double kv_bytes = 0;           // prefix bytes the decoder fetches from the store
 };
 
-// Chooses a decoder and an encoder, or returns reason "no_capacity" with empty addresses when no
-// decoder has room. Nodes that failed this request are left out of the lists by the caller.
-Placement Place(const PlacementInput& in, const std::vector<NodeLoad>& decoders, const std::vector<NodeLoad>& encoders,
-                const CostModel& cost, std::mt19937_64& rng);
+// Prefix affinity as SGLang's cache-aware router does it: a node that served at least
+// `match_fraction` of the prompt's prefix is chosen, else the least loaded; when the pool's loads
+// drift apart (max - min > abs and max > rel * min, in requests) the least loaded wins outright.
+struct AffinityOptions {
+  double match_fraction = 0.5;
+  int64_t balance_abs = 32;
+  double balance_rel = 1.5;
+  int64_t capacity_units = 1 << 16;  // prefix units remembered per node (its cache, as far as the router knows)
+};
+
+struct PlacerOptions {
+  PlacementPolicy policy = PlacementPolicy::kCost;
+  CostModel cost;
+  AffinityOptions affinity;
+  uint64_t seed = 0;  // 0: from std::random_device
+};
+
+// Thread-safe: one mutex guards the random draw, the round-robin positions, the learned rate and
+// the affinity index; Place is O(candidates + prefix units).
+class Placer {
+ public:
+  explicit Placer(PlacerOptions options);
+  ~Placer();
+
+  // Returns reason "no_capacity" with empty addresses when no decoder has room. Nodes that failed
+  // this request are left out of the lists by the caller.
+  Placement Place(const PlacementInput& in, const std::vector<NodeLoad>& decoders, const std::vector<NodeLoad>& encoders);
+  // The request was sent as placed: prefix affinity remembers which nodes served its prefix.
+  void Served(const PlacementInput& in, const Placement& p);
+  // Computed tokens over the time to the first token bounds the encoder rate from below; the model
+  // follows it so predictions stay honest under load.
+  void LearnEncoderRate(int64_t computed_tokens, double ttft_seconds);
+
+  PlacementPolicy policy() const { return opt_.policy; }
+  CostModel cost() const;
+
+ private:
+  struct Pool;  // per role: round-robin position and affinity index
+  int Choose(Pool& pool, const std::vector<double>& costs, const std::vector<NodeLoad>& nodes, bool decoders,
+             const PlacementInput& in, std::string* reason) DS41_REQUIRES(mu_);
+
+  const PlacerOptions opt_;
+  mutable std::mutex mu_;
+  CostModel cost_ DS41_GUARDED_BY(mu_);
+  std::mt19937_64 rng_ DS41_GUARDED_BY(mu_);
+  std::unique_ptr<Pool> decoders_ DS41_GUARDED_BY(mu_), encoders_ DS41_GUARDED_BY(mu_);
+};
 
 }  // namespace ds41

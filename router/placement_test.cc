@@ -1,10 +1,12 @@
 // Placement arithmetic (SERVING.md §5): costs in predicted seconds, warm sessions, feasibility,
-// random tie-breaks among near ties.
+// random tie-breaks among near ties; the baseline policies; the affinity index; in-flight loads.
 #include "router/placement.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
+
+#include "router/inflight_loads.h"
 
 namespace ds41 {
 namespace {
@@ -19,11 +21,27 @@ NodeLoad Node(const std::string& a, int64_t running = 0, int64_t waiting = 0, bo
   return n;
 }
 
+PlacementInput In(int64_t prompt, int64_t cached, int window, bool swa) {
+  PlacementInput in;
+  in.prompt_tokens = prompt;
+  in.cached_tokens = cached;
+  in.window = window;
+  in.swa_available = swa;
+  return in;
+}
+
+Placer CostPlacer(uint64_t seed, CostModel cm = {}) {
+  PlacerOptions o;
+  o.cost = cm;
+  o.seed = seed;
+  return Placer(o);
+}
+
 TEST(PlacementTest, WarmDecoderWinsWhenThePrefixIsLarge) {
-  std::mt19937_64 rng(1);
   CostModel cm;
+  Placer placer = CostPlacer(1, cm);
   // 100k cached tokens = 89 MB to move at 1 GB/s: 89 ms, more than the warm node's extra load.
-  Placement p = Place({100'000, 99'900, 128, true}, {Node("a", 4), Node("b", 0, 0, true)}, {Node("e")}, cm, rng);
+  Placement p = placer.Place(In(100'000, 99'900, 128, true), {Node("a", 4), Node("b", 0, 0, true)}, {Node("e")});
   EXPECT_EQ(p.decoder, "b");
   EXPECT_EQ(p.reason, "warm_session");
   EXPECT_EQ(p.kv_bytes, 0);
@@ -32,19 +50,19 @@ TEST(PlacementTest, WarmDecoderWinsWhenThePrefixIsLarge) {
 }
 
 TEST(PlacementTest, AffinityIsACostNotAPin) {
-  std::mt19937_64 rng(1);
   CostModel cm;
+  Placer placer = CostPlacer(1, cm);
   // Small prefix, the warm decoder has a long queue of admitted sequences: the idle one wins.
-  Placement p = Place({300, 200, 128, true}, {Node("warm", 10, 40, true), Node("idle")}, {Node("e")}, cm, rng);
+  Placement p = placer.Place(In(300, 200, 128, true), {Node("warm", 10, 40, true), Node("idle")}, {Node("e")});
   EXPECT_EQ(p.decoder, "idle");
   EXPECT_NEAR(p.kv_bytes, 200 * 890.0, 1e-9);
 }
 
 TEST(PlacementTest, MissingSwaStateCostsAReplay) {
-  std::mt19937_64 rng(1);
   CostModel cm;
-  Placement with = Place({1000, 640, 128, true}, {Node("d")}, {Node("e")}, cm, rng);
-  Placement without = Place({1000, 640, 128, false}, {Node("d")}, {Node("e")}, cm, rng);
+  Placer placer = CostPlacer(1, cm);
+  Placement with = placer.Place(In(1000, 640, 128, true), {Node("d")}, {Node("e")});
+  Placement without = placer.Place(In(1000, 640, 128, false), {Node("d")}, {Node("e")});
   EXPECT_EQ(with.replay_tokens, 0);
   EXPECT_EQ(without.replay_tokens, 128);
   EXPECT_NEAR(without.predicted_seconds - with.predicted_seconds, 128 / cm.encoder_replay_tokens_per_s, 1e-12);
@@ -52,31 +70,31 @@ TEST(PlacementTest, MissingSwaStateCostsAReplay) {
 }
 
 TEST(PlacementTest, EncoderChosenByQueue) {
-  std::mt19937_64 rng(1);
-  Placement p = Place({5000, 0, 128, true}, {Node("d")}, {Node("busy", 0, 0, false, 20000), Node("free")}, CostModel{}, rng);
+  Placer placer = CostPlacer(1);
+  Placement p = placer.Place(In(5000, 0, 128, true), {Node("d")}, {Node("busy", 0, 0, false, 20000), Node("free")});
   EXPECT_EQ(p.encoder, "free");
   // Nothing to encode: no encoder needed.
-  Placement none = Place({5000, 5000, 128, true}, {Node("d")}, {Node("e")}, CostModel{}, rng);
+  Placement none = placer.Place(In(5000, 5000, 128, true), {Node("d")}, {Node("e")});
   EXPECT_TRUE(none.encoder.empty());
 }
 
 TEST(PlacementTest, FullDecodersAreInfeasible) {
-  std::mt19937_64 rng(1);
   CostModel cm;
   cm.max_batch = 4;
-  Placement p = Place({10, 0, 128, true}, {Node("a", 4), Node("b", 2, 2)}, {Node("e")}, cm, rng);
+  Placer placer = CostPlacer(1, cm);
+  Placement p = placer.Place(In(10, 0, 128, true), {Node("a", 4), Node("b", 2, 2)}, {Node("e")});
   EXPECT_EQ(p.reason, "no_capacity");
   EXPECT_TRUE(p.decoder.empty());
-  Placement q = Place({10, 0, 128, true}, {Node("a", 4), Node("b", 3)}, {Node("e")}, cm, rng);
+  Placement q = placer.Place(In(10, 0, 128, true), {Node("a", 4), Node("b", 3)}, {Node("e")});
   EXPECT_EQ(q.decoder, "b");
 }
 
 TEST(PlacementTest, NearTiesAreBrokenAtRandom) {
-  std::mt19937_64 rng(7);
+  Placer placer = CostPlacer(7);
   std::map<std::string, int> chosen;
   std::map<std::string, int> reasons;
   for (int i = 0; i < 400; ++i) {
-    Placement p = Place({2000, 1000, 128, true}, {Node("a"), Node("b"), Node("c")}, {Node("e1"), Node("e2")}, CostModel{}, rng);
+    Placement p = placer.Place(In(2000, 1000, 128, true), {Node("a"), Node("b"), Node("c")}, {Node("e1"), Node("e2")});
     ++chosen[p.decoder + "/" + p.encoder];
     ++reasons[p.reason];
   }
@@ -86,12 +104,171 @@ TEST(PlacementTest, NearTiesAreBrokenAtRandom) {
 }
 
 TEST(PlacementTest, PredictionAddsTheTerms) {
-  std::mt19937_64 rng(1);
   CostModel cm;
-  Placement p = Place({1128, 1000, 128, true}, {Node("d")}, {Node("e", 0, 0, false, 872)}, cm, rng);
+  Placer placer = CostPlacer(1, cm);
+  Placement p = placer.Place(In(1128, 1000, 128, true), {Node("d")}, {Node("e", 0, 0, false, 872)});
   const double expect = 1000 * cm.kv_bytes_per_token / cm.kv_bytes_per_s + 128 / cm.decoder_replay_tokens_per_s +
                         cm.decode_step_s + (872 + 128) / cm.encoder_tokens_per_s;
   EXPECT_NEAR(p.predicted_seconds, expect, 1e-12);
+}
+
+Placer PolicyPlacer(PlacementPolicy policy, uint64_t seed = 1) {
+  PlacerOptions o;
+  o.policy = policy;
+  o.seed = seed;
+  return Placer(o);
+}
+
+TEST(PlacementPolicyTest, NamesRoundTrip) {
+  for (PlacementPolicy p : kPlacementPolicies) EXPECT_EQ(ParsePlacementPolicy(PlacementPolicyName(p)), p);
+  EXPECT_FALSE(ParsePlacementPolicy("fastest").has_value());
+}
+
+TEST(PlacementPolicyTest, RoundRobinCyclesAndSkipsFullDecoders) {
+  Placer placer = PolicyPlacer(PlacementPolicy::kRoundRobin);
+  std::vector<std::string> seen;
+  for (int i = 0; i < 6; ++i) seen.push_back(placer.Place(In(10, 0, 128, true), {Node("a"), Node("b"), Node("c")}, {Node("e")}).decoder);
+  EXPECT_EQ(seen, (std::vector<std::string>{"a", "b", "c", "a", "b", "c"}));
+  // b is at its running limit: the turn passes to c.
+  Placement p = placer.Place(In(10, 0, 128, true), {Node("a"), Node("b", 64), Node("c")}, {Node("e")});
+  EXPECT_EQ(p.decoder, "a");
+  p = placer.Place(In(10, 0, 128, true), {Node("a"), Node("b", 64), Node("c")}, {Node("e")});
+  EXPECT_EQ(p.decoder, "c");
+  EXPECT_EQ(p.reason, "round_robin");
+  EXPECT_GT(p.predicted_seconds, 0);  // every policy still reports the cost model's prediction
+}
+
+TEST(PlacementPolicyTest, LeastLoadedIgnoresWarmthAndPrefixCost) {
+  Placer placer = PolicyPlacer(PlacementPolicy::kLeastLoaded);
+  // The cost model would take the warm decoder (100k tokens not to move); least-loaded takes b.
+  Placement p = placer.Place(In(100'000, 99'900, 128, true), {Node("warm", 3, 0, true), Node("b", 1, 1)},
+                             {Node("e1", 0, 0, false, 500), Node("e2", 0, 0, false, 100)});
+  EXPECT_EQ(p.decoder, "b");
+  EXPECT_EQ(p.encoder, "e2");
+  EXPECT_EQ(p.reason, "least_loaded");
+}
+
+TEST(PlacementPolicyTest, StickyKeepsASessionOnItsNodeAndMovesOnlyALostNodesSessions) {
+  Placer placer = PolicyPlacer(PlacementPolicy::kSticky);
+  std::vector<NodeLoad> four = {Node("a"), Node("b"), Node("c"), Node("d")};
+  std::vector<NodeLoad> three = {Node("a"), Node("b"), Node("d")};
+  std::map<std::string, int> per_node;
+  int moved = 0;
+  for (int s = 0; s < 400; ++s) {
+    PlacementInput in = In(10, 0, 128, true);
+    in.session = "session-" + std::to_string(s);
+    const std::string first = placer.Place(in, four, {Node("e")}).decoder;
+    EXPECT_EQ(placer.Place(in, four, {Node("e")}).decoder, first);
+    ++per_node[first];
+    const std::string after = placer.Place(in, three, {Node("e")}).decoder;
+    if (first != "c") {
+      EXPECT_EQ(after, first) << in.session;
+    } else {
+      ++moved;
+    }
+  }
+  for (const auto& [node, n] : per_node) EXPECT_GT(n, 60) << node;  // spread: about 100 each
+  EXPECT_EQ(moved, per_node["c"]);
+}
+
+TEST(PlacementPolicyTest, RandomSpreadsOverFeasibleNodes) {
+  Placer placer = PolicyPlacer(PlacementPolicy::kRandom, 3);
+  std::map<std::string, int> n;
+  for (int i = 0; i < 300; ++i) ++n[placer.Place(In(10, 0, 128, true), {Node("a"), Node("b"), Node("full", 64)}, {Node("e")}).decoder];
+  EXPECT_EQ(n.count("full"), 0u);
+  EXPECT_GT(n["a"], 100);
+  EXPECT_GT(n["b"], 100);
+}
+
+PlacementInput WithChain(std::vector<int32_t> tokens, int unit) {
+  PlacementInput in = In(static_cast<int64_t>(tokens.size()), 0, 128, true);
+  in.prefix_chain = PrefixChain(tokens, unit);
+  return in;
+}
+
+std::vector<int32_t> Tokens(int n, int32_t start) {
+  std::vector<int32_t> t(n);
+  for (int i = 0; i < n; ++i) t[i] = start + i;
+  return t;
+}
+
+TEST(PlacementPolicyTest, PrefixAffinityFollowsServedPrefixesButNotAOneBlockMatch) {
+  Placer placer = PolicyPlacer(PlacementPolicy::kPrefixAffinity);
+  const std::vector<NodeLoad> decoders = {Node("a"), Node("b")}, encoders = {Node("e1"), Node("e2")};
+  // A conversation of 8 units served once: its next turn (10 units, 8 shared) goes back there.
+  PlacementInput turn1 = WithChain(Tokens(8 * 16 + 1, 100), 16);
+  Placement p1 = placer.Place(turn1, decoders, encoders);
+  placer.Served(turn1, p1);
+  std::vector<int32_t> t2 = Tokens(8 * 16 + 1, 100);
+  t2.pop_back();
+  for (int32_t x : Tokens(2 * 16 + 1, 5000)) t2.push_back(x);
+  PlacementInput turn2 = WithChain(t2, 16);
+  for (int i = 0; i < 20; ++i) {
+    Placement p2 = placer.Place(turn2, decoders, encoders);
+    EXPECT_EQ(p2.decoder, p1.decoder);
+    EXPECT_EQ(p2.encoder, p1.encoder);
+    EXPECT_EQ(p2.reason, "prefix_match");
+  }
+  // Another prompt sharing only the first unit (the common system prompt) is not affinity: least
+  // loaded, so the shared head does not pull every request onto one node.
+  std::vector<int32_t> other = Tokens(16, 100);
+  for (int32_t x : Tokens(9 * 16 + 1, 9000)) other.push_back(x);
+  const std::vector<NodeLoad> busy_first = {Node(p1.decoder, 3), Node(p1.decoder == "a" ? "b" : "a", 1)};
+  Placement p3 = placer.Place(WithChain(other, 16), busy_first, encoders);
+  EXPECT_EQ(p3.reason, "prefix_miss");
+  EXPECT_NE(p3.decoder, p1.decoder);
+}
+
+TEST(PlacementPolicyTest, PrefixAffinityYieldsToImbalance) {
+  Placer placer = PolicyPlacer(PlacementPolicy::kPrefixAffinity);
+  PlacementInput in = WithChain(Tokens(4 * 16 + 1, 1), 16);
+  Placement served;
+  served.decoder = "a";
+  served.encoder = "e1";
+  placer.Served(in, served);
+  Placement p = placer.Place(in, {Node("a", 40), Node("b", 2)}, {Node("e1"), Node("e2")});
+  EXPECT_EQ(p.decoder, "b");
+  EXPECT_EQ(p.reason, "prefix_balance");
+}
+
+TEST(PrefixAffinityIndexTest, MatchesPrefixesAndForgetsTailsFirst) {
+  PrefixAffinityIndex idx(6);
+  const std::vector<uint64_t> c1 = PrefixChain(Tokens(4 * 8 + 1, 0), 8);  // 4 units
+  ASSERT_EQ(c1.size(), 4u);
+  idx.Record("n", c1);
+  EXPECT_EQ(idx.Matched("n", c1), 4);
+  EXPECT_EQ(idx.Matched("m", c1), 0);
+  std::vector<int32_t> t = Tokens(2 * 8, 0);
+  for (int32_t x : Tokens(3 * 8 + 1, 777)) t.push_back(x);
+  const std::vector<uint64_t> c2 = PrefixChain(t, 8);  // shares 2 units with c1
+  EXPECT_EQ(idx.Matched("n", c2), 2);
+  idx.Record("n", c2);  // 5 units, 2 already held: 7 > 6, c1's oldest tail goes
+  EXPECT_EQ(idx.units("n"), 6);
+  EXPECT_EQ(idx.Matched("n", c2), 5);
+  EXPECT_EQ(idx.Matched("n", c1), 3);
+}
+
+TEST(InflightLoadsTest, RaisesStalePolledLoadsToWhatThisRouterSent) {
+  InflightLoads inflight;
+  Placement p;
+  p.decoder = "d";
+  p.encoder = "e";
+  p.encoder_tokens = 700;
+  inflight.Started(p);
+  inflight.Started(p);
+  std::vector<NodeLoad> d = {Node("d"), Node("other", 5)}, e = {Node("e")};
+  inflight.Apply(&d, &e);
+  EXPECT_EQ(d[0].running + d[0].waiting, 2);
+  EXPECT_EQ(d[1].running + d[1].waiting, 5);
+  EXPECT_EQ(e[0].queued_tokens, 1400);
+  inflight.Prefilled(p);
+  inflight.Ended(p, /*prefilled=*/true);
+  inflight.Ended(p, /*prefilled=*/false);
+  d = {Node("d", 1)};
+  e = {Node("e", 0, 0, false, 300)};
+  inflight.Apply(&d, &e);
+  EXPECT_EQ(d[0].waiting, 0);  // polled load already covers it
+  EXPECT_EQ(e[0].queued_tokens, 300);
 }
 
 }  // namespace

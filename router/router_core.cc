@@ -8,7 +8,12 @@ using Clock = std::chrono::steady_clock;
 
 RouterCore::RouterCore(RouterOptions options, NodeTable* nodes, CacheClient* cache, const NodeClient* node_client,
                        RouterMetrics* metrics)
-    : opt_(std::move(options)), nodes_(nodes), cache_(cache), node_client_(node_client), metrics_(metrics) {}
+    : opt_(std::move(options)),
+      nodes_(nodes),
+      cache_(cache),
+      node_client_(node_client),
+      metrics_(metrics),
+      placer_(opt_.placement) {}
 
 int64_t RouterCore::CachedPrefix(const std::string& tenant_salt, const std::vector<int32_t>& tokens) const {
   if (!cache_ || tokens.size() < 2) return 0;
@@ -48,15 +53,6 @@ void RouterCore::Bind(const std::string& session, const std::string& decoder, in
   }
 }
 
-void RouterCore::LearnRates(const RouteUsage& u) {
-  // The encoder rate is refined from what requests show: computed tokens over the time to the first
-  // token bounds it from below, which keeps predictions honest under load.
-  if (u.computed_tokens < 64 || u.ttft_seconds <= 0) return;
-  const double observed = static_cast<double>(u.computed_tokens) / u.ttft_seconds;
-  std::lock_guard<std::mutex> l(mu_);
-  opt_.cost.encoder_tokens_per_s = 0.8 * opt_.cost.encoder_tokens_per_s + 0.2 * observed;
-}
-
 RouterCore::Candidates RouterCore::FindCandidates(const RouteRequest& rq, int64_t H,
                                                   const std::set<std::string>& excluded) const {
   Candidates c;
@@ -73,6 +69,7 @@ RouterCore::Candidates RouterCore::FindCandidates(const RouteRequest& rq, int64_
   for (NodeView& v : nodes_->Healthy(NodeRole::kEncoder)) {
     if (!excluded.count(v.address)) c.encoders.push_back(v.load);
   }
+  inflight_.Apply(&c.decoders, &c.encoders);
   return c;
 }
 
@@ -101,9 +98,11 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
   const char* hit_class = HitClass(N, H);
   bool first = true;
   auto last = t0;
+  inflight_.Started(p);
   const GenerateCallResult call = node_client_->Generate(p.decoder, in, rq.cancel.get(), [&](const std::vector<int32_t>& ids) {
     const auto now = Clock::now();
     if (first) {
+      inflight_.Prefilled(p);
       usage.ttft_seconds = std::chrono::duration<double>(now - t0).count();
       if (metrics_) metrics_->Ttft(hit_class, usage.ttft_seconds, p.predicted_seconds);
       first = false;
@@ -114,6 +113,7 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
     usage.completion_tokens += static_cast<int64_t>(ids.size());
     return sink(ids);
   });
+  inflight_.Ended(p, /*prefilled=*/!first);
   if (!call.end.finish_reason.empty()) {
     res->finish_reason = call.end.finish_reason;
     const GenerateUsage& u = call.end.usage;
@@ -165,7 +165,7 @@ void RouterCore::RecordEnd(const RouteResult& res, Clock::time_point t0) {
     metrics_->PromptTokens(usage.cached_tokens, usage.prompt_tokens - usage.cached_tokens);
     metrics_->CompletionTokens(usage.completion_tokens);
   }
-  LearnRates(usage);
+  placer_.LearnEncoderRate(usage.computed_tokens, usage.ttft_seconds);
 }
 
 RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) {
@@ -208,25 +208,29 @@ RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) 
     std::string swa_peer = c.bound;
     if (swa_peer.empty() && H > 0) swa_peer = c.warm_holder;
     res.swa_hint = swa_peer;
-    const PlacementInput in{N, H, opt_.window, H == 0 || !swa_peer.empty()};  // a stale hint falls back to a replay
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      res.placement = Place(in, c.decoders, c.encoders, opt_.cost, rng_);
-    }
+    PlacementInput in;
+    in.prompt_tokens = N;
+    in.cached_tokens = H;
+    in.window = opt_.window;
+    in.swa_available = H == 0 || !swa_peer.empty();  // a stale hint falls back to a replay
+    in.session = rq.session_id;
+    if (placer_.policy() == PlacementPolicy::kPrefixAffinity) in.prefix_chain = PrefixChain(rq.tokens, opt_.unit_tokens);
+    res.placement = placer_.Place(in, c.decoders, c.encoders);
     const Placement& p = res.placement;
-    if (metrics_) metrics_->Placement(p.reason);
+    if (metrics_) metrics_->Placement(PlacementPolicyName(placer_.policy()), p.reason);
     if (p.decoder.empty()) {
       if (metrics_) metrics_->Rejection("decoders_full");
       res.status = ResourceExhaustedError("every decoder is at its running limit");
       return res;
     }
     res.usage.predicted_ttft_seconds = p.predicted_seconds;
+    placer_.Served(in, p);
     const Attempt a = RunAttempt(rq, BuildInput(rq, ns, H, p, swa_peer), t0, sink, attempt, &res);
     if (a == Attempt::kFailed) return res;
     if (a == Attempt::kDone) break;
     // Died before the first token: find who is gone, place again without it.
     ExcludeFailed(p, &excluded);
-    if (metrics_) metrics_->Placement("retry");
+    if (metrics_) metrics_->Placement(PlacementPolicyName(placer_.policy()), "retry");
   }
   RecordEnd(res, t0);
   return res;

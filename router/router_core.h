@@ -5,7 +5,7 @@
 // node. Sessions are bound to the decoder that served their last turn while it stays warm (a cost in
 // placement, not a pin), and the router remembers who holds the SWA state at which position.
 // Transport stays in node_client/: this class sees token ids, placements and Status.
-// Thread-safe: mu_ guards the session bindings, the random draw and the learned encoder rate.
+// Thread-safe: mu_ guards the session bindings; the placer and the in-flight counts lock their own.
 #pragma once
 
 #include <atomic>
@@ -23,6 +23,7 @@
 
 #include "cache_client/cache_client.h"
 #include "node_client/node_client.h"
+#include "router/inflight_loads.h"
 #include "router/node_table.h"
 #include "router/placement.h"
 #include "router/router_metrics.h"
@@ -74,7 +75,7 @@ struct RouterOptions {
   int max_attempts = 3;
   int max_running = 256;            // back-pressure: beyond this, RESOURCE_EXHAUSTED
   size_t max_sessions = 100000;     // session bindings remembered (least recently used dropped)
-  CostModel cost;
+  PlacerOptions placement;         // the policy (--placement) and the cost model's starting rates
 };
 
 class RouterCore {
@@ -87,6 +88,7 @@ class RouterCore {
   // H for a prompt under a tenant: the cached prefix of all but its last token.
   int64_t CachedPrefix(const std::string& tenant_salt, const std::vector<int32_t>& tokens) const;
   const RouterOptions& options() const { return opt_; }
+  const Placer& placer() const { return placer_; }
 
  private:
   struct Binding {
@@ -114,7 +116,6 @@ class RouterCore {
   std::string SwaHolder(const std::string& session, int64_t position) const;
   void Bind(const std::string& session, const std::string& decoder, int64_t decoder_end, const std::string& encoder,
             int64_t encoder_end);
-  void LearnRates(const RouteUsage& u);
 
   RouterOptions opt_;
   NodeTable* nodes_;
@@ -122,11 +123,12 @@ class RouterCore {
   const NodeClient* node_client_;
   RouterMetrics* metrics_;
   std::atomic<int> running_{0};
+  Placer placer_;
+  InflightLoads inflight_;
 
   mutable std::mutex mu_;
   std::unordered_map<std::string, Binding> sessions_ DS41_GUARDED_BY(mu_);
   std::list<std::string> lru_ DS41_GUARDED_BY(mu_);
-  std::mt19937_64 rng_ DS41_GUARDED_BY(mu_){std::random_device{}()};  // mu_ also guards opt_.cost, which LearnRates moves
 };
 
 }  // namespace ds41

@@ -24,7 +24,7 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
       rejections_(prometheus::BuildCounter().Name("ds41_router_rejections_total").Help("Requests refused, by reason").Register(r)),
       placements_(prometheus::BuildCounter()
                       .Name("ds41_router_placement_decisions_total")
-                      .Help("Placement decisions by reason")
+                      .Help("Placement decisions by policy and reason")
                       .Register(r)),
       ttft_(prometheus::BuildHistogram().Name("ds41_router_ttft_seconds").Help("Time to first token by hit class").Register(r)),
       inter_token_(prometheus::BuildHistogram()
@@ -56,7 +56,9 @@ void RouterMetrics::Request(const std::string& endpoint, int code) {
   requests_.Add({{"endpoint", endpoint}, {"code", std::to_string(code)}}).Increment();
 }
 void RouterMetrics::Rejection(const char* reason) { rejections_.Add({{"reason", reason}}).Increment(); }
-void RouterMetrics::Placement(const std::string& reason) { placements_.Add({{"reason", reason}}).Increment(); }
+void RouterMetrics::Placement(const char* policy, const std::string& reason) {
+  placements_.Add({{"policy", policy}, {"reason", reason}}).Increment();
+}
 void RouterMetrics::Ttft(const char* hit_class, double s, double predicted) {
   ttft_.Add({{"hit_class", hit_class}}, LatencyBuckets()).Observe(s);
   prediction_error_.Observe(s - predicted);

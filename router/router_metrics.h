@@ -25,7 +25,7 @@ class RouterMetrics {
 
   void Request(const std::string& endpoint, int http_code);
   void Rejection(const char* reason);  // one of kRejectionReasons
-  void Placement(const std::string& reason);
+  void Placement(const char* policy, const std::string& reason);
   void Ttft(const char* hit_class, double seconds, double predicted_seconds);
   void InterToken(const char* hit_class, double seconds);
   void EndToEnd(const char* hit_class, double seconds);

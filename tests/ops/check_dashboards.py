@@ -33,7 +33,7 @@ ROUTER_METRICS = {
     "ds41_router_e2e_seconds": ("histogram", {"hit_class"}),
     "ds41_router_prompt_tokens_total": ("counter", {"kind"}),
     "ds41_router_completion_tokens_total": ("counter", set()),
-    "ds41_router_placement_decisions_total": ("counter", {"reason"}),
+    "ds41_router_placement_decisions_total": ("counter", {"policy", "reason"}),
     "ds41_router_rejections_total": ("counter", {"reason"}),
     "ds41_router_ttft_prediction_error_seconds": ("histogram", set()),
     "ds41_router_nodes": ("gauge", {"role", "state"}),

@@ -87,8 +87,8 @@ overview = dashboard("ds41-overview", "ds41-serve / Overview", [
         panel("Targets up", [("sum by (pool) (up{pool=~\"router|encoder|decoder|cache\"})", "{{pool}}")]),
     ]),
     ("Placement", [
-        panel("Placement decisions/s by reason",
-              [("sum by (reason) (rate(ds41_router_placement_decisions_total[5m]))", "{{reason}}")], "ops"),
+        panel("Placement decisions/s by policy and reason",
+              [("sum by (policy, reason) (rate(ds41_router_placement_decisions_total[5m]))", "{{policy}} {{reason}}")], "ops"),
         panel("TTFT prediction error (observed - predicted)",
               [(q(p, "ds41_router_ttft_prediction_error_seconds", by=None), n) for p, n in
                [("0.1", "p10"), ("0.5", "p50"), ("0.9", "p90")]], "s"),

@@ -1,0 +1,48 @@
+#include "router/inflight_loads.h"
+
+#include <algorithm>
+
+namespace ds41 {
+
+void InflightLoads::Add(std::map<std::string, Count>& m, const std::string& node, int64_t requests, int64_t tokens) {
+  if (node.empty()) return;
+  Count& c = m[node];
+  c.requests += requests;
+  c.tokens += tokens;
+  if (c.requests <= 0 && c.tokens <= 0) m.erase(node);
+}
+
+void InflightLoads::Started(const Placement& p) {
+  std::lock_guard<std::mutex> l(mu_);
+  Add(decoders_, p.decoder, 1, 0);
+  Add(encoders_, p.encoder, 1, p.encoder_tokens);
+}
+
+void InflightLoads::Prefilled(const Placement& p) {
+  std::lock_guard<std::mutex> l(mu_);
+  Add(encoders_, p.encoder, -1, -p.encoder_tokens);
+}
+
+void InflightLoads::Ended(const Placement& p, bool prefilled) {
+  std::lock_guard<std::mutex> l(mu_);
+  Add(decoders_, p.decoder, -1, 0);
+  if (!prefilled) Add(encoders_, p.encoder, -1, -p.encoder_tokens);
+}
+
+void InflightLoads::Apply(std::vector<NodeLoad>* decoders, std::vector<NodeLoad>* encoders) const {
+  std::lock_guard<std::mutex> l(mu_);
+  for (NodeLoad& d : *decoders) {
+    auto it = decoders_.find(d.address);
+    if (it == decoders_.end()) continue;
+    // The decoder's own split into running and waiting is unknown here: the surplus waits.
+    d.waiting += std::max<int64_t>(0, it->second.requests - (d.running + d.waiting));
+  }
+  for (NodeLoad& e : *encoders) {
+    auto it = encoders_.find(e.address);
+    if (it == encoders_.end()) continue;
+    e.queued_tokens = std::max(e.queued_tokens, it->second.tokens);
+    e.waiting += std::max<int64_t>(0, it->second.requests - (e.running + e.waiting));
+  }
+}
+
+}  // namespace ds41
