@@ -157,7 +157,7 @@ void DecoderCore::RunAdmission(const GenerateInput& in, const std::shared_ptr<To
   const Status s = stream->cancelled() ? CancelledError("cancelled before admission") : Admit(in, stream);
   --waiting_;
   if (!s.ok()) {
-    if (metrics_) metrics_->CountOutcome(s);
+    if (metrics_) metrics_->CountOutcome(s, stream->cancel_token()->reason());
     stream->Finish(s, "error", {});
   }
   UpdateResidency();
@@ -283,7 +283,7 @@ void DecoderCore::BatchLoop() {
     std::vector<std::unique_ptr<Sequence>> live;
     for (auto& s : batch) {
       if (s->stream->cancelled()) {
-        if (metrics_) metrics_->requests_cancelled.Increment();
+        if (metrics_) metrics_->CountCancelled(s->stream->cancel_token()->reason());
         s->stream->Finish(CancelledError("cancelled"), "cancelled", s->usage);  // frees the sequence
       } else {
         live.push_back(std::move(s));

@@ -53,7 +53,7 @@ class TokenStream {
   void SetListener(std::function<void()> listener);
 
   // The consumer is gone: the core stops the request at its next step, and interrupts a prefill call.
-  void Cancel() { cancel_.Cancel(); }
+  void Cancel(CancelReason reason = CancelReason::kClient) { cancel_.Cancel(reason); }
   bool cancelled() const { return cancel_.cancelled(); }
   CancelToken* cancel_token() { return &cancel_; }
   Status status() const;

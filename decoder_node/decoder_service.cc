@@ -22,7 +22,9 @@ namespace {
 class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateResponse> {
  public:
   // Ends at once with `refused` when it is not OK; otherwise starts the request on `core`.
-  GenerateReactor(DecoderCore* core, ThreadPool* writers, GenerateInput in, const Status& refused) : writers_(writers) {
+  GenerateReactor(DecoderCore* core, ThreadPool* writers, GenerateInput in, const Status& refused,
+                  std::chrono::system_clock::time_point deadline)
+      : writers_(writers), deadline_(deadline) {
     if (!refused.ok()) {
       Finish(ToGrpc(refused));
       return;
@@ -42,7 +44,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
   }
 
   void OnCancel() override {
-    if (stream_) stream_->Cancel();
+    if (stream_) stream_->Cancel(CancelReasonNow(deadline_));
   }
 
   void OnDone() override {
@@ -110,6 +112,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
   }
 
   ThreadPool* writers_;
+  const std::chrono::system_clock::time_point deadline_;
   std::shared_ptr<TokenStream> stream_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -134,7 +137,7 @@ grpc::ServerWriteReactor<pb::GenerateResponse>* DecoderService::Generate(grpc::C
   in.deadline = std::chrono::steady_clock::now() +
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::min<std::chrono::system_clock::duration>(remaining, std::chrono::hours(1)));
-  return new GenerateReactor(core_, &writers_, std::move(in), s);
+  return new GenerateReactor(core_, &writers_, std::move(in), s, ctx->deadline());
 }
 
 grpc::Status DecoderService::Status(grpc::ServerContext*, const pb::NodeStatusRequest*, pb::NodeStatus* resp) {

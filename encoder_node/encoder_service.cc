@@ -13,11 +13,13 @@ namespace {
 // passed, the server shutting down) cancels the core's prefill through the token.
 class PrefillReactor final : public grpc::ServerUnaryReactor {
  public:
-  void OnCancel() override { cancel_.Cancel(); }
+  explicit PrefillReactor(std::chrono::system_clock::time_point deadline) : deadline_(deadline) {}
+  void OnCancel() override { cancel_.Cancel(CancelReasonNow(deadline_)); }
   void OnDone() override { delete this; }
   CancelToken* cancel() { return &cancel_; }
 
  private:
+  const std::chrono::system_clock::time_point deadline_;
   CancelToken cancel_;
 };
 
@@ -30,15 +32,15 @@ EncoderService::EncoderService(EncoderCore* core, const std::string& fingerprint
       metrics_(metrics),
       requests_(1 + request_threads, ThreadPool::Idle::kSleep, "encoder-req") {}
 
-grpc::ServerUnaryReactor* EncoderService::Prefill(grpc::CallbackServerContext*, const pb::PrefillRequest* req,
+grpc::ServerUnaryReactor* EncoderService::Prefill(grpc::CallbackServerContext* ctx, const pb::PrefillRequest* req,
                                                   pb::PrefillResponse* resp) {
-  auto* reactor = new PrefillReactor();
+  auto* reactor = new PrefillReactor(ctx->deadline());
   // req and resp stay valid until Finish; the reactor until OnDone, which follows Finish.
   requests_.Schedule([this, reactor, req, resp] {
     PrefillInput in;
     const ds41::Status s = DecodePrefillRequest(*req, fingerprint_, &in);
     StatusOr<PrefillOutput> out = s.ok() ? core_->Prefill(in, reactor->cancel()) : StatusOr<PrefillOutput>(s);
-    if (metrics_) metrics_->CountOutcome(out.status());
+    if (metrics_) metrics_->CountOutcome(out.status(), reactor->cancel()->reason());
     if (out.ok()) EncodePrefillResponse(std::move(*out), resp);
     reactor->Finish(out.ok() ? grpc::Status::OK : ToGrpc(out.status()));
   });

@@ -36,8 +36,17 @@ void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::sh
     Reply(endpoint, *resp, OpenAiApi::Error(StatusCode::kInvalidArgument, "x-session-id is longer than 256 bytes"));
     return;
   }
+  // The official clients send their timeout (x-stainless-timeout); either header sets the deadline.
+  std::string_view timeout = req.headers.Get("x-request-timeout").value_or("");
+  if (timeout.empty()) timeout = req.headers.Get("x-stainless-timeout").value_or("");
+  auto deadline = DeadlineFromTimeoutHeader(timeout);
+  if (!deadline.ok()) {
+    Reply(endpoint, *resp, OpenAiApi::FromStatus(deadline.status()));
+    return;
+  }
+  ctx.deadline = *deadline;
   ctx.cancel = std::make_shared<CancelToken>();
-  resp->OnClose([cancel = ctx.cancel] { cancel->Cancel(); });
+  resp->OnClose([cancel = ctx.cancel] { cancel->Cancel(CancelReason::kClient); });
   workers_->Schedule([this, endpoint, ctx, body = std::move(body), resp] {
     bool started = false;
     auto sink = [&](const Json& chunk) {
@@ -93,9 +102,11 @@ void HttpFront::Register(HttpServer* server) {
                        {"error", n.error}});
       healthy_decoders += n.role == NodeRole::kDecoder && n.state == NodeState::kHealthy;
     }
-    // Ready when at least one decoder can take requests.
-    const int code = healthy_decoders > 0 ? 200 : 503;
-    w->Send(code, "application/json", WireJson({{"status", code == 200 ? "ok" : "no healthy decoder"}, {"nodes", nodes}}));
+    // Ready when at least one decoder can take requests and the router is not shutting down.
+    const bool draining = api_->draining();
+    const int code = healthy_decoders > 0 && !draining ? 200 : 503;
+    const char* status = draining ? "shutting down" : code == 200 ? "ok" : "no healthy decoder";
+    w->Send(code, "application/json", WireJson({{"status", status}, {"nodes", nodes}}));
   });
   server->Handle("GET", "/metrics", [this](const HttpRequest&, std::shared_ptr<HttpResponder> w) {
     if (metrics_) {

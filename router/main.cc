@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   CLI::App app{"ds41 router"};
   std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, api_keys,
               model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost";
-  int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 64, poll_ms = 1000, header_timeout_ms = 10000;
+  int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 64, poll_ms = 1000, header_timeout_ms = 10000,
+      request_timeout_s = 600, grace_s = 20;
   app.add_option("--model", model_dir, "checkpoint folder (config.json, tokenizer.json)")->required()->envname("DS41_MODEL");
   app.add_option("--listen", listen, "HTTP address (OpenAI API, /health, /metrics)")->envname("DS41_ROUTER_LISTEN");
   app.add_option("--grpc-listen", grpc_listen, "gRPC address (Router service)")->envname("DS41_ROUTER_GRPC_LISTEN");
@@ -35,6 +36,14 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(policies))
       ->envname("DS41_PLACEMENT");
   app.add_option("--max-request-bytes", max_body, "largest request body")->envname("DS41_MAX_REQUEST_BYTES");
+  app.add_option("--request-timeout-seconds", request_timeout_s,
+                 "a request's deadline when its client sets none (x-request-timeout, x-stainless-timeout), and the longest")
+      ->check(CLI::Range(1, 86400))
+      ->envname("DS41_REQUEST_TIMEOUT_SECONDS");
+  app.add_option("--shutdown-grace-seconds", grace_s,
+                 "on SIGTERM: refuse new requests, let those in flight finish this long, then cancel them")
+      ->check(CLI::Range(0, 3600))
+      ->envname("DS41_SHUTDOWN_GRACE_SECONDS");
   app.add_option("--io-threads", io_threads, "HTTP io threads")->check(CLI::Range(1, 64));
   app.add_option("--workers", workers, "request worker threads (one of them is the caller's: at least 2)")->check(CLI::Range(2, 4096));
   app.add_option("--poll-ms", poll_ms, "node health-check interval")->check(CLI::Range(10, 3600000));
@@ -99,6 +108,7 @@ int main(int argc, char** argv) {
   ro.unit_tokens = unit_tokens;
   ro.window = cfg.window_size;
   ro.max_running = max_running;
+  ro.request_timeout = std::chrono::seconds(request_timeout_s);
   ro.placement.policy = *ds41::ParsePlacementPolicy(placement);
   ds41::RouterCore core(ro, &nodes, cache_client.get(), &node_client, &metrics);
   ds41::OpenAiApi api(&core, &*tokenizer, model_id, cfg.max_position_embeddings, static_cast<int32_t>(cfg.vocab_size));
@@ -127,8 +137,18 @@ int main(int argc, char** argv) {
   }
   std::cout << "router ready http=" << ho.host << ":" << http.port() << " grpc=" << grpc_listen.substr(0, grpc_listen.rfind(':'))
             << ":" << rpc->port << " fingerprint=" << fp << " placement=" << placement << std::endl;
-  ds41::WaitForTerminationSignal();
+  const int sig = ds41::WaitForTerminationSignal();
+  // Drain: /health reports 503 so load balancers stop sending, new requests get 503, in-flight ones
+  // get the grace period, then what is left is cancelled (nodes stop it at their next step).
+  std::cerr << "router: signal " << sig << ", draining (in-flight requests get " << grace_s << " s)\n";
+  core.Drain();
+  const auto grace_end = std::chrono::steady_clock::now() + std::chrono::seconds(grace_s);
+  ds41::MarkShuttingDown(std::chrono::system_clock::now() + std::chrono::seconds(grace_s));
+  if (!core.WaitIdle(grace_end)) {
+    core.CancelAll(ds41::CancelReason::kShutdown);
+    core.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(5));
+  }
   http.Stop();
-  rpc->server->Shutdown();
+  rpc->server->Shutdown(std::chrono::system_clock::now());
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <chrono>
+#include <cstdlib>
 #include <random>
 
 #include "chat/chat_render.h"
@@ -166,6 +167,20 @@ ApiOutcome OpenAiApi::FromStatus(const Status& s) {
   return Error(s.code(), s.message());
 }
 
+StatusOr<std::chrono::steady_clock::time_point> DeadlineFromTimeoutHeader(std::string_view seconds) {
+  if (seconds.empty()) return std::chrono::steady_clock::time_point::max();
+  const std::string text(seconds);
+  char* end = nullptr;
+  const double s = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0' || !(s > 0) || s > 1e7) {
+    return InvalidArgumentError("the timeout header must be a number of seconds in (0, 1e7]: \"" + text + "\"");
+  }
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+
+bool OpenAiApi::draining() const { return core_->draining(); }
+
 Json OpenAiApi::Models() const {
   return {{"object", "list"},
           {"data", Json::array({{{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "ds41-serve"}}})}};
@@ -237,6 +252,7 @@ struct Sampling {
   uint64_t seed = 0;
   std::vector<std::string> stops;
   bool stream = false;
+  bool ignore_eos = false;  // vLLM's extension: EOS does not stop, so exactly max_tokens come (load tests)
 };
 
 // The sampling options of `body` for a prompt of `prompt_tokens` (max_tokens is capped at what the
@@ -292,6 +308,12 @@ std::optional<ApiOutcome> ParseSampling(const Json& body, int64_t prompt_tokens,
     return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stream\" must be a boolean", "stream");
   }
   s->stream = body.value("stream", false);
+  if (body.contains("ignore_eos") && !body["ignore_eos"].is_null()) {
+    if (!body["ignore_eos"].is_boolean()) {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"ignore_eos\" must be a boolean", "ignore_eos");
+    }
+    s->ignore_eos = body["ignore_eos"].get<bool>();
+  }
   return std::nullopt;
 }
 
@@ -321,8 +343,9 @@ RouteRequest BuildRouteRequest(const ApiContext& ctx, bool chat_mode, const std:
   rq.top_p = s.top_p;
   rq.seed = s.seed;
   rq.max_tokens = s.max_tokens;
-  rq.stop_token_ids = {kEosId};
+  if (!s.ignore_eos) rq.stop_token_ids = {kEosId};
   rq.cancel = ctx.cancel;
+  rq.deadline = ctx.deadline;
   return rq;
 }
 
@@ -459,7 +482,8 @@ class ReplyStream {
 
 }  // namespace
 
-std::optional<ApiOutcome> OpenAiApi::CheckRequest(const Json& body, const std::vector<int32_t>& prompt) const {
+std::optional<ApiOutcome> OpenAiApi::CheckRequest(const ApiContext& ctx, const Json& body,
+                                                  const std::vector<int32_t>& prompt) const {
   if (body.contains("model") && !body["model"].is_string()) {
     return Error(StatusCode::kInvalidArgument, "\"model\" must be a string", "model");
   }
@@ -476,12 +500,18 @@ std::optional<ApiOutcome> OpenAiApi::CheckRequest(const Json& body, const std::v
                  "the prompt has " + std::to_string(n) + " tokens; this model's context is " + std::to_string(max_context_),
                  "messages", "context_length_exceeded");
   }
+  if (ctx.tenant.max_prompt_tokens > 0 && n > ctx.tenant.max_prompt_tokens) {
+    return Error(StatusCode::kInvalidArgument,
+                 "the prompt has " + std::to_string(n) + " tokens; tenant " + ctx.tenant.name + " may send at most " +
+                     std::to_string(ctx.tenant.max_prompt_tokens),
+                 "messages", "context_length_exceeded");
+  }
   return std::nullopt;
 }
 
 ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode, bool thinking,
                           const ChunkSink& sink) {
-  if (std::optional<ApiOutcome> refused = CheckRequest(body, prompt)) return *std::move(refused);
+  if (std::optional<ApiOutcome> refused = CheckRequest(ctx, body, prompt)) return *std::move(refused);
   Sampling s;
   if (std::optional<ApiOutcome> refused = ParseSampling(body, static_cast<int64_t>(prompt.size()), max_context_, &s)) {
     return *std::move(refused);

@@ -6,6 +6,7 @@
 // Thread-safe: every call keeps its state on its own stack; the tokenizer and RouterCore are shared.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -46,7 +47,14 @@ struct ApiContext {
   Tenant tenant;
   std::string session_id;                  // x-session-id header; falls back to the body's "user"
   std::shared_ptr<CancelToken> cancel;
+  // The client's deadline (x-request-timeout or x-stainless-timeout seconds on HTTP, the call's
+  // deadline on gRPC); max: none, the router's --request-timeout-seconds applies.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
+
+// The deadline a client's timeout header asks for: "" -> none (max); a number of seconds > 0;
+// anything else INVALID_ARGUMENT.
+StatusOr<std::chrono::steady_clock::time_point> DeadlineFromTimeoutHeader(std::string_view seconds);
 
 class OpenAiApi {
  public:
@@ -59,6 +67,7 @@ class OpenAiApi {
   ApiOutcome ChatCompletions(const ApiContext& ctx, const Json& body, const ChunkSink& sink);
   ApiOutcome Completions(const ApiContext& ctx, const Json& body, const ChunkSink& sink);
   Json Models() const;
+  bool draining() const;  // the router is shutting down: /health says so
 
   // An error answer: HTTP status, OpenAI type and code from util/error_table.h, `openai_code`
   // replacing the table's code where OpenAI names the case (model_not_found); `param` names the
@@ -69,8 +78,9 @@ class OpenAiApi {
   static ApiOutcome FromStatus(const Status& s);
 
  private:
-  // Refuses what this server cannot serve (another model, n != 1, an empty or too long prompt).
-  std::optional<ApiOutcome> CheckRequest(const Json& body, const std::vector<int32_t>& prompt) const;
+  // Refuses what this server cannot serve (another model, n != 1, an empty prompt, one longer than the
+  // context or than the tenant's max_prompt_tokens).
+  std::optional<ApiOutcome> CheckRequest(const ApiContext& ctx, const Json& body, const std::vector<int32_t>& prompt) const;
   ApiOutcome Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat, bool thinking,
                  const ChunkSink& sink);
 

@@ -73,6 +73,20 @@ TEST_F(RefusedRequestTest, ALongPromptIs400ContextLengthExceeded) {
                   "context_length_exceeded");
 }
 
+TEST_F(RefusedRequestTest, ATenantsPromptLimitIs400ContextLengthExceeded) {
+  auto table = TenantTable::FromJson(R"({"keys": {"k1": {"tenant": "acme", "max_prompt_tokens": 4}, "k2": {"tenant": "b"}}})");
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  ApiContext ctx;
+  ctx.tenant = *table->Resolve("Bearer k1");
+  const ApiOutcome o = api_.Completions(ctx, {{"prompt", Json::array({1, 2, 3, 4, 5})}}, [](const Json&) { return true; });
+  EXPECT_EQ(o.http_status, 400);
+  ExpectErrorBody(o, "the prompt has 5 tokens; tenant acme may send at most 4", "invalid_request_error", "messages",
+                  "context_length_exceeded");
+  EXPECT_EQ(table->Resolve("k2")->max_prompt_tokens, 0);  // no limit but the model's context
+  EXPECT_FALSE(TenantTable::FromJson(R"({"keys": {"k": {"tenant": "x", "max_prompt_tokens": 0}}})").ok());
+  EXPECT_FALSE(TenantTable::FromJson(R"({"keys": {"k": {"tenant": "x", "max_prompt_tokens": "many"}}})").ok());
+}
+
 TEST_F(RefusedRequestTest, BadFieldsAre400NamingTheField) {
   struct Case {
     Json body;
@@ -107,6 +121,20 @@ TEST_F(RefusedRequestTest, BadFieldsAre400NamingTheField) {
                   nullptr);
   ExpectErrorBody(api_.ChatCompletions(ApiContext{}, {{"messages", 1}}, nullptr), "\"messages\" must be a non-empty array",
                   "invalid_request_error", "messages", nullptr);
+}
+
+TEST(OpenAiApiTest, TimeoutHeadersBecomeDeadlines) {
+  const auto before = std::chrono::steady_clock::now();
+  auto none = DeadlineFromTimeoutHeader("");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, std::chrono::steady_clock::time_point::max());
+  auto d = DeadlineFromTimeoutHeader("2.5");
+  ASSERT_TRUE(d.ok());
+  EXPECT_GE(*d, before + std::chrono::milliseconds(2500));
+  EXPECT_LT(*d, std::chrono::steady_clock::now() + std::chrono::milliseconds(2600));
+  for (const char* bad : {"soon", "0", "-1", "1e9", "3s", "nan"}) {
+    EXPECT_EQ(DeadlineFromTimeoutHeader(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 }  // namespace

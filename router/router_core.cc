@@ -1,5 +1,7 @@
 #include "router/router_core.h"
 
+#include <cstdio>
+
 #include "node_client/node_protocol.h"
 
 namespace ds41 {
@@ -74,7 +76,7 @@ RouterCore::Candidates RouterCore::FindCandidates(const RouteRequest& rq, int64_
 }
 
 GenerateInput RouterCore::BuildInput(const RouteRequest& rq, const CacheNamespace& ns, int64_t H, const Placement& p,
-                                     const std::string& swa_peer) const {
+                                     const std::string& swa_peer, Clock::time_point deadline) const {
   GenerateInput in;
   in.request_id = rq.request_id;
   in.session_id = rq.session_id;
@@ -85,7 +87,7 @@ GenerateInput RouterCore::BuildInput(const RouteRequest& rq, const CacheNamespac
   in.swa_peer = swa_peer;
   in.unit_tokens = opt_.unit_tokens;
   in.sampling = {rq.temperature, rq.top_p, rq.seed, rq.max_tokens, rq.stop_token_ids};
-  in.deadline = rq.deadline;
+  in.deadline = deadline;
   return in;
 }
 
@@ -139,6 +141,8 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
     }
     res->status = cancelled ? CancelledError("request cancelled") : call.status;
     res->finish_reason = "cancelled";
+    if (metrics_ && cancelled) metrics_->Cancelled(rq.cancel->reason());
+    if (metrics_ && !cancelled && call.status.code() == StatusCode::kDeadlineExceeded) metrics_->Cancelled(CancelReason::kDeadline);
     return Attempt::kFailed;
   }
   Bind(rq.session_id, p.decoder, N + usage.completion_tokens - 1, p.encoder, N);
@@ -176,20 +180,74 @@ RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) 
     res.status = InvalidArgumentError("the prompt must have 1.." + std::to_string(kMaxPromptTokens) + " tokens");
     return res;
   }
+  if (draining_.load()) {
+    res.status = UnavailableError("the router is shutting down");
+    return res;
+  }
+  // The client's deadline, capped by the router's; one already past is refused before any work.
+  const Clock::time_point deadline = std::min(rq.deadline, t0 + opt_.request_timeout);
+  if (deadline <= t0) {
+    if (metrics_) metrics_->Rejection("deadline");
+    res.status = DeadlineExceededError("the request's deadline has already passed");
+    return res;
+  }
   if (running_.fetch_add(1) >= opt_.max_running) {
-    running_.fetch_sub(1);
+    EndRunning();
     if (metrics_) metrics_->Rejection("overloaded");
     res.status = ResourceExhaustedError("the router has " + std::to_string(opt_.max_running) + " requests in flight");
     return res;
   }
   if (metrics_) metrics_->running.Increment();
+  // The request's cancel token joins the set CancelAll cancels (a caller that gave none gets one).
+  RouteRequest req_with_cancel;
+  const RouteRequest* rqp = &rq;
+  if (!rq.cancel) {
+    req_with_cancel = rq;
+    req_with_cancel.cancel = std::make_shared<CancelToken>();
+    rqp = &req_with_cancel;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    inflight_cancels_.insert(rqp->cancel);
+  }
   struct Release {
     RouterCore* r;
+    std::shared_ptr<CancelToken> cancel;
     ~Release() {
-      r->running_.fetch_sub(1);
+      {
+        std::lock_guard<std::mutex> l(r->mu_);
+        r->inflight_cancels_.erase(cancel);
+      }
       if (r->metrics_) r->metrics_->running.Decrement();
+      r->EndRunning();
     }
-  } release{this};
+  } release{this, rqp->cancel};
+  return GeneratePlaced(*rqp, sink, t0, deadline);
+}
+
+void RouterCore::EndRunning() {
+  {
+    // Under mu_, so a WaitIdle that just saw running_ > 0 is already waiting when notified.
+    std::lock_guard<std::mutex> l(mu_);
+    running_.fetch_sub(1);
+  }
+  idle_cv_.notify_all();
+}
+
+bool RouterCore::WaitIdle(Clock::time_point deadline) const {
+  std::unique_lock<std::mutex> l(mu_);
+  return idle_cv_.wait_until(l, deadline, [this] { return running_.load() == 0; });
+}
+
+void RouterCore::CancelAll(CancelReason reason) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& c : inflight_cancels_) c->Cancel(reason);
+}
+
+RouteResult RouterCore::GeneratePlaced(const RouteRequest& rq, const TokenSink& sink, Clock::time_point t0,
+                                       Clock::time_point deadline) {
+  RouteResult res;
+  const int64_t N = static_cast<int64_t>(rq.tokens.size());
 
   const CacheNamespace ns = CacheNamespace::Make(opt_.fingerprint, rq.tenant_salt);
   const int64_t H = CachedPrefix(rq.tenant_salt, rq.tokens);
@@ -224,8 +282,19 @@ RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) 
       return res;
     }
     res.usage.predicted_ttft_seconds = p.predicted_seconds;
+    // A prompt whose predicted first token falls after its deadline is refused now, not started
+    // and abandoned half way (its encoder time would be spent for nobody).
+    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+    if (p.predicted_seconds > left) {
+      if (metrics_) metrics_->Rejection("deadline");
+      char msg[160];
+      std::snprintf(msg, sizeof msg, "the predicted time to the first token, %.1f s, is past the %.1f s left before the request's deadline",
+                    p.predicted_seconds, std::max(0.0, left));
+      res.status = DeadlineExceededError(msg);
+      return res;
+    }
     placer_.Served(in, p);
-    const Attempt a = RunAttempt(rq, BuildInput(rq, ns, H, p, swa_peer), t0, sink, attempt, &res);
+    const Attempt a = RunAttempt(rq, BuildInput(rq, ns, H, p, swa_peer, deadline), t0, sink, attempt, &res);
     if (a == Attempt::kFailed) return res;
     if (a == Attempt::kDone) break;
     // Died before the first token: find who is gone, place again without it.

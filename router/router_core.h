@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <list>
 #include <map>
@@ -42,7 +43,8 @@ struct RouteRequest {
   uint64_t seed = 0;
   uint32_t max_tokens = 256;
   std::vector<int32_t> stop_token_ids;
-  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  // The client's deadline (max: none given); the router caps it at RouterOptions::request_timeout.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   std::shared_ptr<CancelToken> cancel;  // client gone, stop string matched
 };
 
@@ -75,6 +77,7 @@ struct RouterOptions {
   int max_attempts = 3;
   int max_running = 256;            // back-pressure: beyond this, RESOURCE_EXHAUSTED
   size_t max_sessions = 100000;     // session bindings remembered (least recently used dropped)
+  std::chrono::seconds request_timeout{600};  // a request's deadline when its client gives none (and the longest)
   PlacerOptions placement;         // the policy (--placement) and the cost model's starting rates
 };
 
@@ -84,6 +87,13 @@ class RouterCore {
              RouterMetrics* metrics);
 
   RouteResult Generate(const RouteRequest& request, const TokenSink& sink);
+
+  // Shutdown: new requests are refused (UNAVAILABLE) from Drain on; WaitIdle waits until none is in
+  // flight or `deadline`, and CancelAll stops what is left at its next step.
+  void Drain() { draining_.store(true); }
+  bool draining() const { return draining_.load(); }
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline) const;
+  void CancelAll(CancelReason reason);
 
   // H for a prompt under a tenant: the cached prefix of all but its last token.
   int64_t CachedPrefix(const std::string& tenant_salt, const std::vector<int32_t>& tokens) const;
@@ -105,7 +115,7 @@ class RouterCore {
   };
   Candidates FindCandidates(const RouteRequest& rq, int64_t H, const std::set<std::string>& excluded) const;
   GenerateInput BuildInput(const RouteRequest& rq, const CacheNamespace& ns, int64_t H, const Placement& p,
-                           const std::string& swa_peer) const;
+                           const std::string& swa_peer, std::chrono::steady_clock::time_point deadline) const;
   enum class Attempt { kDone, kRetry, kFailed };
   // One call to the placed decoder, streaming to `sink`; fills res's status, finish and usage.
   Attempt RunAttempt(const RouteRequest& rq, const GenerateInput& in, std::chrono::steady_clock::time_point t0,
@@ -113,6 +123,10 @@ class RouterCore {
   // After a node died before the first token: who is gone (a poll says), else the decoder.
   void ExcludeFailed(const Placement& p, std::set<std::string>* excluded);
   void RecordEnd(const RouteResult& res, std::chrono::steady_clock::time_point t0);
+  // Generate once admitted: lookup, placement, the attempts. `deadline` is the effective one.
+  RouteResult GeneratePlaced(const RouteRequest& rq, const TokenSink& sink, std::chrono::steady_clock::time_point t0,
+                             std::chrono::steady_clock::time_point deadline);
+  void EndRunning();  // one request fewer in flight; wakes WaitIdle
   std::string SwaHolder(const std::string& session, int64_t position) const;
   void Bind(const std::string& session, const std::string& decoder, int64_t decoder_end, const std::string& encoder,
             int64_t encoder_end);
@@ -123,12 +137,15 @@ class RouterCore {
   const NodeClient* node_client_;
   RouterMetrics* metrics_;
   std::atomic<int> running_{0};
+  std::atomic<bool> draining_{false};
   Placer placer_;
   InflightLoads inflight_;
 
   mutable std::mutex mu_;
   std::unordered_map<std::string, Binding> sessions_ DS41_GUARDED_BY(mu_);
   std::list<std::string> lru_ DS41_GUARDED_BY(mu_);
+  std::set<std::shared_ptr<CancelToken>> inflight_cancels_ DS41_GUARDED_BY(mu_);  // for CancelAll
+  mutable std::condition_variable idle_cv_;  // notified when running_ falls to 0
 };
 
 }  // namespace ds41

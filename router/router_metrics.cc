@@ -22,6 +22,10 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
     : running(prometheus::BuildGauge().Name("ds41_router_running_requests").Help("Requests in flight").Register(r).Add({})),
       requests_(prometheus::BuildCounter().Name("ds41_router_requests_total").Help("Requests by endpoint and HTTP status").Register(r)),
       rejections_(prometheus::BuildCounter().Name("ds41_router_rejections_total").Help("Requests refused, by reason").Register(r)),
+      cancelled_(prometheus::BuildCounter()
+                     .Name("ds41_router_requests_cancelled_total")
+                     .Help("Requests stopped because nobody waits: client gone, deadline passed, shutdown")
+                     .Register(r)),
       placements_(prometheus::BuildCounter()
                       .Name("ds41_router_placement_decisions_total")
                       .Help("Placement decisions by policy and reason")
@@ -50,12 +54,14 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
   // Every reason exists from the start at 0: rate() and increase() see the first rejection, and
   // dashboards show 0 rather than "no data".
   for (const char* reason : kRejectionReasons) rejections_.Add({{"reason", reason}});
+  for (CancelReason reason : kCancelReasons) cancelled_.Add({{"reason", CancelReasonName(reason)}});
 }
 
 void RouterMetrics::Request(const std::string& endpoint, int code) {
   requests_.Add({{"endpoint", endpoint}, {"code", std::to_string(code)}}).Increment();
 }
 void RouterMetrics::Rejection(const char* reason) { rejections_.Add({{"reason", reason}}).Increment(); }
+void RouterMetrics::Cancelled(CancelReason reason) { cancelled_.Add({{"reason", CancelReasonName(reason)}}).Increment(); }
 void RouterMetrics::Placement(const char* policy, const std::string& reason) {
   placements_.Add({{"policy", policy}, {"reason", reason}}).Increment();
 }

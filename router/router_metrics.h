@@ -11,13 +11,16 @@
 
 #include <string>
 
+#include "util/cancel_token.h"
+
 namespace ds41 {
 
 const char* HitClass(int64_t prompt_tokens, int64_t cached_tokens);
 
 // Why the router refused a request: too many in flight (429), no healthy node of a role, every
-// decoder at its sequence limit (503).
-inline constexpr const char* kRejectionReasons[] = {"overloaded", "no_nodes", "decoders_full"};
+// decoder at its sequence limit (503), its deadline passed or predicted to pass before the first
+// token (504).
+inline constexpr const char* kRejectionReasons[] = {"overloaded", "no_nodes", "decoders_full", "deadline"};
 
 class RouterMetrics {
  public:
@@ -25,6 +28,7 @@ class RouterMetrics {
 
   void Request(const std::string& endpoint, int http_code);
   void Rejection(const char* reason);  // one of kRejectionReasons
+  void Cancelled(CancelReason reason);  // a request stopped because nobody waits for it any more
   void Placement(const char* policy, const std::string& reason);
   void Ttft(const char* hit_class, double seconds, double predicted_seconds);
   void InterToken(const char* hit_class, double seconds);
@@ -37,6 +41,7 @@ class RouterMetrics {
  private:
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Counter>& rejections_;
+  prometheus::Family<prometheus::Counter>& cancelled_;
   prometheus::Family<prometheus::Counter>& placements_;
   prometheus::Family<prometheus::Histogram>& ttft_;
   prometheus::Family<prometheus::Histogram>& inter_token_;

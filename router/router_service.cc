@@ -18,7 +18,8 @@ namespace {
 // for that write to finish (one in flight, and the API's sink learns whether the client took it).
 class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
  public:
-  ApiCallReactor() : cancel_(std::make_shared<CancelToken>()) {}
+  explicit ApiCallReactor(std::chrono::system_clock::time_point deadline)
+      : deadline_(deadline), cancel_(std::make_shared<CancelToken>()) {}
 
   // Runs `call` on `workers`, then finishes the RPC with its status.
   void Run(ThreadPool* workers, std::function<grpc::Status(const std::shared_ptr<CancelToken>&, const ChunkSink&)> call) {
@@ -34,7 +35,8 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
     write_ok_ = ok;
     cv_.notify_all();
   }
-  void OnCancel() override { cancel_->Cancel(); }  // the client went away: generation stops
+  // The client went away or its deadline passed: generation stops.
+  void OnCancel() override { cancel_->Cancel(CancelReasonNow(deadline_)); }
   void OnDone() override { delete this; }
 
  private:
@@ -50,6 +52,7 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
     return write_ok_;
   }
 
+  const std::chrono::system_clock::time_point deadline_;
   std::shared_ptr<CancelToken> cancel_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -63,8 +66,15 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
 RouterService::RouterService(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes, ThreadPool* workers)
     : api_(api), tenants_(tenants), nodes_(nodes), workers_(workers) {}
 
-grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(bool chat, const pb::ApiRequest* req) {
-  auto* reactor = new ApiCallReactor();
+grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServerContext* call, bool chat,
+                                                             const pb::ApiRequest* req) {
+  auto* reactor = new ApiCallReactor(call->deadline());
+  // The call's deadline, as the router's steady clock reads it (none: infinite).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  const auto left = call->deadline() - std::chrono::system_clock::now();
+  if (left < std::chrono::hours(24 * 365)) {
+    deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+  }
   auto refuse = [reactor](const grpc::Status& s) {
     reactor->Finish(s);
     return reactor;
@@ -78,9 +88,9 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(bool chat, const pb
   if (req->session_id().size() > 256) return refuse(ToGrpc(InvalidArgumentError("session_id too long")));
   Json body = std::move(*parsed);
   body["stream"] = true;
-  reactor->Run(workers_, [this, chat, tenant = std::move(*tenant), session = req->session_id(), body = std::move(body)](
-                             const std::shared_ptr<CancelToken>& cancel, const ChunkSink& sink) {
-    const ApiContext ctx{tenant, session, cancel};
+  reactor->Run(workers_, [this, chat, tenant = std::move(*tenant), session = req->session_id(), body = std::move(body),
+                          deadline](const std::shared_ptr<CancelToken>& cancel, const ChunkSink& sink) {
+    const ApiContext ctx{tenant, session, cancel, deadline};
     ApiOutcome out;
     try {
       out = chat ? api_->ChatCompletions(ctx, body, sink) : api_->Completions(ctx, body, sink);
@@ -92,12 +102,14 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(bool chat, const pb
   return reactor;
 }
 
-grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::ChatCompletions(grpc::CallbackServerContext*, const pb::ApiRequest* req) {
-  return Start(true, req);
+grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::ChatCompletions(grpc::CallbackServerContext* ctx,
+                                                                       const pb::ApiRequest* req) {
+  return Start(ctx, true, req);
 }
 
-grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Completions(grpc::CallbackServerContext*, const pb::ApiRequest* req) {
-  return Start(false, req);
+grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Completions(grpc::CallbackServerContext* ctx,
+                                                                   const pb::ApiRequest* req) {
+  return Start(ctx, false, req);
 }
 
 grpc::Status RouterService::ListModels(grpc::ServerContext*, const pb::ListModelsRequest*, pb::ListModelsResponse* resp) {

@@ -28,7 +28,8 @@ class RouterService final : public RouterServiceBase {
                             ds41::router::v1::RegisterNodeResponse* resp) override;
 
  private:
-  grpc::ServerWriteReactor<ds41::router::v1::ApiChunk>* Start(bool chat, const ds41::router::v1::ApiRequest* req);
+  grpc::ServerWriteReactor<ds41::router::v1::ApiChunk>* Start(grpc::CallbackServerContext* call, bool chat,
+                                                              const ds41::router::v1::ApiRequest* req);
   OpenAiApi* api_;
   const TenantTable* tenants_;
   NodeTable* nodes_;

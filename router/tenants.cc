@@ -19,6 +19,12 @@ StatusOr<TenantTable> TenantTable::FromJson(const std::string& text) {
     Tenant tenant;
     tenant.name = v["tenant"].get<std::string>();
     tenant.salt = v.contains("salt") && v["salt"].is_string() ? v["salt"].get<std::string>() : tenant.name;
+    if (v.contains("max_prompt_tokens")) {
+      if (!v["max_prompt_tokens"].is_number_integer() || v["max_prompt_tokens"].get<int64_t>() < 1) {
+        return InvalidArgumentError("tenant file: \"max_prompt_tokens\" of " + tenant.name + " must be a positive integer");
+      }
+      tenant.max_prompt_tokens = v["max_prompt_tokens"].get<int64_t>();
+    }
     t.keys_[key] = tenant;
   }
   return t;

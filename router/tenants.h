@@ -4,6 +4,7 @@
 // Resolve only reads.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -14,11 +15,13 @@ namespace ds41 {
 struct Tenant {
   std::string name;
   std::string salt;
+  int64_t max_prompt_tokens = 0;  // longest prompt this tenant may send (0: the model's context)
 };
 
 class TenantTable {
  public:
-  // JSON: {"keys": {"<api key>": {"tenant": "acme", "salt": "..."}}}; salt defaults to the tenant name.
+  // JSON: {"keys": {"<api key>": {"tenant": "acme", "salt": "...", "max_prompt_tokens": 32768}}}; salt
+  // defaults to the tenant name, max_prompt_tokens to the model's context.
   static StatusOr<TenantTable> FromJson(const std::string& json);
   static StatusOr<TenantTable> Load(const std::string& path);
 

@@ -24,6 +24,10 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r, const std::string& role)
       requests_unavailable(requests.Add({{"status", "unavailable"}})),
       requests_cancelled(requests.Add({{"status", "cancelled"}})),
       requests_error(requests.Add({{"status", "error"}})),
+      cancelled(prometheus::BuildCounter()
+                    .Name("ds41_" + role + "_requests_cancelled_total")
+                    .Help("Requests stopped because nobody waits: client gone, deadline passed, shutdown")
+                    .Register(r)),
       queued_tokens(prometheus::BuildGauge().Name("ds41_" + role + "_queued_tokens").Help("Prompt tokens waiting to be computed").Register(r).Add({})),
       computed_tokens(prometheus::BuildCounter().Name("ds41_" + role + "_computed_tokens_total").Help("Prompt tokens computed, by kind").Register(r)),
       computed_new(computed_tokens.Add({{"kind", "new"}})),
@@ -52,16 +56,23 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r, const std::string& role)
       swa_replay(swa.Add({{"source", "replay"}})),
       swa_warm(swa.Add({{"source", "warm"}})),
       swa_none(swa.Add({{"source", "none"}})),
-      generated_tokens(prometheus::BuildCounter().Name("ds41_" + role + "_generated_tokens_total").Help("Tokens generated").Register(r).Add({})) {}
+      generated_tokens(prometheus::BuildCounter().Name("ds41_" + role + "_generated_tokens_total").Help("Tokens generated").Register(r).Add({})) {
+  for (CancelReason reason : kCancelReasons) cancelled.Add({{"reason", CancelReasonName(reason)}});
+}
 
-void NodeMetrics::CountOutcome(const Status& s) {
+void NodeMetrics::CountCancelled(CancelReason reason) {
+  requests_cancelled.Increment();
+  cancelled.Add({{"reason", CancelReasonName(reason)}}).Increment();
+}
+
+void NodeMetrics::CountOutcome(const Status& s, CancelReason reason) {
   switch (s.code()) {
     case StatusCode::kOk: requests_ok.Increment(); break;
     case StatusCode::kInvalidArgument:
     case StatusCode::kFailedPrecondition: requests_invalid.Increment(); break;
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded: requests_unavailable.Increment(); break;
-    case StatusCode::kCancelled: requests_cancelled.Increment(); break;
+    case StatusCode::kCancelled: CountCancelled(reason); break;
     default: requests_error.Increment(); break;
   }
 }

@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "util/cancel_token.h"
 #include "util/status.h"
 
 namespace ds41 {
@@ -20,8 +21,9 @@ struct NodeMetrics {
 
   // Counts one request's outcome (requests_total{status}), the same way in every role: OK -> ok,
   // INVALID_ARGUMENT / FAILED_PRECONDITION -> invalid, UNAVAILABLE / DEADLINE_EXCEEDED -> unavailable,
-  // CANCELLED -> cancelled, anything else -> error.
-  void CountOutcome(const Status& s);
+  // CANCELLED -> cancelled (and requests_cancelled_total{reason}), anything else -> error.
+  void CountOutcome(const Status& s, CancelReason reason = CancelReason::kClient);
+  void CountCancelled(CancelReason reason);
 
   prometheus::Family<prometheus::Counter>& requests;  // status: ok | invalid | unavailable | cancelled | error
   prometheus::Counter& requests_ok;
@@ -29,6 +31,7 @@ struct NodeMetrics {
   prometheus::Counter& requests_unavailable;
   prometheus::Counter& requests_cancelled;
   prometheus::Counter& requests_error;
+  prometheus::Family<prometheus::Counter>& cancelled;  // reason: client | deadline | shutdown
   prometheus::Gauge& queued_tokens;
   prometheus::Family<prometheus::Counter>& computed_tokens;  // kind: new | replay
   prometheus::Counter& computed_new;

@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "util/cancel_token.h"
 #include "util/process.h"
 
 namespace ds41 {
@@ -30,7 +31,9 @@ int NodeRuntime::Run(const std::string& name, const std::string& listen, const s
   const int sig = WaitForTerminationSignal();
   std::cerr << name << ": signal " << sig << ", shutting down (in-flight calls get " << grace_s << " s)\n";
   if (grpc::HealthCheckServiceInterface* health = server->server->GetHealthCheckService()) health->SetServingStatus(false);
-  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(grace_s));
+  const auto cancel_at = std::chrono::system_clock::now() + std::chrono::seconds(grace_s);
+  MarkShuttingDown(cancel_at);
+  server->server->Shutdown(cancel_at);
   return 0;
 }
 

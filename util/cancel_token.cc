@@ -1,11 +1,44 @@
 #include "util/cancel_token.h"
 
-namespace ds41 {
+#include <atomic>
+#include <limits>
 
-void CancelToken::Cancel() {
+namespace ds41 {
+namespace {
+
+// Nanoseconds since the epoch from which cancels are the shutdown's (max: not shutting down).
+std::atomic<int64_t> shutdown_from{std::numeric_limits<int64_t>::max()};
+
+}  // namespace
+
+const char* CancelReasonName(CancelReason r) {
+  switch (r) {
+    case CancelReason::kClient: return "client";
+    case CancelReason::kDeadline: return "deadline";
+    case CancelReason::kShutdown: return "shutdown";
+  }
+  return "client";
+}
+
+void MarkShuttingDown(std::chrono::system_clock::time_point cancels_from) {
+  shutdown_from.store(std::chrono::duration_cast<std::chrono::nanoseconds>(cancels_from.time_since_epoch()).count());
+}
+
+CancelReason CancelReasonNow(std::chrono::system_clock::time_point deadline) {
+  const auto now = std::chrono::system_clock::now();
+  // gRPC cancels at the shutdown deadline, a few milliseconds either side of our clock read.
+  const auto slack = std::chrono::milliseconds(100);
+  if (std::chrono::duration_cast<std::chrono::nanoseconds>((now + slack).time_since_epoch()).count() >= shutdown_from.load()) {
+    return CancelReason::kShutdown;
+  }
+  return now >= deadline ? CancelReason::kDeadline : CancelReason::kClient;
+}
+
+void CancelToken::Cancel(CancelReason reason) {
   std::lock_guard<std::mutex> l(mu_);
   if (cancelled_) return;
   cancelled_ = true;
+  reason_ = reason;
   for (auto& [id, fn] : callbacks_) fn();
   callbacks_.clear();
 }
@@ -13,6 +46,11 @@ void CancelToken::Cancel() {
 bool CancelToken::cancelled() const {
   std::lock_guard<std::mutex> l(mu_);
   return cancelled_;
+}
+
+CancelReason CancelToken::reason() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return reason_;
 }
 
 CancelToken::Attachment CancelToken::OnCancel(std::function<void()> fn, bool* attached) {

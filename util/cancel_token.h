@@ -6,6 +6,7 @@
 // must be quick and must not call back into the token (an RPC's TryCancel is the intended kind).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -15,15 +16,28 @@
 
 namespace ds41 {
 
+// Why work was cancelled, for requests_cancelled_total{reason}: the caller went away (or a stop
+// string ended it), its deadline passed, or this process is shutting down.
+enum class CancelReason { kClient, kDeadline, kShutdown };
+inline constexpr CancelReason kCancelReasons[] = {CancelReason::kClient, CancelReason::kDeadline, CancelReason::kShutdown};
+const char* CancelReasonName(CancelReason r);  // client | deadline | shutdown
+
+// The reason for a cancel that arrives now on a call with `deadline`: shutdown once the process's
+// shutdown cancels what is left (MarkShuttingDown), deadline when it has passed, else the client.
+CancelReason CancelReasonNow(std::chrono::system_clock::time_point deadline);
+// From `cancels_from` on (the end of the shutdown grace), cancels are the shutdown's.
+void MarkShuttingDown(std::chrono::system_clock::time_point cancels_from);
+
 class CancelToken {
  public:
   CancelToken() = default;
   CancelToken(const CancelToken&) = delete;
   CancelToken& operator=(const CancelToken&) = delete;
 
-  // Runs every attached callback once; later Cancel calls do nothing.
-  void Cancel();
+  // Runs every attached callback once; later Cancel calls do nothing (the first reason stays).
+  void Cancel(CancelReason reason = CancelReason::kClient);
   bool cancelled() const;
+  CancelReason reason() const;
 
   // Detaches its callback when destroyed (after which the callback never runs).
   class Attachment {
@@ -46,6 +60,7 @@ class CancelToken {
  private:
   mutable std::mutex mu_;
   bool cancelled_ DS41_GUARDED_BY(mu_) = false;
+  CancelReason reason_ DS41_GUARDED_BY(mu_) = CancelReason::kClient;
   uint64_t next_id_ DS41_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, std::function<void()>> callbacks_ DS41_GUARDED_BY(mu_);
 };

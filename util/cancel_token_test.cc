@@ -50,5 +50,25 @@ TEST(CancelTokenTest, CancelFromAnotherThreadReachesEveryAttachment) {
   EXPECT_EQ(runs.load(), 2);
 }
 
+TEST(CancelTokenTest, KeepsTheFirstReason) {
+  CancelToken t;
+  EXPECT_EQ(t.reason(), CancelReason::kClient);
+  t.Cancel(CancelReason::kDeadline);
+  t.Cancel(CancelReason::kShutdown);  // already cancelled: nothing changes
+  EXPECT_EQ(t.reason(), CancelReason::kDeadline);
+  EXPECT_STREQ(CancelReasonName(t.reason()), "deadline");
+}
+
+TEST(CancelTokenTest, ReasonNowTellsDeadlineFromClientAndThenShutdown) {
+  const auto now = std::chrono::system_clock::now();
+  EXPECT_EQ(CancelReasonNow(now + std::chrono::seconds(30)), CancelReason::kClient);
+  EXPECT_EQ(CancelReasonNow(now - std::chrono::milliseconds(1)), CancelReason::kDeadline);
+  // In the grace period a cancel is still the client's; from its end on, the shutdown's.
+  MarkShuttingDown(now + std::chrono::seconds(30));
+  EXPECT_EQ(CancelReasonNow(now + std::chrono::hours(1)), CancelReason::kClient);
+  MarkShuttingDown(now);
+  EXPECT_EQ(CancelReasonNow(now + std::chrono::hours(1)), CancelReason::kShutdown);
+}
+
 }  // namespace
 }  // namespace ds41

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # with_cluster.sh <build_dir> [CMD...]: runs CMD (default: the official-openai-client tests,
-# `node --test tests/client/`) against a fresh local cluster, with DS41_BASE_URL and
-# DS41_PORT_OFFSET exported. Installs the openai npm package into <build_dir>/npm (once; offline-safe after),
+# `node --test tests/client/`) against a fresh local cluster, with DS41_BASE_URL, DS41_PORT_OFFSET
+# and DS41_CLUSTER_PID exported. Installs the openai npm package into <build_dir>/npm (once; offline-safe after),
 # starts scripts/run.sh with DS41_SKIP_BUILD=1 on a port offset of its own and a temporary run
 # directory, waits for "is up", runs `node --test tests/client/`, stops the cluster and exits with the
 # tests' status. Works from any cwd.
@@ -92,7 +92,8 @@ until grep -q "is up" "$tmp/cluster.log" 2>/dev/null; do
   fi
   sleep 0.2
 done
-export DS41_BASE_URL="http://127.0.0.1:$((8000 + offset))/v1" DS41_PORT_OFFSET=$offset
+# DS41_CLUSTER_PID: run.sh, leader of the cluster's process group (a CMD may stop the cluster itself).
+export DS41_BASE_URL="http://127.0.0.1:$((8000 + offset))/v1" DS41_PORT_OFFSET=$offset DS41_CLUSTER_PID=$cluster_pid
 echo "cluster up at $DS41_BASE_URL; running ${cmd[*]}"
 status=0
 (cd "$root" && "${cmd[@]}") || status=$?

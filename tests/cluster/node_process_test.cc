@@ -166,6 +166,8 @@ TEST(NodeProcessTest, ACancelledPrefillStopsAtTheNextStepAndKeepsItsUnits) {
   EXPECT_LT(std::chrono::steady_clock::now() - cancelled_at, std::chrono::seconds(1));
   const std::string metrics = testing::HttpGet(enc.fields()["metrics"], "/metrics");
   EXPECT_NE(metrics.find("ds41_encoder_requests_total{status=\"cancelled\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ds41_encoder_requests_cancelled_total{reason=\"client\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ds41_encoder_requests_cancelled_total{reason=\"deadline\"} 0"), std::string::npos) << metrics;
 
   // The whole units it encoded are in the store (written in the background).
   CacheClientOptions co;

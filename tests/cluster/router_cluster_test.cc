@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <sys/wait.h>
+
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -365,6 +368,66 @@ TEST(RouterClusterTest, WholeClusterOverMutualTls) {
   grpc::ClientContext plain_ctx;
   plain_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
   EXPECT_EQ(plain->ListModels(&plain_ctx, {}, &models).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// Deadlines (issue 30 item 4): a prompt whose predicted first token falls after the client's deadline
+// is refused at once with an OpenAI-shaped 504, not started; a malformed timeout header is a 400.
+TEST(RouterClusterTest, APromptThatCannotMeetItsDeadlineIsRefusedUpFront) {
+  Cluster c;
+  c.StartRouter();
+  const json body = {{"prompt", RandomTokens(3000, 3)}, {"max_tokens", 4}};  // predicted well over 50 ms
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.Post("/v1/completions", body, "x-request-timeout: 0.05\r\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  EXPECT_EQ(r.status, 504) << r.body;
+  const json err = json::parse(r.body);
+  EXPECT_EQ(err["error"]["type"], "timeout") << r.body;
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("predicted time to the first token"), std::string::npos) << r.body;
+  auto bad = c.Post("/v1/completions", body, "x-stainless-timeout: soon\r\n");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  // With time enough (the official client's header), a prompt is served.
+  auto ok = c.Post("/v1/completions", {{"prompt", RandomTokens(300, 4)}, {"max_tokens", 4}}, "x-stainless-timeout: 600\r\n");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  const std::string metrics = testing::HttpGet("127.0.0.1:" + std::to_string(c.http_port), "/metrics");
+  EXPECT_NE(metrics.find("ds41_router_rejections_total{reason=\"deadline\"} 1"), std::string::npos) << metrics;
+}
+
+// SIGTERM to the router (issue 30 item 3): it reports not ready, refuses new requests, lets the one in
+// flight finish within the grace period and exits 0; with a short grace the rest is cancelled.
+TEST(RouterClusterTest, SigtermDrainsThenCancelsWhatIsLeft) {
+  Cluster c;
+  for (const int grace : {30, 1}) {
+    c.StartRouter({"--shutdown-grace-seconds", std::to_string(grace)});
+    const json body = {{"prompt", RandomTokens(200, grace)}, {"max_tokens", 400}, {"ignore_eos", true}};
+    auto inflight = std::async(std::launch::async, [&] { return c.Post("/v1/completions", body); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));  // generating
+    const auto term = std::chrono::steady_clock::now();
+    auto exited = std::async(std::launch::async, [&] { return c.router->Kill(SIGTERM); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (grace == 30) {
+      EXPECT_EQ(c.Health(), 503);
+      auto refused = c.Post("/v1/completions", {{"prompt", RandomTokens(10, 9)}, {"max_tokens", 2}});
+      EXPECT_EQ(refused.status, 503) << refused.body;
+    }
+    const testing::HttpTestResponse r = inflight.get();
+    const int status = exited.get();
+    const double exit_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - term).count();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    if (grace == 30) {
+      EXPECT_EQ(r.status, 200) << r.body;  // finished in the grace period, all 400 tokens
+      EXPECT_EQ(json::parse(r.body)["usage"]["completion_tokens"], 400) << r.body;
+      EXPECT_LT(exit_s, 25);  // as soon as it was done, not at the end of the grace
+    } else {
+      EXPECT_LT(exit_s, 1 + 5);  // the grace, then a step
+      // The router cancelled its call; the decoder stopped the sequence and says why.
+      int cancelled = 0;
+      for (const auto& d : c.decoders) {
+        const std::string m = testing::HttpGet(d->fields()["metrics"], "/metrics");
+        cancelled += m.find("ds41_decoder_requests_cancelled_total{reason=\"client\"} 1") != std::string::npos;
+      }
+      EXPECT_EQ(cancelled, 1);
+    }
+  }
 }
 
 }  // namespace
