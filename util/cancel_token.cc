@@ -31,7 +31,9 @@ CancelReason CancelReasonNow(std::chrono::system_clock::time_point deadline) {
   if (std::chrono::duration_cast<std::chrono::nanoseconds>((now + slack).time_since_epoch()).count() >= shutdown_from.load()) {
     return CancelReason::kShutdown;
   }
-  return now >= deadline ? CancelReason::kDeadline : CancelReason::kClient;
+  // A caller up the chain whose own copy of the same deadline fired cancels a little before ours
+  // would: a cancel within 50 ms of the deadline is the deadline's.
+  return now + std::chrono::milliseconds(50) >= deadline ? CancelReason::kDeadline : CancelReason::kClient;
 }
 
 void CancelToken::Cancel(CancelReason reason) {

@@ -63,6 +63,7 @@ TEST(CancelTokenTest, ReasonNowTellsDeadlineFromClientAndThenShutdown) {
   const auto now = std::chrono::system_clock::now();
   EXPECT_EQ(CancelReasonNow(now + std::chrono::seconds(30)), CancelReason::kClient);
   EXPECT_EQ(CancelReasonNow(now - std::chrono::milliseconds(1)), CancelReason::kDeadline);
+  EXPECT_EQ(CancelReasonNow(now + std::chrono::milliseconds(20)), CancelReason::kDeadline);  // the caller's timer fired first
   // In the grace period a cancel is still the client's; from its end on, the shutdown's.
   MarkShuttingDown(now + std::chrono::seconds(30));
   EXPECT_EQ(CancelReasonNow(now + std::chrono::hours(1)), CancelReason::kClient);

@@ -77,9 +77,10 @@ struct Cluster {
     grpc_addr = router->fields()["grpc"];
   }
 
-  testing::HttpTestResponse Post(const std::string& path, const json& body, const std::string& headers = "") {
+  testing::HttpTestResponse Post(const std::string& path, const json& body, const std::string& headers = "",
+                                 std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
     testing::HttpTestClient c;
-    EXPECT_TRUE(c.Connect(http_port));
+    EXPECT_TRUE(c.Connect(http_port, timeout));
     auto r = c.Request("POST", path, body.dump(), "Content-Type: application/json\r\n" + headers);
     EXPECT_TRUE(r.has_value());
     return r.value_or(testing::HttpTestResponse{});
@@ -390,6 +391,44 @@ TEST(RouterClusterTest, APromptThatCannotMeetItsDeadlineIsRefusedUpFront) {
   EXPECT_EQ(ok.status, 200) << ok.body;
   const std::string metrics = testing::HttpGet("127.0.0.1:" + std::to_string(c.http_port), "/metrics");
   EXPECT_NE(metrics.find("ds41_router_rejections_total{reason=\"deadline\"} 1"), std::string::npos) << metrics;
+}
+
+// A request whose deadline passes in the middle of its prefill (issue 30 items 1 and 2): the encoder
+// stops at its next step and counts a deadline cancel, the whole units it had encoded are kept, and
+// the same request sent again hits them and computes only the rest.
+TEST(RouterClusterTest, ARequestPastItsDeadlineKeepsItsWorkAndItsRetryComputesTheRest) {
+  Cluster c;
+  c.StartRouter();
+  const std::vector<int32_t> prompt = RandomTokens(5000, 11);
+  const json body = {{"prompt", prompt}, {"max_tokens", 2}};
+  const auto t0 = std::chrono::steady_clock::now();
+  auto late = c.Post("/v1/completions", body, "x-request-timeout: 1.5\r\n");
+  const double late_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(late.status, 504) << late.body;
+  EXPECT_LT(late_s, 3.0);
+  // The encoder drops the prefill at its next step (a step is up to 512 tokens: under a second here).
+  auto deadline_cancels = [&] {
+    int n = 0;
+    for (const auto& e : c.encoders) {
+      const std::string m = testing::HttpGet(e->fields()["metrics"], "/metrics");
+      n += m.find("ds41_encoder_requests_cancelled_total{reason=\"deadline\"} 1") != std::string::npos;
+    }
+    return n;
+  };
+  for (int i = 0; i < 200 && deadline_cancels() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(deadline_cancels(), 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the kept units' background put
+  auto retry = c.Post("/v1/completions", body, "", std::chrono::seconds(60));
+  ASSERT_EQ(retry.status, 200) << retry.body;
+  const json usage = json::parse(retry.body)["usage"];
+  const int64_t hit = usage["prompt_cache_hit_tokens"];
+  std::printf("retry after a deadline cancel at %.2f s: prompt_cache_hit_tokens %lld of %zu, computed %lld\n", late_s,
+              static_cast<long long>(hit), prompt.size(), static_cast<long long>(usage["ds41"]["computed_tokens"].get<int64_t>()));
+  EXPECT_GT(hit, 0);
+  EXPECT_LT(hit, 5000);
+  EXPECT_EQ(hit % 64, 0);
+  EXPECT_EQ(usage["ds41"]["computed_tokens"], 5000 - hit);
 }
 
 // SIGTERM to the router (issue 30 item 3): it reports not ready, refuses new requests, lets the one in
