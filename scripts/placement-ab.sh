@@ -5,8 +5,12 @@
 # stops the cluster. Loads are fractions of the capacity measured first: the slice sent at once
 # (arrivals compressed 1000x) to the cost policy, completed requests per second of wall time.
 #
-#   scripts/placement-ab.sh --out DIR [--start S] [--duration S] [--token-scale X]
-#                           [--loads 50,90,120] [--policies cost,round_robin,...] [--capacity REQ_PER_S]
+#   scripts/placement-ab.sh --out DIR [--session-sample K] [--token-scale X] [--unit-tokens U]
+#                           [--start S] [--duration S] [--loads 50,90,120]
+#                           [--policies cost,round_robin,...] [--capacity REQ_PER_S]
+#
+# The default slice: 1 session in 32 of the whole 30 minutes (each with all its turns, so the
+# reuse between turns is the trace's own), lengths x 1/32 (16-token blocks, one cache unit each).
 #
 # Writes DIR/<policy>@<load>.jsonl (+ .summary.json) per run, DIR/capacity.jsonl, DIR/runs.txt (the
 # exact replay commands) and the figures (ds41-trace-replay plot). Needs a built tree (scripts/build.sh).
@@ -15,7 +19,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$root/build"
 replay="$build/trace/ds41-trace-replay"
 trace="${DS41_TRACE:-$root/../shared/data/mooncake/conversation_trace_first_30min.jsonl}"
-out="" start=0 duration=40 token_scale=0.125 loads=50,90,120 capacity="" concurrency=64 deadline=120
+out="" start=0 duration="" session_sample=32 token_scale=0.03125 unit_tokens=16 loads=50,90,120 capacity=""
+concurrency=64 deadline=120
 policies=cost,round_robin,random,least_loaded,sticky,prefix_affinity
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -23,6 +28,8 @@ while [ $# -gt 0 ]; do
     --start) start=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
     --token-scale) token_scale=$2; shift 2 ;;
+    --unit-tokens) unit_tokens=$2; shift 2 ;;
+    --session-sample) session_sample=$2; shift 2 ;;
     --loads) loads=$2; shift 2 ;;
     --policies) policies=$2; shift 2 ;;
     --capacity) capacity=$2; shift 2 ;;
@@ -56,7 +63,8 @@ start_cluster() {
   local run="$out/cluster-$2"
   rm -rf "$run"
   mkdir -p "$run"
-  DS41_SKIP_BUILD=1 DS41_PORT_OFFSET=$offset DS41_RUN_DIR="$run" DS41_PLACEMENT="$1" DS41_SHUTDOWN_GRACE_SECONDS=2 \
+  DS41_SKIP_BUILD=1 DS41_PORT_OFFSET=$offset DS41_RUN_DIR="$run" DS41_PLACEMENT="$1" DS41_UNIT_TOKENS=$unit_tokens \
+    DS41_SHUTDOWN_GRACE_SECONDS=2 \
     setsid "$root/scripts/run.sh" >"$run/cluster.log" 2>&1 </dev/null &
   cluster_pid=$!
   for _ in $(seq 1 600); do
@@ -70,35 +78,33 @@ start_cluster() {
 
 # replay NAME TIME_SCALE: one run of the slice; its command goes to runs.txt.
 replay_run() {
-  local cmd=("$replay" run --endpoint "$endpoint" --trace "$trace" --start "$start" --duration "$duration"
-             --token-scale "$token_scale" --time-scale "$2" --concurrency "$concurrency" --deadline "$deadline"
+  local window=(--start "$start")
+  [ -z "$duration" ] || window+=(--duration "$duration")
+  local cmd=("$replay" run --endpoint "$endpoint" --trace "$trace" "${window[@]}" --session-sample "$session_sample"
+             --token-scale "$token_scale" --unit-tokens "$unit_tokens" --time-scale "$2"
+             --concurrency "$concurrency" --deadline "$deadline"
              --expect-decoders "$decoders" --expect-encoders "$encoders" --no-progress
              --label "$1" --out "$out/$1.jsonl")
   echo "${cmd[*]}" >>"$out/runs.txt"
   "${cmd[@]}"
 }
 
-# The slice's own rate, from the trace: requests in [start, start + duration) per second.
-slice_rate=$(/usr/bin/python3 - "$trace" "$start" "$duration" <<'PY'
-import json, sys
-path, start, duration = sys.argv[1], float(sys.argv[2]) * 1000, float(sys.argv[3]) * 1000
-n = sum(1 for line in open(path) if line.strip() and start <= json.loads(line)["timestamp"] < start + duration)
-print(n / (duration / 1000))
-PY
-)
+# Capacity: the slice sent at once (arrivals x 1/1000) to the cost policy; completed requests per
+# second of wall time. The same run gives the slice's own rate (its last arrival x 1000).
 : >"$out/runs.txt"
-if [ -z "$capacity" ]; then
-  start_cluster cost capacity
-  replay_run capacity 0.001
-  stop_cluster
-  capacity=$(/usr/bin/python3 - "$out/capacity.summary.json" <<'PY'
+start_cluster cost capacity
+replay_run capacity 0.001
+stop_cluster
+read -r measured slice_rate < <(/usr/bin/python3 - "$out/capacity.jsonl" "$out/capacity.summary.json" <<'PY'
 import json, sys
-s = json.load(open(sys.argv[1]))
-print(s["requests_ok"] / s["wall_seconds"])
+arrivals = [json.loads(l).get("arrival_s") for l in open(sys.argv[1]) if l.strip()]
+arrivals = [a for a in arrivals if a is not None]
+s = json.load(open(sys.argv[2]))
+print(s["ok"] / s["wall_s"], len(arrivals) / (max(arrivals) * 1000))
 PY
 )
-fi
-echo "slice: $slice_rate req/s of trace time; capacity: $capacity req/s" | tee "$out/capacity.txt"
+capacity=${capacity:-$measured}
+echo "slice: $slice_rate req/s at its own pace; capacity: $capacity req/s (measured $measured)" | tee "$out/capacity.txt"
 
 IFS=, read -r -a load_list <<<"$loads"
 IFS=, read -r -a policy_list <<<"$policies"

@@ -36,6 +36,7 @@ Json OptionsJson(const RunSpec& spec, size_t requests) {
           {"duration_s", std::isfinite(w.duration_s) ? Json(w.duration_s) : Json(nullptr)},
           {"max_requests", w.max_requests},
           {"replicas", w.replicas},
+          {"session_sample", w.session_sample},
           {"requests", requests},
           {"concurrency", spec.replay.concurrency},
           {"deadline_s", spec.replay.deadline_s},

@@ -98,6 +98,19 @@ std::vector<WorkloadRequest> BuildWorkload(const std::vector<TraceRequest>& trac
     base.push_back(std::move(w));
   }
   const int64_t sessions = trie.sessions();
+  if (options.session_sample > 1) {
+    size_t kept = 0;
+    for (size_t i = 0; i < base.size(); ++i) {
+      if (base_session[i] % options.session_sample != 0) continue;
+      base[kept] = std::move(base[i]);
+      base_session[kept] = base_session[i];
+      ++kept;
+    }
+    base.resize(kept);
+    base_session.resize(kept);
+    const double first = base.empty() ? 0 : base.front().arrival_s;
+    for (WorkloadRequest& w : base) w.arrival_s -= first;
+  }
 
   std::vector<WorkloadRequest> out;
   const size_t cap = options.max_requests < 0 ? base.size() * replicas : static_cast<size_t>(options.max_requests);

@@ -29,6 +29,10 @@ struct WorkloadOptions {
   // R copies of the window with disjoint block ids and sessions, at the same arrival times (R times
   // the rate): copy r's block ids are the trace's + r * (largest id + 1).
   int replicas = 1;
+  // Keep 1 session in K (sessions numbered in order of first arrival, every K-th kept), each with
+  // all its turns in the window: a slice with the trace's reuse between turns at 1/K of its rate.
+  // Arrivals are re-based to the first request kept.
+  int session_sample = 1;
 };
 
 struct WorkloadRequest {

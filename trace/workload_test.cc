@@ -90,6 +90,30 @@ TEST(WorkloadTest, SessionsLinkTurnsNeverOnBlockZeroAlone) {
   EXPECT_EQ(w[0].session, "s0");
 }
 
+TEST(WorkloadTest, SessionSampleKeepsWholeSessions) {
+  const std::vector<TraceRequest> trace = {
+      T(1000, 1536, 1, {0, 1, 2}),        // s0
+      T(2000, 1024, 1, {0, 9}),           // s1
+      T(3000, 2560, 1, {0, 1, 2, 3, 4}),  // s0, turn 2
+      T(4000, 1300, 1, {0, 5, 6}),        // s2
+      T(5000, 1500, 1, {0, 9, 11}),       // s1, turn 2
+      T(6000, 3000, 1, {0, 1, 2, 3, 4, 8}),  // s0, turn 3
+  };
+  WorkloadOptions o;
+  o.session_sample = 2;  // sessions 0 and 2
+  const auto w = BuildWorkload(trace, o);
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_EQ(w[0].session, "s0");
+  EXPECT_EQ(w[1].session, "s0");
+  EXPECT_EQ(w[2].session, "s2");
+  EXPECT_EQ(w[3].session, "s0");
+  EXPECT_DOUBLE_EQ(w[0].arrival_s, 0);
+  EXPECT_DOUBLE_EQ(w[1].arrival_s, 2);
+  EXPECT_DOUBLE_EQ(w[3].arrival_s, 5);
+  EXPECT_EQ(w[3].index, 3);
+  EXPECT_EQ(BuildWorkload(trace, {}).size(), trace.size());
+}
+
 TEST(WorkloadTest, LongestEarlierPrefixWins) {
   // q2's complete blocks come first; q1, a 2-block prompt on q2's path, starts its own session (the
   // node it ends at carried no mark). A later request on both paths joins the longer one, q2.
