@@ -100,8 +100,8 @@ CostModel Placer::cost() const {
   return cost_;
 }
 
-void Placer::LearnEncoderRate(int64_t computed_tokens, double ttft_seconds) {
-  if (computed_tokens < 64 || ttft_seconds <= 0) return;
+void Placer::LearnEncoderRate(const Placement& p, int64_t computed_tokens, double ttft_seconds) {
+  if (!p.encoder_idle || computed_tokens < 64 || ttft_seconds <= 0) return;
   const double observed = static_cast<double>(computed_tokens) / ttft_seconds;
   std::lock_guard<std::mutex> l(mu_);
   cost_.encoder_tokens_per_s = 0.8 * cost_.encoder_tokens_per_s + 0.2 * observed;
@@ -222,6 +222,7 @@ Placement Placer::Place(const PlacementInput& in, const std::vector<NodeLoad>& d
     std::string encoder_reason;
     const int ei = Choose(*encoders_, ecost, encoders, /*decoders=*/false, in, &encoder_reason);
     p.encoder = encoders[ei].address;
+    p.encoder_idle = encoders[ei].queued_tokens == 0 && encoders[ei].running + encoders[ei].waiting == 0;
     ecost_chosen = ecost[ei];
   }
   p.predicted_seconds = dcost[di] + ecost_chosen;

@@ -71,6 +71,7 @@ struct Placement {
   int64_t encoder_tokens = 0;    // N - H
   int64_t replay_tokens = 0;     // encoder replay (0 or window)
   double kv_bytes = 0;           // prefix bytes the decoder fetches from the store
+  bool encoder_idle = false;     // the chosen encoder had nothing queued: its TTFT measures its rate
 };
 
 // Prefix affinity as SGLang's cache-aware router does it: a node that served at least
@@ -102,9 +103,10 @@ class Placer {
   Placement Place(const PlacementInput& in, const std::vector<NodeLoad>& decoders, const std::vector<NodeLoad>& encoders);
   // The request was sent as placed: prefix affinity remembers which nodes served its prefix.
   void Served(const PlacementInput& in, const Placement& p);
-  // Computed tokens over the time to the first token bounds the encoder rate from below; the model
-  // follows it so predictions stay honest under load.
-  void LearnEncoderRate(int64_t computed_tokens, double ttft_seconds);
+  // The encoder rate follows what requests show: computed tokens over the time to the first token,
+  // from requests placed on an idle encoder only. Under load a TTFT is mostly queueing, and learning
+  // from it would shrink the rate, inflate every prediction and refuse requests on their deadlines.
+  void LearnEncoderRate(const Placement& p, int64_t computed_tokens, double ttft_seconds);
 
   PlacementPolicy policy() const { return opt_.policy; }
   CostModel cost() const;

@@ -271,5 +271,18 @@ TEST(InflightLoadsTest, RaisesStalePolledLoadsToWhatThisRouterSent) {
   EXPECT_EQ(e[0].queued_tokens, 300);
 }
 
+TEST(PlacementTest, TheEncoderRateIsLearnedFromIdleEncodersOnly) {
+  Placer placer = CostPlacer(1);
+  const double start = placer.cost().encoder_tokens_per_s;
+  Placement busy = placer.Place(In(2000, 0, 128, true), {Node("d")}, {Node("e", 1, 0, false, 30000)});
+  EXPECT_FALSE(busy.encoder_idle);
+  placer.LearnEncoderRate(busy, 2000, 40.0);  // 40 s of which most was queueing: not a rate
+  EXPECT_EQ(placer.cost().encoder_tokens_per_s, start);
+  Placement idle = placer.Place(In(2000, 0, 128, true), {Node("d")}, {Node("e")});
+  EXPECT_TRUE(idle.encoder_idle);
+  placer.LearnEncoderRate(idle, 2000, 2.0);  // 1,000 tokens/s observed
+  EXPECT_NEAR(placer.cost().encoder_tokens_per_s, 0.8 * start + 0.2 * 1000, 1e-9);
+}
+
 }  // namespace
 }  // namespace ds41

@@ -169,7 +169,7 @@ void RouterCore::RecordEnd(const RouteResult& res, Clock::time_point t0) {
     metrics_->PromptTokens(usage.cached_tokens, usage.prompt_tokens - usage.cached_tokens);
     metrics_->CompletionTokens(usage.completion_tokens);
   }
-  placer_.LearnEncoderRate(usage.computed_tokens, usage.ttft_seconds);
+  placer_.LearnEncoderRate(res.placement, usage.computed_tokens, usage.ttft_seconds);
 }
 
 RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) {
