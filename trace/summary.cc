@@ -15,7 +15,7 @@ double Mean(const std::vector<double>& v) {
 }
 
 // Fills the shares, CVs and max/mean of a pool from its counts.
-void Finish(PoolLoad* pool, bool tokens) {
+void Finish(PoolShare* pool, bool tokens) {
   int64_t requests = 0, computed = 0;
   for (const auto& [name, n] : pool->nodes) {
     requests += n.requests;
@@ -40,7 +40,7 @@ void Finish(PoolLoad* pool, bool tokens) {
   }
 }
 
-Json PoolJson(const PoolLoad& p, bool tokens) {
+Json PoolJson(const PoolShare& p, bool tokens) {
   Json nodes = Json::object();
   for (const auto& [name, n] : p.nodes) {
     Json j = {{"requests", n.requests}, {"request_share", n.request_share}};
@@ -64,7 +64,7 @@ std::string Fmt(const char* format, double v) {
   return buf;
 }
 
-void PrintPool(std::ostream& os, const char* title, const PoolLoad& p, bool tokens) {
+void PrintPool(std::ostream& os, const char* title, const PoolShare& p, bool tokens) {
   os << title << " (" << p.nodes.size() << ")  requests CV " << Fmt("%.3f", p.request_cv) << ", max/mean "
      << Fmt("%.2f", p.request_max_over_mean);
   if (tokens) {
@@ -130,7 +130,7 @@ Summary Summarize(const std::vector<RequestRecord>& records, const HitCeiling& c
     if (r.ttft_s <= slo.ttft_s && Mean(r.itl_s) <= slo.itl_s) ++s.good;
     if (!r.decoder.empty()) ++s.decoders.nodes[r.decoder].requests;
     if (!r.encoder.empty()) {
-      NodeLoad& e = s.encoders.nodes[r.encoder];
+      NodeShare& e = s.encoders.nodes[r.encoder];
       ++e.requests;
       e.computed_tokens += r.computed_tokens;
     }

@@ -31,15 +31,15 @@ struct ExpectedNodes {
   std::vector<std::string> decoders, encoders;
 };
 
-struct NodeLoad {
+struct NodeShare {
   int64_t requests = 0;         // ok requests placed on the node
   double request_share = 0;     // of the pool's ok requests
   int64_t computed_tokens = 0;  // encoders: prompt tokens computed there
   double token_share = 0;       // encoders: of the pool's computed tokens
 };
 
-struct PoolLoad {
-  std::map<std::string, NodeLoad> nodes;
+struct PoolShare {
+  std::map<std::string, NodeShare> nodes;
   double request_cv = 0, request_max_over_mean = 0;  // over request_share
   double token_cv = 0, token_max_over_mean = 0;      // over token_share (encoders)
 };
@@ -71,7 +71,7 @@ struct Summary {
   int64_t encoder_tokens = 0;
   int64_t kv_bytes_read = 0;
 
-  PoolLoad decoders, encoders;
+  PoolShare decoders, encoders;
 };
 
 // The summary of `records`; `wall_seconds` is the run's length (goodput's denominator).
