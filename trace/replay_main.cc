@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
   CLI::App* summarize = app.add_subcommand("summarize", "print the summaries of record files again");
   summarize->add_option("files", files, "record files (JSONL)")->required()->check(CLI::ExistingFile);
   summarize->add_flag("--json", as_json, "print each summary as JSON, one a line");
+  bool as_table = false;
+  summarize->add_flag("--markdown", as_table, "print the summaries as one Markdown table");
 
   std::string plot_dir, gnuplot = "gnuplot";
   CLI::App* plot = app.add_subcommand("plot", "PNG figures of record files: TTFT CDF, load sweep (labels policy@load)");
@@ -87,11 +89,14 @@ int main(int argc, char** argv) {
     return s.ok() ? 0 : Fail(s.status());
   }
   std::vector<ds41::PlotRun> runs;
+  std::vector<ds41::Summary> table;
   for (const std::string& f : files) {
     auto s = ds41::SummarizeRecordFile(f);
     if (!s.ok()) return Fail(s.status());
     if (summarize->parsed()) {
-      if (as_json) {
+      if (as_table) {
+        table.push_back(*s);
+      } else if (as_json) {
         std::cout << ds41::SummaryJson(*s).dump() << "\n";
       } else {
         ds41::PrintSummary(std::cout, *s);
@@ -102,6 +107,7 @@ int main(int argc, char** argv) {
     if (!records.ok()) return Fail(records.status());
     runs.push_back({s->label, std::move(records->records), *s});
   }
+  if (as_table) ds41::PrintSummaryTable(std::cout, table);
   if (plot->parsed()) {
     auto pngs = ds41::PlotRuns(runs, plot_dir, gnuplot);
     if (!pngs.ok()) return Fail(pngs.status());

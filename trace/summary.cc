@@ -175,6 +175,22 @@ void PrintSummary(std::ostream& os, const Summary& s) {
   PrintPool(os, "  encoders", s.encoders, /*tokens=*/true);
 }
 
+void PrintSummaryTable(std::ostream& os, const std::vector<Summary>& summaries) {
+  os << "| run | ok / rejected / failed / timeout | hit % (of ceiling) | TTFT mean | p50 | p90 | p99 | goodput req/s (%) "
+        "| decoders max/mean | encoders max/mean (tokens) |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|\n";
+  char row[512];
+  for (const Summary& s : summaries) {
+    std::snprintf(row, sizeof row,
+                  "| %s | %lld / %lld / %lld / %lld | %.1f (%.2f) | %.2f | %.2f | %.2f | %.2f | %.3f (%.0f) | %.2f | %.2f (%.2f) |\n",
+                  s.label.c_str(), static_cast<long long>(s.ok), static_cast<long long>(s.rejected),
+                  static_cast<long long>(s.failed), static_cast<long long>(s.timeout), 100 * s.hit_share, s.hit_over_ceiling,
+                  s.ttft_mean, s.ttft_p50, s.ttft_p90, s.ttft_p99, s.goodput_rps, 100 * s.goodput_share,
+                  s.decoders.request_max_over_mean, s.encoders.request_max_over_mean, s.encoders.token_max_over_mean);
+    os << row;
+  }
+}
+
 Json SummaryJson(const Summary& s) {
   return {{"label", s.label},
           {"requests", s.requests},

@@ -90,5 +90,8 @@ double CoefficientOfVariation(const std::vector<double>& values);
 // A human-readable table (headed by the label when there is one).
 void PrintSummary(std::ostream& os, const Summary& s);
 nlohmann::json SummaryJson(const Summary& s);
+// Summaries as one Markdown table, a row each (docs/benchmarks.md): outcomes, hit share and its
+// ratio to the ceiling, TTFT mean / p50 / p90 / p99, goodput, and each pool's max/mean share.
+void PrintSummaryTable(std::ostream& os, const std::vector<Summary>& summaries);
 
 }  // namespace ds41
