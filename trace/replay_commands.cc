@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "trace/mooncake_trace.h"
 #include "trace/run_header.h"
@@ -54,6 +55,26 @@ Status WriteJsonFile(const std::string& path, const Json& j) {
   return Status::Ok();
 }
 
+// The workload a run's header describes (its trace and options), rebuilt to recompute what needs
+// the requests' blocks; an error when the trace cannot be read.
+StatusOr<std::vector<WorkloadRequest>> WorkloadOfRun(const RunHeader& h) {
+  const Json& o = h.options;
+  if (!o.is_object() || !o.contains("trace") || !o["trace"].is_string()) return NotFoundError("no trace in the run header");
+  DS41_ASSIGN_OR_RETURN(std::vector<TraceRequest> trace, ReadMooncakeTrace(o["trace"].get<std::string>()));
+  WorkloadOptions w;
+  auto number = [&](const char* key, double fallback) {
+    return o.contains(key) && o[key].is_number() ? o[key].get<double>() : fallback;
+  };
+  w.token_scale = number("token_scale", 1);
+  w.time_scale = number("time_scale", 1);
+  w.start_s = number("start_s", 0);
+  w.duration_s = number("duration_s", std::numeric_limits<double>::infinity());
+  w.max_requests = static_cast<int64_t>(number("max_requests", -1));
+  w.replicas = static_cast<int>(number("replicas", 1));
+  w.session_sample = static_cast<int>(number("session_sample", 1));
+  return BuildWorkload(trace, w);
+}
+
 }  // namespace
 
 std::string SummaryPathFor(const std::string& records_path) {
@@ -96,6 +117,7 @@ StatusOr<Summary> RunTraceReplay(const RunSpec& spec, std::ostream& os) {
   DS41_RETURN_IF_ERROR(out->Close());
   Summary s = Summarize(records, h.ceiling, h.slo, WallSecondsOf(records), h.nodes);
   s.label = h.label;
+  s.causal_ceiling_share = CausalCeilingShare(workload, records, spec.unit_tokens);
   PrintSummary(os, s);
   const std::string summary_path = SummaryPathFor(spec.out_path);
   DS41_RETURN_IF_ERROR(WriteJsonFile(summary_path, SummaryJson(s)));
@@ -113,6 +135,9 @@ StatusOr<Summary> SummarizeRecordFile(const std::string& path) {
   }
   Summary s = Summarize(f.records, h.ceiling, h.slo, WallSecondsOf(f.records), h.nodes);
   s.label = h.label.empty() ? StemOf(path) : h.label;
+  if (StatusOr<std::vector<WorkloadRequest>> w = WorkloadOfRun(h); w.ok()) {
+    s.causal_ceiling_share = CausalCeilingShare(*w, f.records, h.unit_tokens);
+  }
   return s;
 }
 

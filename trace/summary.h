@@ -54,6 +54,8 @@ struct Summary {
   double hit_share = 0;      // cached / prompt tokens
   double ceiling_share = 0;  // HitCeiling::share()
   double hit_over_ceiling = 0;
+  // CausalHitCeiling at the run's own TTFTs (-1: unknown, e.g. the trace is not at hand).
+  double causal_ceiling_share = -1;
 
   // Latency (seconds). TTFT and e2e over ok requests; inter-token gaps over every gap of them.
   double ttft_mean = 0, ttft_p50 = 0, ttft_p90 = 0, ttft_p99 = 0;
@@ -77,6 +79,11 @@ struct Summary {
 // The summary of `records`; `wall_seconds` is the run's length (goodput's denominator).
 Summary Summarize(const std::vector<RequestRecord>& records, const HitCeiling& ceiling, const SloOptions& slo,
                   double wall_seconds, const ExpectedNodes& expected = {});
+
+// CausalHitCeiling of `workload` at the TTFTs of `records` (matched by index; a request without an
+// ok record never made its prefix ready): the share Summary::causal_ceiling_share holds.
+double CausalCeilingShare(const std::vector<WorkloadRequest>& workload, const std::vector<RequestRecord>& records,
+                          int unit_tokens);
 
 // The run's length as the records show it: from 0 (the first scheduled arrival) to the latest
 // arrival_s + e2e_s.

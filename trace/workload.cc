@@ -170,4 +170,50 @@ HitCeiling PrefixHitCeiling(const std::vector<WorkloadRequest>& workload, int un
   return c;
 }
 
+HitCeiling CausalHitCeiling(const std::vector<WorkloadRequest>& workload, const std::vector<double>& ready_s,
+                            int unit_tokens) {
+  const int64_t unit = std::max(1, unit_tokens);
+  // Per block: the earliest time a whole copy of it was ready, and the partial copies (a prompt's
+  // last block), few, as (tokens, ready).
+  struct Held {
+    double full_ready = std::numeric_limits<double>::infinity();
+    std::vector<std::pair<int64_t, double>> partial;
+  };
+  std::unordered_map<int64_t, Held> held;
+  HitCeiling c;
+  for (size_t i = 0; i < workload.size(); ++i) {
+    const WorkloadRequest& w = workload[i];
+    const int64_t bt = w.block_tokens;
+    int64_t hit = 0;
+    for (size_t j = 0; j < w.blocks.size(); ++j) {
+      const int64_t own = std::min<int64_t>(bt, w.prompt_tokens - static_cast<int64_t>(j) * bt);
+      if (own <= 0) break;
+      auto it = held.find(w.blocks[j]);
+      int64_t had = 0;
+      if (it != held.end()) {
+        if (it->second.full_ready <= w.arrival_s) had = bt;
+        for (const auto& [tokens, ready] : it->second.partial) {
+          if (ready <= w.arrival_s) had = std::max(had, tokens);
+        }
+      }
+      hit += std::min(had, own);
+      if (had < bt) break;
+    }
+    hit = std::min(hit, (w.prompt_tokens - 1) / unit * unit);
+    for (size_t j = 0; j < w.blocks.size(); ++j) {
+      const int64_t own = std::min<int64_t>(bt, w.prompt_tokens - static_cast<int64_t>(j) * bt);
+      if (own <= 0) break;
+      Held& h = held[w.blocks[j]];
+      if (own == bt) {
+        h.full_ready = std::min(h.full_ready, ready_s[i]);
+      } else {
+        h.partial.emplace_back(own, ready_s[i]);
+      }
+    }
+    c.prompt_tokens += w.prompt_tokens;
+    c.hit_tokens += hit;
+  }
+  return c;
+}
+
 }  // namespace ds41

@@ -82,4 +82,12 @@ struct HitCeiling {
 // unit_tokens >= 1.
 HitCeiling PrefixHitCeiling(const std::vector<WorkloadRequest>& workload, int unit_tokens);
 
+// The same ceiling for a run that took time: a block counts only when an earlier request that held
+// it had its prompt computed before this one arrived (ready_s[i]: request i's arrival + TTFT, on the
+// workload's clock; +inf when it never was). A later turn sent while its previous turn is still in
+// prefill cannot hit that turn, whatever the placement: this is the most any policy could hit at the
+// latencies the run had. REQUIRES: ready_s.size() == workload.size().
+HitCeiling CausalHitCeiling(const std::vector<WorkloadRequest>& workload, const std::vector<double>& ready_s,
+                            int unit_tokens);
+
 }  // namespace ds41

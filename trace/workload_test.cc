@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <set>
 
 namespace ds41 {
@@ -203,6 +204,27 @@ TEST(WorkloadTest, HitCeilingByHand) {
   const HitCeiling u4 = PrefixHitCeiling(w, 4);
   EXPECT_EQ(u4.hit_tokens, 0 + 8 + 8 + 4 + 0);
   EXPECT_EQ(PrefixHitCeiling({}, 4).share(), 0);
+}
+
+TEST(WorkloadTest, CausalCeilingCountsOnlyPrefixesReadyBeforeArrival) {
+  // Three turns of one conversation, 64-token blocks (1/8 of 512), one unit per block.
+  const std::vector<TraceRequest> trace = {
+      T(0, 1024, 1, {0, 1}),         // 128 tokens
+      T(1000, 2048, 1, {0, 1, 2, 3}),  // hits 2 blocks of turn 1
+      T(2000, 3072, 1, {0, 1, 2, 3, 4, 5}),  // hits 4 blocks of turn 2
+  };
+  WorkloadOptions o;
+  o.token_scale = 0.125;
+  const auto w = BuildWorkload(trace, o);
+  const int64_t unbounded = PrefixHitCeiling(w, 64).hit_tokens;
+  EXPECT_EQ(unbounded, 128 + 256);
+  const double inf = std::numeric_limits<double>::infinity();
+  // Every turn ready at once: the same as the unbounded ceiling.
+  EXPECT_EQ(CausalHitCeiling(w, {0, 1, 2}, 64).hit_tokens, unbounded);
+  // Turn 2 still in prefill when turn 3 arrives: turn 3 hits only turn 1's two blocks.
+  EXPECT_EQ(CausalHitCeiling(w, {0.5, 2.5, 3}, 64).hit_tokens, 128 + 128);
+  // Turn 1 never ready: turn 2 hits nothing, turn 3 hits turn 2's four blocks.
+  EXPECT_EQ(CausalHitCeiling(w, {inf, 1.5, 3}, 64).hit_tokens, 0 + 256);
 }
 
 }  // namespace
