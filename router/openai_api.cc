@@ -237,6 +237,7 @@ struct Sampling {
   uint64_t seed = 0;
   std::vector<std::string> stops;
   bool stream = false;
+  bool ignore_eos = false;  // vLLM's extension: EOS does not stop, so exactly max_tokens come (load tests)
 };
 
 // The sampling options of `body` for a prompt of `prompt_tokens` (max_tokens is capped at what the
@@ -292,6 +293,12 @@ std::optional<ApiOutcome> ParseSampling(const Json& body, int64_t prompt_tokens,
     return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stream\" must be a boolean", "stream");
   }
   s->stream = body.value("stream", false);
+  if (body.contains("ignore_eos") && !body["ignore_eos"].is_null()) {
+    if (!body["ignore_eos"].is_boolean()) {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"ignore_eos\" must be a boolean", "ignore_eos");
+    }
+    s->ignore_eos = body["ignore_eos"].get<bool>();
+  }
   return std::nullopt;
 }
 
@@ -321,7 +328,7 @@ RouteRequest BuildRouteRequest(const ApiContext& ctx, bool chat_mode, const std:
   rq.top_p = s.top_p;
   rq.seed = s.seed;
   rq.max_tokens = s.max_tokens;
-  rq.stop_token_ids = {kEosId};
+  if (!s.ignore_eos) rq.stop_token_ids = {kEosId};
   rq.cancel = ctx.cancel;
   return rq;
 }

@@ -93,6 +93,8 @@ TEST_F(RefusedRequestTest, BadFieldsAre400NamingTheField) {
       {{{"stop", Json::array({"a", "b", "c", "d", "e"})}}, "\"stop\" must be a string or an array of at most 4 strings", "stop"},
       {{{"stop", ""}}, "each stop string must have 1..256 bytes", "stop"},
       {{{"stream", "yes"}}, "\"stream\" must be a boolean", "stream"},
+      {{{"ignore_eos", "yes"}}, "\"ignore_eos\" must be a boolean", "ignore_eos"},
+      {{{"ignore_eos", 1}}, "\"ignore_eos\" must be a boolean", "ignore_eos"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.body.dump());

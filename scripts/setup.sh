@@ -12,6 +12,7 @@ PACKAGES=(
   prometheus python3-yaml python3-jsonschema
   python3 python3-numpy python3-torch
   curl openssl
+  gnuplot-nox  # ds41-trace-replay plot
 )
 
 # Node (for the official openai client in tests and the replay command): Debian's unless a Node

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # with_cluster.sh <build_dir> [CMD...]: runs CMD (default: the official-openai-client tests,
 # `node --test tests/client/`) against a fresh local cluster, with DS41_BASE_URL and
-# DS41_PORT_OFFSET exported. Installs the openai npm package into <build_dir>/npm (once; offline-safe after),
-# starts scripts/run.sh with DS41_SKIP_BUILD=1 on a port offset of its own and a temporary run
-# directory, waits for "is up", runs `node --test tests/client/`, stops the cluster and exits with the
-# tests' status. Works from any cwd.
+# DS41_PORT_OFFSET exported. For the default command it installs the openai npm package into
+# <build_dir>/npm (once; offline-safe after). Starts scripts/run.sh with DS41_SKIP_BUILD=1 on a port
+# offset of its own and a temporary run directory, waits for "is up", runs CMD, stops the cluster
+# and exits with CMD's status. Works from any cwd.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 if [ $# -lt 1 ]; then
@@ -14,9 +14,13 @@ fi
 build=$(cd "$1" && pwd)
 shift
 cmd=("$@")
-[ ${#cmd[@]} -gt 0 ] || cmd=(node --test tests/client/)
-export DS41_OPENAI_MODULES
-DS41_OPENAI_MODULES=$("$root/tools/replay/ensure_openai.sh" "$build/npm")
+if [ ${#cmd[@]} -eq 0 ]; then
+  cmd=(node --test tests/client/)
+  # Only the default command needs the npm client (a command that wants it, like scripts/replay,
+  # ensures it itself), so other commands run without npm or network.
+  export DS41_OPENAI_MODULES
+  DS41_OPENAI_MODULES=$("$root/tools/replay/ensure_openai.sh" "$build/npm")
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ds41-client-tests.XXXXXX")
 # A port offset whose every port (scripts/run.sh: 7400-7401, 7500-7501, 7600-7601, 8000, 9400-9601,
