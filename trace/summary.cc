@@ -130,7 +130,7 @@ Summary Summarize(const std::vector<RequestRecord>& records, const HitCeiling& c
     if (r.ttft_s <= slo.ttft_s && Mean(r.itl_s) <= slo.itl_s) ++s.good;
     if (!r.decoder.empty()) ++s.decoders.nodes[r.decoder].requests;
     if (!r.encoder.empty()) {
-      NodeLoad& e = s.encoders.nodes[r.encoder];
+      NodeShare& e = s.encoders.nodes[r.encoder];
       ++e.requests;
       e.computed_tokens += r.computed_tokens;
     }

@@ -31,7 +31,7 @@ struct ExpectedNodes {
   std::vector<std::string> decoders, encoders;
 };
 
-struct NodeLoad {
+struct NodeShare {
   int64_t requests = 0;         // ok requests placed on the node
   double request_share = 0;     // of the pool's ok requests
   int64_t computed_tokens = 0;  // encoders: prompt tokens computed there
@@ -39,7 +39,7 @@ struct NodeLoad {
 };
 
 struct PoolLoad {
-  std::map<std::string, NodeLoad> nodes;
+  std::map<std::string, NodeShare> nodes;
   double request_cv = 0, request_max_over_mean = 0;  // over request_share
   double token_cv = 0, token_max_over_mean = 0;      // over token_share (encoders)
 };
