@@ -5,7 +5,7 @@
 // node. Sessions are bound to the decoder that served their last turn while it stays warm (a cost in
 // placement, not a pin), and the router remembers who holds the SWA state at which position.
 // Transport stays in node_client/: this class sees token ids, placements and Status.
-// Thread-safe: mu_ guards the session bindings; the placer and the in-flight counts lock their own.
+// Thread-safe: the session bindings, the placer and the in-flight counts lock their own.
 #pragma once
 
 #include <atomic>
@@ -27,6 +27,7 @@
 #include "router/node_table.h"
 #include "router/placement.h"
 #include "router/router_metrics.h"
+#include "router/session_bindings.h"
 #include "util/cancel_token.h"
 #include "util/thread_annotations.h"
 
@@ -91,12 +92,6 @@ class RouterCore {
   const Placer& placer() const { return placer_; }
 
  private:
-  struct Binding {
-    std::string decoder, encoder;
-    int64_t decoder_end = -1;       // SWA state position the decoder keeps (context fed at turn end)
-    int64_t encoder_end = -1;       // SWA state position the encoder keeps (prompt end)
-    std::list<std::string>::iterator lru;
-  };
   // The healthy nodes not excluded, each decoder marked warm when it holds this session up to H.
   struct Candidates {
     std::vector<NodeLoad> decoders, encoders;
@@ -113,9 +108,6 @@ class RouterCore {
   // After a node died before the first token: who is gone (a poll says), else the decoder.
   void ExcludeFailed(const Placement& p, std::set<std::string>* excluded);
   void RecordEnd(const RouteResult& res, std::chrono::steady_clock::time_point t0);
-  std::string SwaHolder(const std::string& session, int64_t position) const;
-  void Bind(const std::string& session, const std::string& decoder, int64_t decoder_end, const std::string& encoder,
-            int64_t encoder_end);
 
   RouterOptions opt_;
   NodeTable* nodes_;
@@ -125,10 +117,7 @@ class RouterCore {
   std::atomic<int> running_{0};
   Placer placer_;
   InflightLoads inflight_;
-
-  mutable std::mutex mu_;
-  std::unordered_map<std::string, Binding> sessions_ DS41_GUARDED_BY(mu_);
-  std::list<std::string> lru_ DS41_GUARDED_BY(mu_);
+  SessionBindings bindings_;
 };
 
 }  // namespace ds41
