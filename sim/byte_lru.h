@@ -9,9 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "sim/flat_index.h"
 
 namespace ds41::sim {
 
@@ -42,14 +43,20 @@ class ByteLru {
 
   // Keeps `value` under `key` (replacing the entry there) as the most recent, then evicts.
   void Put(uint64_t key, uint64_t bytes, Value value, double now) {
-    Erase(key);
-    int32_t s;
-    if (!free_.empty()) {
-      s = free_.back();
-      free_.pop_back();
+    int32_t& at = index_.FindOrInsert(key);
+    int32_t s = at;
+    if (s >= 0) {  // replace in place
+      Unlink(s);
+      bytes_ -= slots_[s].bytes;
     } else {
-      s = static_cast<int32_t>(slots_.size());
-      slots_.emplace_back();
+      if (!free_.empty()) {
+        s = free_.back();
+        free_.pop_back();
+      } else {
+        s = static_cast<int32_t>(slots_.size());
+        slots_.emplace_back();
+      }
+      at = s;  // before anything else touches the index
     }
     Slot& e = slots_[s];
     e.key = key;
@@ -57,18 +64,16 @@ class ByteLru {
     e.used = now;
     e.value = std::move(value);
     PushFront(s);
-    index_.emplace(key, s);
     bytes_ += bytes;
     Evict(now);
   }
 
   // Removes the entry; returns whether there was one (its value into *out when given).
   bool Erase(uint64_t key, Value* out = nullptr) {
-    auto it = index_.find(key);
-    if (it == index_.end()) return false;
-    const int32_t s = it->second;
+    const int32_t s = index_.Find(key);
+    if (s < 0) return false;
     if (out) *out = std::move(slots_[s].value);
-    Remove(s, it);
+    Remove(s);
     return true;
   }
 
@@ -97,13 +102,12 @@ class ByteLru {
   };
   bool Expired(const Slot& e, double now) const { return ttl_s_ > 0 && now - e.used > ttl_s_; }
   int32_t Live(uint64_t key, double now) {
-    auto it = index_.find(key);
-    if (it == index_.end()) return -1;
-    const int32_t s = it->second;
+    const int32_t s = index_.Find(key);
+    if (s < 0) return -1;
     if (Expired(slots_[s], now)) {
       ++evicted_ttl_;
       if (on_evict_) on_evict_(key, slots_[s].value);
-      Remove(s, it);
+      Remove(s);
       return -1;
     }
     return s;
@@ -122,11 +126,11 @@ class ByteLru {
     head_ = s;
     if (tail_ < 0) tail_ = s;
   }
-  void Remove(int32_t s, typename std::unordered_map<uint64_t, int32_t>::iterator it) {
+  void Remove(int32_t s) {
     Unlink(s);
     bytes_ -= slots_[s].bytes;
+    index_.Erase(slots_[s].key);
     slots_[s].value = Value{};
-    index_.erase(it);
     free_.push_back(s);
   }
   void Evict(double now) {
@@ -136,7 +140,7 @@ class ByteLru {
       if (bytes_ <= capacity_ && !expired) break;
       ++(expired ? evicted_ttl_ : evicted_capacity_);
       if (on_evict_) on_evict_(e.key, e.value);
-      Remove(tail_, index_.find(e.key));
+      Remove(tail_);
     }
   }
 
@@ -144,7 +148,7 @@ class ByteLru {
   const double ttl_s_;
   std::vector<Slot> slots_;
   std::vector<int32_t> free_;
-  std::unordered_map<uint64_t, int32_t> index_;
+  FlatIndex index_;
   int32_t head_ = -1, tail_ = -1;
   uint64_t bytes_ = 0;
   uint64_t evicted_capacity_ = 0, evicted_ttl_ = 0;

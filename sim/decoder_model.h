@@ -5,6 +5,12 @@
 // budget and TTL (serving/session_cache.h's rules), an SWA pool. Status reports running, waiting,
 // resident bytes (warm sessions + running sequences + SWA pool) and, through the WarmDirectory,
 // the sessions it holds. The admission's phases (prefix fetch, prefill, replay) are the caller's.
+//
+// Speed: on hardware of its own (host_cores 0) a step's length is known when it starts, so the
+// model plans a run of steps up to the first sequence's last token as one event and hands out the
+// tokens with their step times when it fires; a join or a cancel cuts the run at the step in
+// progress, where the batch changes, so every token's time is what step-by-step simulation gives.
+// On a shared host (steps slowed by whatever else runs) it steps one event at a time.
 // Not thread-safe.
 #pragma once
 
@@ -31,8 +37,8 @@ class DecoderModel : public EventSink {
  public:
   class Listener {
    public:
-    // One token of `request` came out of a step.
-    virtual void OnToken(int decoder, uint64_t request) = 0;
+    // One token of `request` came out of the step that ended at `t` (<= now: see below).
+    virtual void OnToken(int decoder, uint64_t request, double t) = 0;
 
    protected:
     ~Listener() = default;
@@ -73,6 +79,10 @@ class DecoderModel : public EventSink {
     bool cancelled = false;
   };
   void StartStep();
+  // The time from the run's start to the end of its m-th step.
+  double RunTime(int64_t m) const;
+  // A join or cancel: the run ends with the step in progress.
+  void CutRun();
   double StateBytes(int64_t context) const;
 
   const int index_;
@@ -87,6 +97,12 @@ class DecoderModel : public EventSink {
   int64_t waiting_ = 0;
   bool stepping_ = false;
   uint64_t steps_ = 0;
+  // The run of steps in progress (one step on a shared host): batch_ decodes run_steps_ steps from
+  // run_start_, at first with run_context_ context tokens in all.
+  double run_start_ = 0;
+  int64_t run_steps_ = 0, run_context_ = 0, run_batch_ = 0;
+  uint64_t generation_ = 0;
+  std::vector<double> step_ends_;  // scratch: the run's step end times
   double running_bytes_ = 0;
   ByteLru<WarmTurn> sessions_;
   ByteLru<char> swa_pool_;

@@ -50,7 +50,7 @@ double KvStore::Link(uint64_t bytes, double now, double shards_done) const {
   return std::max(shards_done, now + static_cast<double>(bytes) / net_.link_bytes_per_s) + net_.latency_s;
 }
 
-StoreTransfer KvStore::Read(const PrefixKeys& k, int64_t upto, double now) {
+StoreTransfer KvStore::Read(const PrefixKeys& k, int64_t upto, double now, int64_t known) {
   StoreTransfer r;
   r.done_at = now;
   upto = std::min(upto, k.tokens());
@@ -59,7 +59,7 @@ StoreTransfer KvStore::Read(const PrefixKeys& k, int64_t upto, double now) {
   int64_t n = 0;
   for (; n + unit_ <= upto; n += unit_) {
     const uint64_t key = k.At(n + unit_);
-    if (!units_.Find(key, now)) break;
+    if (n + unit_ > known && !units_.Find(key, now)) break;
     r.bytes += unit_bytes;
     shards_done = std::max(shards_done, Shard(key, unit_bytes, now));
   }

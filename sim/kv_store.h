@@ -31,8 +31,9 @@ class KvStore {
   // the longest tail after them that this prompt agrees with. Touches nothing.
   int64_t Lookup(const PrefixKeys& k, int64_t limit, double now);
   // Reads [0, upto) (whole units, then the tail ending at upto when upto is not on a boundary),
-  // touching what it reads.
-  StoreTransfer Read(const PrefixKeys& k, int64_t upto, double now);
+  // touching what it reads. Units below `known` (a unit boundary) were read a moment ago by this
+  // request's other node: they are taken as present (their bytes still move) without a lookup.
+  StoreTransfer Read(const PrefixKeys& k, int64_t upto, double now, int64_t known = 0);
   // Writes the prompt's units covering [from, to): `from` is rounded down to a unit boundary, a
   // partial last unit is a tail. done_at: when the shards acknowledged.
   StoreTransfer Write(const PrefixKeys& k, int64_t from, int64_t to, double now);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 #include "sim/sim_router.h"
 #include "trace/mooncake_trace.h"
@@ -81,11 +82,13 @@ StatusOr<SimRunResult> RunSimulation(const SimRunSpec& spec, std::ostream& os) {
   h.options = OptionsJson(spec, profile, workload.size());
 
   int64_t prompt_tokens = 0, output_tokens = 0;
+  std::unordered_set<std::string> sessions;
   for (const WorkloadRequest& w : workload) {
     prompt_tokens += w.prompt_tokens;
     output_tokens += w.output_tokens;
+    sessions.insert(w.session);
   }
-  os << "simulating " << workload.size() << " requests over " << Fmt("%.1f", workload.back().arrival_s) << " s ("
+  os << "simulating " << workload.size() << " requests of " << sessions.size() << " sessions over " << Fmt("%.1f", workload.back().arrival_s) << " s ("
      << prompt_tokens << " prompt tokens, " << output_tokens << " output tokens; ceiling "
      << Fmt("%.1f", 100 * h.ceiling.share()) << " % at unit " << spec.sim.unit_tokens << ") on " << spec.sim.encoders
      << " encoders and " << spec.sim.decoders << " decoders, policy " << PlacementPolicyName(spec.sim.policy) << ", "

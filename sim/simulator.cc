@@ -86,7 +86,6 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
     SimRouterOptions ro;
     ro.placer.policy = o.policy;
     ro.placer.seed = o.seed ? o.seed : 1;
-    ro.placer.cost.max_batch = p.decoder.max_running;
     ro.unit_tokens = o.unit_tokens;
     ro.window = p.window;
     ro.max_sessions = o.max_sessions;
@@ -104,7 +103,9 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
   }
 
   SimResult Run() {
-    for (size_t i = 0; i < w_.size(); ++i) q_.At(w_[i].arrival_s, this, kArrive, i);
+    // Arrivals are chained (each schedules the next) and deadlines kept in arrival order, so the
+    // heap holds only what is in flight.
+    if (!w_.empty()) q_.At(w_[0].arrival_s, this, kArrive, 0);
     Poll();
     const auto t0 = std::chrono::steady_clock::now();
     while (q_.Step()) {
@@ -133,7 +134,7 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
     const size_t i = static_cast<size_t>(a);
     switch (kind) {
       case kArrive: Arrive(i); break;
-      case kDeadline: Deadline(i); break;
+      case kDeadline: Deadlines(); break;
       case kRoute: Route(i); break;
       case kDecFetched: DecFetched(i); break;
       case kDecLoaded: DecLoaded(i); break;
@@ -147,7 +148,7 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
   }
 
   void OnPrefilled(int encoder, uint64_t request) override;
-  void OnToken(int decoder, uint64_t request) override;
+  void OnToken(int decoder, uint64_t request, double t) override;
 
  private:
   int64_t N(size_t i) const { return w_[i].prompt_tokens; }
@@ -160,6 +161,8 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
   void Arrive(size_t i);
   void Send(size_t i);
   void Deadline(size_t i);
+  void Deadlines();  // every deadline due now, then the next one armed
+  void ArmDeadline();
   void Route(size_t i);
   void DecFetched(size_t i);
   void DecLoaded(size_t i);
@@ -192,6 +195,8 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
   std::vector<Req> reqs_;
   std::vector<RequestRecord> records_;
   std::deque<size_t> client_queue_, router_queue_;
+  std::deque<size_t> deadlines_;  // arrival order = deadline order
+  bool deadline_armed_ = false;
   int clients_ = 0, workers_ = 0, router_running_ = 0;
   size_t ended_ = 0;
   double last_end_ = 0;
@@ -200,7 +205,9 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
 
 void Simulation::Arrive(size_t i) {
   Req& r = reqs_[i];
-  q_.After(o_.deadline_s, this, kDeadline, i);
+  if (i + 1 < w_.size()) q_.At(w_[i + 1].arrival_s, this, kArrive, i + 1);
+  deadlines_.push_back(i);
+  ArmDeadline();
   if (clients_ < o_.concurrency) {
     Send(i);
   } else {
@@ -321,7 +328,8 @@ void Simulation::DecLoaded(size_t i) {
   // own pool, else from the peer the router named, else an encoder replay.
   double ready = q_.now();
   if (r.H > 0) {
-    const StoreTransfer t = r.cache->Read(r.keys, r.H, q_.now());
+    const int64_t known = r.prefix_source == "cache" ? r.H / o_.unit_tokens * o_.unit_tokens : 0;
+    const StoreTransfer t = r.cache->Read(r.keys, r.H, q_.now(), known);
     r.H = t.reach;
     ready = t.done_at;
   }
@@ -402,13 +410,12 @@ void Simulation::FirstToken(size_t i) {
   r.dec_seq = Dec(r).Join(i, N(i), out - 1);
 }
 
-void Simulation::OnToken(int, uint64_t request) {
+void Simulation::OnToken(int, uint64_t request, double t) {
   const size_t i = static_cast<size_t>(request);
   Req& r = reqs_[i];
   if (r.cancelled) return;
-  const double now = q_.now();
-  r.itl.push_back(now - r.last_t);
-  r.last_t = now;
+  r.itl.push_back(t - r.last_t);
+  r.last_t = t;
   if (++r.generated >= w_[i].output_tokens) {
     r.dec_seq = -1;  // the model freed it
     Finish(i);
@@ -437,6 +444,23 @@ void Simulation::StreamEnd(size_t i) {
   router_->bindings().Bind(w_[i].session, r.route.placement.decoder, C, r.route.placement.encoder, N(i));
   router_->placer().LearnEncoderRate(N(i) - r.H, r.first_t - r.route_t);
   End(i, kOutcomeOk, 200, "");
+}
+
+void Simulation::ArmDeadline() {
+  while (!deadlines_.empty() && reqs_[deadlines_.front()].phase == Phase::kDone) deadlines_.pop_front();
+  if (deadline_armed_ || deadlines_.empty()) return;
+  deadline_armed_ = true;
+  q_.At(w_[deadlines_.front()].arrival_s + o_.deadline_s, this, kDeadline);
+}
+
+void Simulation::Deadlines() {
+  deadline_armed_ = false;
+  while (!deadlines_.empty() && w_[deadlines_.front()].arrival_s + o_.deadline_s <= q_.now()) {
+    const size_t i = deadlines_.front();
+    deadlines_.pop_front();
+    Deadline(i);
+  }
+  ArmDeadline();
 }
 
 void Simulation::Deadline(size_t i) {
