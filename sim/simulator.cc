@@ -235,7 +235,8 @@ void Simulation::ReleaseClient() {
   while (!client_queue_.empty() && clients_ < o_.concurrency) {
     const size_t j = client_queue_.front();
     client_queue_.pop_front();
-    if (reqs_[j].phase == Phase::kWaitClient) Send(j);
+    // One whose deadline is now is never sent (the replay's check); its deadline ends it.
+    if (reqs_[j].phase == Phase::kWaitClient && w_[j].arrival_s + o_.deadline_s > q_.now()) Send(j);
   }
 }
 
