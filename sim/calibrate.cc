@@ -178,7 +178,7 @@ StatusOr<RateProfile> Calibrate(const CalibrateSpec& spec, std::ostream& os) {
   if (replay_seen) p.encoder.replay_token_s = hf.coef[2];
 
   // 3. Decode steps: k streams at once; each stream's median gap while all of them decode.
-  os << "decode (median inter-token gap while every stream decodes):\n";
+  os << "decode (mean inter-token gap while every stream decodes):\n";
   std::vector<std::vector<double>> drows;
   std::vector<double> dys;
   for (int64_t n : spec.decode_prompt_tokens) {
@@ -193,7 +193,7 @@ StatusOr<RateProfile> Calibrate(const CalibrateSpec& spec, std::ostream& os) {
         from = std::max(from, r.ttft_s);
         to = std::min(to, r.e2e_s);
       }
-      std::map<std::string, std::vector<double>> by_decoder;  // medians of its streams
+      std::map<std::string, std::vector<double>> by_decoder;  // its streams' mean gaps
       for (const RequestRecord& r : rs) {
         std::vector<double> inside, late;
         double t = r.ttft_s;
@@ -202,15 +202,22 @@ StatusOr<RateProfile> Calibrate(const CalibrateSpec& spec, std::ostream& os) {
           if (t > from && t <= to) inside.push_back(r.itl_s[g]);
           if (g >= r.itl_s.size() / 2) late.push_back(r.itl_s[g]);
         }
-        by_decoder[r.decoder].push_back(Median(inside.size() >= 4 ? inside : late));
+        // The mean, not the median: tokens that came in one read split its gap among them.
+        const std::vector<double>& g = inside.size() >= 4 ? inside : late;
+        double sum = 0;
+        for (double x : g) sum += x;
+        if (!g.empty() && sum > 0) by_decoder[r.decoder].push_back(sum / static_cast<double>(g.size()));
       }
       for (const auto& [decoder, gaps] : by_decoder) {
-        const double b = static_cast<double>(gaps.size());
+        // Streams with no measurable gap still count in the batch.
+        int64_t batch = 0;
+        for (const RequestRecord& r : rs) batch += r.decoder == decoder ? 1 : 0;
+        const double b = static_cast<double>(batch);
         const double ctx = static_cast<double>(n) + spec.decode_tokens / 2.0;
         const double gap = Median(gaps);
         drows.push_back({1, b, b * ctx});
         dys.push_back(gap);
-        os << "  prompt " << n << ", " << k << " streams: decoder " << decoder << " batch " << gaps.size() << ", "
+        os << "  prompt " << n << ", " << k << " streams: decoder " << decoder << " batch " << batch << ", "
            << Fmt("%.2f", 1000 * gap) << " ms\n";
       }
     }

@@ -9,8 +9,8 @@
 //     the same session, whose decoder is warm): the TTFT left after the prefill's known part is
 //     load per prefix token (the decoder's part seen apart from the encoder's where the warm probe
 //     landed warm) and encoder replay per token;
-//   k concurrent streams (k = 1, 2, 4, 8, 16), short and long prompts: each stream's median
-//     inter-token gap against its decoder's batch size and context -> the decode step.
+//   k concurrent streams (k = 1, 2, 4, 8, 16), short and long prompts: each stream's mean
+//     inter-token gap while all decode, against its decoder's batch size and context -> the decode step.
 // Every prompt uses block ids drawn fresh for the run, so the store's content from earlier runs
 // never hits. The fields it does not measure keep the defaults (sizes, budgets, bandwidths).
 #pragma once
