@@ -130,6 +130,7 @@ void DecoderModel::OnEvent(uint32_t, uint64_t generation, uint64_t) {
   batch.swap(batch_);
   const int64_t steps = run_steps_;
   steps_ += static_cast<uint64_t>(steps);
+  if (cpu_->cores() <= 0) planned_work_s_ += RunTime(steps);
   step_ends_.resize(static_cast<size_t>(steps));
   for (int64_t m = 1; m <= steps; ++m) step_ends_[static_cast<size_t>(m - 1)] = run_start_ + RunTime(m);
   if (cpu_->cores() > 0) step_ends_.back() = q_->now();  // a shared host's step took what it took

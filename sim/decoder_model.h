@@ -68,6 +68,7 @@ class DecoderModel : public EventSink {
   int64_t waiting() const { return waiting_; }
   uint64_t resident_bytes() const;
   uint64_t steps() const { return steps_; }
+  double planned_work_s() const { return planned_work_s_; }  // steps run without the host CPU (host_cores 0)
 
   void OnEvent(uint32_t kind, uint64_t a, uint64_t b) override;
 
@@ -103,6 +104,7 @@ class DecoderModel : public EventSink {
   int64_t run_steps_ = 0, run_context_ = 0, run_batch_ = 0;
   uint64_t generation_ = 0;
   std::vector<double> step_ends_;  // scratch: the run's step end times
+  double planned_work_s_ = 0;
   double running_bytes_ = 0;
   ByteLru<WarmTurn> sessions_;
   ByteLru<char> swa_pool_;

@@ -60,7 +60,7 @@ void PrintSimFacts(std::ostream& os, const SimFacts& f, size_t requests) {
   os << "  store           " << Fmt("%.3f", static_cast<double>(f.store_bytes) / 1e9) << " GB in " << f.store_units
      << " units at the end, " << f.store_evicted << " evicted\n";
   os << "  work            " << f.encoder_steps << " encoder steps, " << f.decoder_steps << " decode steps, "
-     << Fmt("%.1f", f.cpu_work_s) << " CPU-seconds\n";
+     << Fmt("%.1f", f.cpu_work_s) << " s of work\n";
 }
 
 StatusOr<SimRunResult> RunSimulation(const SimRunSpec& spec, std::ostream& os) {

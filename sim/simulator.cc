@@ -124,8 +124,11 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
       r.facts.store_evicted += c->evicted_capacity() + c->evicted_ttl();
     }
     for (const auto& e : encoders_) r.facts.encoder_steps += e->steps();
-    for (const auto& d : decoders_) r.facts.decoder_steps += d->steps();
     r.facts.cpu_work_s = cpu_.work_done_s();
+    for (const auto& d : decoders_) {
+      r.facts.decoder_steps += d->steps();
+      r.facts.cpu_work_s += d->planned_work_s();
+    }
     r.records = std::move(records_);
     return r;
   }

@@ -48,7 +48,7 @@ struct SimFacts {
   std::vector<double> place_s;   // wall time of each Placer::Place call
   uint64_t store_bytes = 0, store_units = 0, store_evicted = 0;
   uint64_t encoder_steps = 0, decoder_steps = 0;
-  double cpu_work_s = 0;         // CPU-seconds the host ran
+  double cpu_work_s = 0;         // work the nodes did (seconds of one thread / one node at full speed)
 };
 
 struct SimResult {
