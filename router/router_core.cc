@@ -15,7 +15,8 @@ RouterCore::RouterCore(RouterOptions options, NodeTable* nodes, CacheClient* cac
       cache_(cache),
       node_client_(node_client),
       metrics_(metrics),
-      placer_(opt_.placement) {}
+      placer_(opt_.placement),
+      bindings_(opt_.max_sessions) {}
 
 int64_t RouterCore::CachedPrefix(const std::string& tenant_salt, const std::vector<int32_t>& tokens) const {
   if (!cache_ || tokens.size() < 2) return 0;
@@ -24,47 +25,16 @@ int64_t RouterCore::CachedPrefix(const std::string& tenant_salt, const std::vect
   return cache_->LookupPrefix(CacheNamespace::Make(opt_.fingerprint, tenant_salt), head, opt_.unit_tokens).tokens;
 }
 
-std::string RouterCore::SwaHolder(const std::string& session, int64_t position) const {
-  if (session.empty() || position <= 0) return "";
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = sessions_.find(session);
-  if (it == sessions_.end()) return "";
-  if (it->second.decoder_end == position) return it->second.decoder;
-  if (it->second.encoder_end == position) return it->second.encoder;
-  return "";
-}
-
-void RouterCore::Bind(const std::string& session, const std::string& decoder, int64_t decoder_end,
-                      const std::string& encoder, int64_t encoder_end) {
-  if (session.empty()) return;
-  std::lock_guard<std::mutex> l(mu_);
-  auto [it, inserted] = sessions_.try_emplace(session);
-  if (!inserted) lru_.erase(it->second.lru);
-  lru_.push_front(session);
-  Binding& b = it->second;
-  b.lru = lru_.begin();
-  b.decoder = decoder;
-  b.decoder_end = decoder_end;
-  if (!encoder.empty()) {
-    b.encoder = encoder;
-    b.encoder_end = encoder_end;
-  }
-  while (sessions_.size() > opt_.max_sessions) {
-    sessions_.erase(lru_.back());
-    lru_.pop_back();
-  }
-}
-
 RouterCore::Candidates RouterCore::FindCandidates(const RouteRequest& rq, int64_t H,
                                                   const std::set<std::string>& excluded) const {
   Candidates c;
   // The decoder that ended this session's last turn at H (known before the next health poll).
-  c.bound = SwaHolder(rq.session_id, H);
+  c.bound = bindings_.SwaHolder(rq.session_id, H);
   for (NodeView& v : nodes_->Healthy(NodeRole::kDecoder)) {
     if (excluded.count(v.address)) continue;
     // Warm only when it holds this session up to H: an older turn kept on another decoder is not.
     auto w = rq.session_id.empty() ? v.warm_sessions.end() : v.warm_sessions.find(rq.session_id);
-    v.load.warm = (w != v.warm_sessions.end() && w->second == H) || v.address == c.bound;
+    v.load.warm = DecoderWarmAt(w != v.warm_sessions.end() ? w->second : -1, H, v.address == c.bound);
     if (v.load.warm) c.warm_holder = v.address;
     c.decoders.push_back(v.load);
   }
@@ -131,7 +101,7 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
     res->finish_reason = "stop";
     usage.cached_tokens = H;
     usage.computed_tokens = N - H;
-    Bind(rq.session_id, "", -1, p.encoder, N);
+    bindings_.Bind(rq.session_id, "", -1, p.encoder, N);
     return Attempt::kDone;
   }
   if (!call.status.ok()) {
@@ -145,7 +115,7 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
     if (metrics_ && !cancelled && call.status.code() == StatusCode::kDeadlineExceeded) metrics_->Cancelled(CancelReason::kDeadline);
     return Attempt::kFailed;
   }
-  Bind(rq.session_id, p.decoder, N + usage.completion_tokens - 1, p.encoder, N);
+  bindings_.Bind(rq.session_id, p.decoder, N + usage.completion_tokens - 1, p.encoder, N);
   return Attempt::kDone;
 }
 
@@ -261,16 +231,13 @@ RouteResult RouterCore::GeneratePlaced(const RouteRequest& rq, const TokenSink& 
       res.status = UnavailableError(c.decoders.empty() ? "no healthy decoder node" : "no healthy encoder node");
       return res;
     }
-    // Who holds the SWA state at H: this router's own record, else a decoder that reports the
-    // session warm (it keeps the state at its turn's end) — so a restarted router loses nothing.
-    std::string swa_peer = c.bound;
-    if (swa_peer.empty() && H > 0) swa_peer = c.warm_holder;
+    const std::string swa_peer = SwaPeer(c.bound, c.warm_holder, H);
     res.swa_hint = swa_peer;
     PlacementInput in;
     in.prompt_tokens = N;
     in.cached_tokens = H;
     in.window = opt_.window;
-    in.swa_available = H == 0 || !swa_peer.empty();  // a stale hint falls back to a replay
+    in.swa_available = SwaAvailable(H, swa_peer);
     in.session = rq.session_id;
     if (placer_.policy() == PlacementPolicy::kPrefixAffinity) in.prefix_chain = PrefixChain(rq.tokens, opt_.unit_tokens);
     res.placement = placer_.Place(in, c.decoders, c.encoders);

@@ -5,7 +5,8 @@
 // node. Sessions are bound to the decoder that served their last turn while it stays warm (a cost in
 // placement, not a pin), and the router remembers who holds the SWA state at which position.
 // Transport stays in node_client/: this class sees token ids, placements and Status.
-// Thread-safe: mu_ guards the session bindings; the placer and the in-flight counts lock their own.
+// Thread-safe: mu_ guards the set of in-flight cancels; the session bindings, the placer and the
+// in-flight counts lock their own.
 #pragma once
 
 #include <atomic>
@@ -28,6 +29,7 @@
 #include "router/node_table.h"
 #include "router/placement.h"
 #include "router/router_metrics.h"
+#include "router/session_bindings.h"
 #include "util/cancel_token.h"
 #include "util/thread_annotations.h"
 
@@ -101,12 +103,6 @@ class RouterCore {
   const Placer& placer() const { return placer_; }
 
  private:
-  struct Binding {
-    std::string decoder, encoder;
-    int64_t decoder_end = -1;       // SWA state position the decoder keeps (context fed at turn end)
-    int64_t encoder_end = -1;       // SWA state position the encoder keeps (prompt end)
-    std::list<std::string>::iterator lru;
-  };
   // The healthy nodes not excluded, each decoder marked warm when it holds this session up to H.
   struct Candidates {
     std::vector<NodeLoad> decoders, encoders;
@@ -127,9 +123,6 @@ class RouterCore {
   RouteResult GeneratePlaced(const RouteRequest& rq, const TokenSink& sink, std::chrono::steady_clock::time_point t0,
                              std::chrono::steady_clock::time_point deadline);
   void EndRunning();  // one request fewer in flight; wakes WaitIdle
-  std::string SwaHolder(const std::string& session, int64_t position) const;
-  void Bind(const std::string& session, const std::string& decoder, int64_t decoder_end, const std::string& encoder,
-            int64_t encoder_end);
 
   RouterOptions opt_;
   NodeTable* nodes_;
@@ -140,10 +133,9 @@ class RouterCore {
   std::atomic<bool> draining_{false};
   Placer placer_;
   InflightLoads inflight_;
+  SessionBindings bindings_;
 
   mutable std::mutex mu_;
-  std::unordered_map<std::string, Binding> sessions_ DS41_GUARDED_BY(mu_);
-  std::list<std::string> lru_ DS41_GUARDED_BY(mu_);
   std::set<std::shared_ptr<CancelToken>> inflight_cancels_ DS41_GUARDED_BY(mu_);  // for CancelAll
   mutable std::condition_variable idle_cv_;  // notified when running_ falls to 0
 };

@@ -1,0 +1,85 @@
+#include "sim/sim_router.h"
+
+#include <chrono>
+
+namespace ds41::sim {
+
+int NodeIndex(const std::string& name, char prefix) {
+  if (name.size() < 2 || name[0] != prefix) return -1;
+  int v = 0;
+  for (size_t i = 1; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    v = v * 10 + (name[i] - '0');
+  }
+  return v;
+}
+
+SimRouter::SimRouter(SimRouterOptions options, int decoders, int encoders, WarmDirectory* warm)
+    : opt_(std::move(options)),
+      warm_(warm),
+      placer_(opt_.placer),
+      bindings_(opt_.max_sessions),
+      polled_dec_(static_cast<size_t>(decoders)),
+      polled_enc_(static_cast<size_t>(encoders)),
+      held_(static_cast<size_t>(decoders), -1) {
+  for (int i = 0; i < decoders; ++i) polled_dec_[static_cast<size_t>(i)].address = DecoderName(i);
+  for (int i = 0; i < encoders; ++i) polled_enc_[static_cast<size_t>(i)].address = EncoderName(i);
+  dec_ = polled_dec_;
+  enc_ = polled_enc_;
+}
+
+RouteDecision SimRouter::Route(const std::string& session, int64_t session_id, int64_t N, int64_t H,
+                               std::vector<uint64_t> chain) {
+  RouteDecision d;
+  // FindCandidates: each decoder as polled, warm when it holds the session at H or is bound there.
+  const std::string bound = bindings_.SwaHolder(session, H);
+  std::vector<int> seen;
+  if (!session.empty()) {
+    warm_->VisibleAt(session_id, poll_t_, [&](int decoder, int64_t length) {
+      held_[static_cast<size_t>(decoder)] = length;
+      seen.push_back(decoder);
+    });
+  }
+  std::string warm_holder;
+  for (size_t i = 0; i < dec_.size(); ++i) {
+    NodeLoad& c = dec_[i];
+    const NodeLoad& p = polled_dec_[i];
+    c.queued_tokens = p.queued_tokens;
+    c.running = p.running;
+    c.waiting = p.waiting;
+    c.resident_bytes = p.resident_bytes;
+    c.warm = DecoderWarmAt(held_[i], H, !bound.empty() && c.address == bound);
+    if (c.warm) warm_holder = c.address;
+  }
+  for (int i : seen) held_[static_cast<size_t>(i)] = -1;
+  for (size_t i = 0; i < enc_.size(); ++i) {
+    NodeLoad& c = enc_[i];
+    const NodeLoad& p = polled_enc_[i];
+    c.queued_tokens = p.queued_tokens;
+    c.running = p.running;
+    c.waiting = p.waiting;
+    c.resident_bytes = p.resident_bytes;
+  }
+  inflight_.Apply(&dec_, &enc_);
+
+  d.swa_peer = SwaPeer(bound, warm_holder, H);
+  PlacementInput in;
+  in.prompt_tokens = N;
+  in.cached_tokens = H;
+  in.window = opt_.window;
+  in.swa_available = SwaAvailable(H, d.swa_peer);
+  in.session = session;
+  in.prefix_chain = std::move(chain);
+  const auto t0 = std::chrono::steady_clock::now();
+  d.placement = placer_.Place(in, dec_, enc_);
+  d.place_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (d.placement.decoder.empty()) return d;
+  placer_.Served(in, d.placement);
+  d.decoder = NodeIndex(d.placement.decoder, 'd');
+  d.encoder = NodeIndex(d.placement.encoder, 'e');
+  d.swa_peer_decoder = NodeIndex(d.swa_peer, 'd');
+  d.swa_peer_encoder = NodeIndex(d.swa_peer, 'e');
+  return d;
+}
+
+}  // namespace ds41::sim
