@@ -4,7 +4,7 @@
 
 namespace ds41 {
 
-void InflightLoads::Add(std::map<std::string, Count>& m, const std::string& node, int64_t requests, int64_t tokens) {
+void InflightLoads::Add(std::unordered_map<std::string, Count>& m, const std::string& node, int64_t requests, int64_t tokens) {
   if (node.empty()) return;
   Count& c = m[node];
   c.requests += requests;

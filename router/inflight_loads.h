@@ -6,7 +6,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <unordered_map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -32,10 +32,10 @@ class InflightLoads {
     int64_t requests = 0;
     int64_t tokens = 0;
   };
-  void Add(std::map<std::string, Count>& m, const std::string& node, int64_t requests, int64_t tokens) DS41_REQUIRES(mu_);
+  void Add(std::unordered_map<std::string, Count>& m, const std::string& node, int64_t requests, int64_t tokens) DS41_REQUIRES(mu_);
 
   mutable std::mutex mu_;
-  std::map<std::string, Count> decoders_ DS41_GUARDED_BY(mu_), encoders_ DS41_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Count> decoders_ DS41_GUARDED_BY(mu_), encoders_ DS41_GUARDED_BY(mu_);
 };
 
 }  // namespace ds41

@@ -34,6 +34,7 @@ Json OptionsJson(const SimRunSpec& spec, const RateProfile& p, size_t requests) 
           {"duration_s", std::isfinite(w.duration_s) ? Json(w.duration_s) : Json(nullptr)},
           {"max_requests", w.max_requests},
           {"replicas", w.replicas},
+          {"session_sample", w.session_sample},
           {"requests", requests},
           {"encoders", s.encoders},
           {"decoders", s.decoders},
