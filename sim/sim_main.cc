@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   run->add_option("--start", spec.workload.start_s, "window start, seconds of trace time")->check(CLI::NonNegativeNumber);
   run->add_option("--duration", spec.workload.duration_s, "window length, seconds of trace time")->check(CLI::PositiveNumber);
   run->add_option("--max-requests", spec.workload.max_requests, "at most this many requests");
+  run->add_option("--output-scale", spec.workload.output_scale,
+                  "output lengths x this as well (< 1: a prefill-heavy mix, > 1: decode-heavy)")
+      ->check(CLI::PositiveNumber);
   run->add_option("--session-sample", spec.workload.session_sample,
                   "keep 1 session in K, each with all its turns (the trace's reuse at 1/K of its rate)")
       ->check(CLI::Range(1, 1000000));

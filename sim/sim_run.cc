@@ -35,6 +35,7 @@ Json OptionsJson(const SimRunSpec& spec, const RateProfile& p, size_t requests) 
           {"max_requests", w.max_requests},
           {"replicas", w.replicas},
           {"session_sample", w.session_sample},
+          {"output_scale", w.output_scale},
           {"requests", requests},
           {"encoders", s.encoders},
           {"decoders", s.decoders},

@@ -72,6 +72,7 @@ StatusOr<std::vector<WorkloadRequest>> WorkloadOfRun(const RunHeader& h) {
   w.max_requests = static_cast<int64_t>(number("max_requests", -1));
   w.replicas = static_cast<int>(number("replicas", 1));
   w.session_sample = static_cast<int>(number("session_sample", 1));
+  w.output_scale = number("output_scale", 1);
   return BuildWorkload(trace, w);
 }
 

@@ -92,7 +92,7 @@ std::vector<WorkloadRequest> BuildWorkload(const std::vector<TraceRequest>& trac
     const int64_t b = static_cast<int64_t>(w.blocks.size());
     w.prompt_tokens = std::max<int64_t>(1, Scaled(t.input_length, options.token_scale));
     if (b > 0) w.prompt_tokens = std::clamp<int64_t>(w.prompt_tokens, (b - 1) * block_tokens + 1, b * block_tokens);
-    w.output_tokens = std::max<int64_t>(1, Scaled(t.output_length, options.token_scale));
+    w.output_tokens = std::max<int64_t>(1, Scaled(t.output_length, options.token_scale * options.output_scale));
     const size_t complete = static_cast<size_t>(std::min<int64_t>(t.input_length / trace_block, b));
     base_session.push_back(trie.Assign(t.hash_ids, complete));
     base.push_back(std::move(w));

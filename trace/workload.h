@@ -19,6 +19,8 @@ struct WorkloadOptions {
   // Every length × token_scale (1/8: 64-token blocks, prompts and outputs / 8), keeping the block
   // structure: a request spans as many blocks as in the trace.
   double token_scale = 1;
+  // Output lengths × this as well (the prompt-length mix: < 1 makes the load prefill-heavy).
+  double output_scale = 1;
   // Every inter-arrival time × time_scale (2 = half the rate).
   double time_scale = 1;
   int trace_block_tokens = 512;  // the trace's block size
@@ -50,7 +52,7 @@ struct WorkloadRequest {
 // Lengths: block_tokens = max(1, round(trace_block_tokens * token_scale)); a request with B blocks
 // gets prompt_tokens = round(input_length * token_scale) clamped into
 // [(B-1) * block_tokens + 1, B * block_tokens] (so it still ends in its B-th block), and
-// output_tokens = max(1, round(output_length * token_scale)).
+// output_tokens = max(1, round(output_length * token_scale * output_scale)).
 // Times: arrival_s = (timestamp - first timestamp in the window) / 1000 * time_scale.
 //
 // Sessions (the trace has no session ids): a request's complete blocks are those its input fills
