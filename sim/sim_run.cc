@@ -22,30 +22,22 @@ std::string Fmt(const char* f, double v) {
 }
 
 Json OptionsJson(const SimRunSpec& spec, const RateProfile& p, size_t requests) {
-  const WorkloadOptions& w = spec.workload;
   const SimOptions& s = spec.sim;
-  return {{"simulator", true},
-          {"trace", spec.trace_path},
-          {"profile", spec.profile_path},
-          {"profile_name", p.name},
-          {"token_scale", w.token_scale},
-          {"time_scale", w.time_scale},
-          {"start_s", w.start_s},
-          {"duration_s", std::isfinite(w.duration_s) ? Json(w.duration_s) : Json(nullptr)},
-          {"max_requests", w.max_requests},
-          {"replicas", w.replicas},
-          {"session_sample", w.session_sample},
-          {"output_scale", w.output_scale},
-          {"requests", requests},
-          {"encoders", s.encoders},
-          {"decoders", s.decoders},
-          {"policy", PlacementPolicyName(s.policy)},
-          {"cache_scope", CacheScopeName(s.scope)},
-          {"poll_s", s.poll_s},
-          {"concurrency", s.concurrency},
-          {"deadline_s", s.deadline_s},
-          {"router_workers", s.router_workers},
-          {"seed", s.seed}};
+  Json o = {{"simulator", true},
+            {"profile", spec.profile_path},
+            {"profile_name", p.name},
+            {"requests", requests},
+            {"encoders", s.encoders},
+            {"decoders", s.decoders},
+            {"policy", PlacementPolicyName(s.policy)},
+            {"cache_scope", CacheScopeName(s.scope)},
+            {"poll_s", s.poll_s},
+            {"concurrency", s.concurrency},
+            {"deadline_s", s.deadline_s},
+            {"router_workers", s.router_workers},
+            {"seed", s.seed}};
+  AddWorkloadOptions(spec.trace_path, spec.workload, &o);
+  return o;
 }
 
 }  // namespace

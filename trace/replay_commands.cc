@@ -27,24 +27,17 @@ std::string StemOf(const std::string& path) {
 }
 
 Json OptionsJson(const RunSpec& spec, size_t requests) {
-  const WorkloadOptions& w = spec.workload;
-  return {{"endpoint", spec.replay.endpoint},
-          {"model", spec.replay.model},
-          {"trace", spec.trace_path},
-          {"token_scale", w.token_scale},
-          {"time_scale", w.time_scale},
-          {"start_s", w.start_s},
-          {"duration_s", std::isfinite(w.duration_s) ? Json(w.duration_s) : Json(nullptr)},
-          {"max_requests", w.max_requests},
-          {"replicas", w.replicas},
-          {"session_sample", w.session_sample},
-          {"requests", requests},
-          {"concurrency", spec.replay.concurrency},
-          {"deadline_s", spec.replay.deadline_s},
-          {"token_ids", {spec.replay.min_token_id, spec.replay.vocab}},
-          {"temperature", spec.replay.temperature},
-          {"seed", spec.replay.seed},
-          {"ignore_eos", spec.replay.ignore_eos}};
+  Json o = {{"endpoint", spec.replay.endpoint},
+            {"model", spec.replay.model},
+            {"requests", requests},
+            {"concurrency", spec.replay.concurrency},
+            {"deadline_s", spec.replay.deadline_s},
+            {"token_ids", {spec.replay.min_token_id, spec.replay.vocab}},
+            {"temperature", spec.replay.temperature},
+            {"seed", spec.replay.seed},
+            {"ignore_eos", spec.replay.ignore_eos}};
+  AddWorkloadOptions(spec.trace_path, spec.workload, &o);
+  return o;
 }
 
 Status WriteJsonFile(const std::string& path, const Json& j) {
@@ -58,21 +51,10 @@ Status WriteJsonFile(const std::string& path, const Json& j) {
 // The workload a run's header describes (its trace and options), rebuilt to recompute what needs
 // the requests' blocks; an error when the trace cannot be read.
 StatusOr<std::vector<WorkloadRequest>> WorkloadOfRun(const RunHeader& h) {
-  const Json& o = h.options;
-  if (!o.is_object() || !o.contains("trace") || !o["trace"].is_string()) return NotFoundError("no trace in the run header");
-  DS41_ASSIGN_OR_RETURN(std::vector<TraceRequest> trace, ReadMooncakeTrace(o["trace"].get<std::string>()));
-  WorkloadOptions w;
-  auto number = [&](const char* key, double fallback) {
-    return o.contains(key) && o[key].is_number() ? o[key].get<double>() : fallback;
-  };
-  w.token_scale = number("token_scale", 1);
-  w.time_scale = number("time_scale", 1);
-  w.start_s = number("start_s", 0);
-  w.duration_s = number("duration_s", std::numeric_limits<double>::infinity());
-  w.max_requests = static_cast<int64_t>(number("max_requests", -1));
-  w.replicas = static_cast<int>(number("replicas", 1));
-  w.session_sample = static_cast<int>(number("session_sample", 1));
-  w.output_scale = number("output_scale", 1);
+  std::string trace_path;
+  const WorkloadOptions w = WorkloadOptionsOf(h.options, &trace_path);
+  if (trace_path.empty()) return NotFoundError("no trace in the run header");
+  DS41_ASSIGN_OR_RETURN(std::vector<TraceRequest> trace, ReadMooncakeTrace(trace_path));
   return BuildWorkload(trace, w);
 }
 

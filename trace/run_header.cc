@@ -1,5 +1,7 @@
 #include "trace/run_header.h"
 
+#include <cmath>
+
 namespace ds41 {
 
 using Json = nlohmann::json;
@@ -54,6 +56,40 @@ StatusOr<RunHeader> RunHeaderFromJson(const Json& j) {
   }
   if (j.contains("options")) h.options = j["options"];
   return h;
+}
+
+void AddWorkloadOptions(const std::string& trace_path, const WorkloadOptions& w, nlohmann::json* options) {
+  nlohmann::json& o = *options;
+  o["trace"] = trace_path;
+  o["token_scale"] = w.token_scale;
+  o["output_scale"] = w.output_scale;
+  o["time_scale"] = w.time_scale;
+  o["start_s"] = w.start_s;
+  o["duration_s"] = std::isfinite(w.duration_s) ? nlohmann::json(w.duration_s) : nlohmann::json(nullptr);
+  o["max_requests"] = w.max_requests;
+  o["replicas"] = w.replicas;
+  o["session_sample"] = w.session_sample;
+  o["trace_block_tokens"] = w.trace_block_tokens;
+}
+
+WorkloadOptions WorkloadOptionsOf(const nlohmann::json& options, std::string* trace_path) {
+  WorkloadOptions w;
+  auto number = [&](const char* key, double fallback) {
+    return options.is_object() && options.contains(key) && options[key].is_number() ? options[key].get<double>() : fallback;
+  };
+  w.token_scale = number("token_scale", w.token_scale);
+  w.output_scale = number("output_scale", w.output_scale);
+  w.time_scale = number("time_scale", w.time_scale);
+  w.start_s = number("start_s", w.start_s);
+  w.duration_s = number("duration_s", w.duration_s);
+  w.max_requests = static_cast<int64_t>(number("max_requests", static_cast<double>(w.max_requests)));
+  w.replicas = static_cast<int>(number("replicas", w.replicas));
+  w.session_sample = static_cast<int>(number("session_sample", w.session_sample));
+  w.trace_block_tokens = static_cast<int>(number("trace_block_tokens", w.trace_block_tokens));
+  *trace_path = options.is_object() && options.contains("trace") && options["trace"].is_string()
+                    ? options["trace"].get<std::string>()
+                    : "";
+  return w;
 }
 
 }  // namespace ds41

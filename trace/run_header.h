@@ -27,4 +27,10 @@ nlohmann::json RunHeaderJson(const RunHeader& h);
 // Missing fields keep their defaults; wrong types are InvalidArgument naming the field.
 StatusOr<RunHeader> RunHeaderFromJson(const nlohmann::json& j);
 
+// The workload part of a header's "options" (trace, scales, window, replicas, sampling), written by
+// the replay and the simulator alike, and read back to rebuild the workload a run played.
+void AddWorkloadOptions(const std::string& trace_path, const WorkloadOptions& w, nlohmann::json* options);
+// The options' workload (missing fields: defaults) and trace path ("" when absent).
+WorkloadOptions WorkloadOptionsOf(const nlohmann::json& options, std::string* trace_path);
+
 }  // namespace ds41

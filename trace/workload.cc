@@ -143,31 +143,9 @@ std::vector<int32_t> WorkloadTokens(const WorkloadRequest& request, int32_t firs
 }
 
 HitCeiling PrefixHitCeiling(const std::vector<WorkloadRequest>& workload, int unit_tokens) {
-  const int64_t unit = std::max(1, unit_tokens);
-  std::unordered_map<int64_t, int64_t> seen;  // block id -> most tokens of it an earlier prompt held
-  HitCeiling c;
-  for (const WorkloadRequest& w : workload) {
-    const int64_t bt = w.block_tokens;
-    int64_t hit = 0;
-    for (size_t j = 0; j < w.blocks.size(); ++j) {
-      const int64_t own = std::min<int64_t>(bt, w.prompt_tokens - static_cast<int64_t>(j) * bt);
-      if (own <= 0) break;
-      auto it = seen.find(w.blocks[j]);
-      const int64_t had = it == seen.end() ? 0 : it->second;
-      hit += std::min(had, own);
-      if (had < bt) break;
-    }
-    hit = std::min(hit, (w.prompt_tokens - 1) / unit * unit);
-    for (size_t j = 0; j < w.blocks.size(); ++j) {
-      const int64_t own = std::min<int64_t>(bt, w.prompt_tokens - static_cast<int64_t>(j) * bt);
-      if (own <= 0) break;
-      int64_t& had = seen[w.blocks[j]];
-      had = std::max(had, own);
-    }
-    c.prompt_tokens += w.prompt_tokens;
-    c.hit_tokens += hit;
-  }
-  return c;
+  // Every earlier prompt counts: each was ready before anything arrived.
+  return CausalHitCeiling(workload, std::vector<double>(workload.size(), -std::numeric_limits<double>::infinity()),
+                          unit_tokens);
 }
 
 HitCeiling CausalHitCeiling(const std::vector<WorkloadRequest>& workload, const std::vector<double>& ready_s,
