@@ -77,6 +77,12 @@ class ByteLru {
     return true;
   }
 
+  // Makes room for `n` entries up front: no slot copy or index rehash until there are more.
+  void Reserve(size_t n) {
+    slots_.reserve(n);
+    index_.Reserve(n);
+  }
+
   // Drops expired entries from the old end (the budget is enforced at every Put).
   void Expire(double now) { Evict(now); }
 

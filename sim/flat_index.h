@@ -72,6 +72,13 @@ class FlatIndex {
     return true;
   }
   size_t size() const { return size_; }
+  // Grows the table now so that `n` keys fit without a rehash (a rehash re-inserts every key, one
+  // cache miss each, and holds the old and the new table at once).
+  void Reserve(size_t n) {
+    size_t cap = slots_.size();
+    while ((n + 1) * 2 > cap) cap *= 2;
+    if (cap > slots_.size()) Rehash(cap);
+  }
 
  private:
   struct Slot {

@@ -23,6 +23,13 @@ KvStore::KvStore(const StoreRates& rates, const NetworkRates& net, double kv_byt
   });
 }
 
+void KvStore::Reserve(int64_t units) {
+  const double unit_bytes = unit_ * bytes_per_token_;
+  if (unit_bytes > 0)
+    units = std::min<int64_t>(units, static_cast<int64_t>(static_cast<double>(rates_.capacity_bytes) / unit_bytes) + 1);
+  if (units > 0) units_.Reserve(static_cast<size_t>(units));
+}
+
 int64_t KvStore::Lookup(const PrefixKeys& k, int64_t limit, double now) {
   limit = std::min(limit, k.tokens());
   int64_t full = 0;
