@@ -77,6 +77,9 @@ class ByteLru {
     return true;
   }
 
+  // Starts loading the index slot of `key` (see FlatIndex::Prefetch).
+  void Prefetch(uint64_t key) const { index_.Prefetch(key); }
+
   // Makes room for `n` entries up front: no slot copy or index rehash until there are more.
   void Reserve(size_t n) {
     slots_.reserve(n);

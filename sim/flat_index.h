@@ -72,6 +72,9 @@ class FlatIndex {
     return true;
   }
   size_t size() const { return size_; }
+  // Starts loading `key`'s home slot: a prompt's units are looked up one after another at random
+  // places in a table far larger than the caches, so misses overlap when their keys are known ahead.
+  void Prefetch(uint64_t key) const { __builtin_prefetch(&slots_[Home(key)]); }
   // Grows the table now so that `n` keys fit without a rehash (a rehash re-inserts every key, one
   // cache miss each, and holds the old and the new table at once).
   void Reserve(size_t n) {
