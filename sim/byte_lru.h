@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sim/flat_index.h"
+#include "sim/huge_pages.h"
 
 namespace ds41::sim {
 
@@ -83,6 +84,7 @@ class ByteLru {
   // Makes room for `n` entries up front: no slot copy or index rehash until there are more.
   void Reserve(size_t n) {
     slots_.reserve(n);
+    AdviseHugePages(slots_.data(), slots_.capacity() * sizeof(Slot));
     index_.Reserve(n);
   }
 

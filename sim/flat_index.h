@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/huge_pages.h"
+
 namespace ds41::sim {
 
 class FlatIndex {
@@ -92,6 +94,8 @@ class FlatIndex {
   void Rehash(size_t n) {
     std::vector<Slot> old;
     old.swap(slots_);
+    slots_.reserve(n);
+    AdviseHugePages(slots_.data(), n * sizeof(Slot));
     slots_.assign(n, Slot{});
     mask_ = n - 1;
     shift_ = 64;
