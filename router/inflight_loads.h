@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <mutex>
 #include <string>
@@ -26,12 +27,19 @@ class InflightLoads {
 
   // Raises each node's polled load to at least what this router has in flight on it.
   void Apply(std::vector<NodeLoad>* decoders, std::vector<NodeLoad>* encoders) const;
+  // The same, walking the in-flight counts instead of the candidates: for callers that can find a
+  // candidate by address without hashing it (a simulator with 1,000 candidates per placement).
+  // index_of(address, is_decoder): the candidate's position in its vector, or -1 when none.
+  void Apply(std::vector<NodeLoad>* decoders, std::vector<NodeLoad>* encoders,
+             const std::function<int(const std::string& address, bool is_decoder)>& index_of) const;
 
  private:
   struct Count {
     int64_t requests = 0;
     int64_t tokens = 0;
   };
+  static void ApplyDecoder(const Count& c, NodeLoad& d);
+  static void ApplyEncoder(const Count& c, NodeLoad& e);
   void Add(std::unordered_map<std::string, Count>& m, const std::string& node, int64_t requests, int64_t tokens) DS41_REQUIRES(mu_);
 
   mutable std::mutex mu_;

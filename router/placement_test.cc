@@ -271,6 +271,32 @@ TEST(InflightLoadsTest, RaisesStalePolledLoadsToWhatThisRouterSent) {
   EXPECT_EQ(e[0].queued_tokens, 300);
 }
 
+TEST(InflightLoadsTest, ApplyByIndexMatchesApply) {
+  InflightLoads inflight;
+  Placement p;
+  p.decoder = "d1";
+  p.encoder = "e0";
+  p.encoder_tokens = 700;
+  inflight.Started(p);
+  p.decoder = "gone";  // not a candidate: skipped either way
+  inflight.Started(p);
+  std::vector<NodeLoad> d = {Node("d0", 1), Node("d1")}, e = {Node("e0")};
+  std::vector<NodeLoad> d2 = d, e2 = e;
+  inflight.Apply(&d, &e);
+  inflight.Apply(&d2, &e2, [](const std::string& a, bool is_decoder) {
+    if (a.size() != 2 || a[0] != (is_decoder ? 'd' : 'e')) return -1;
+    return a[1] - '0';
+  });
+  for (size_t i = 0; i < d.size(); ++i) {
+    EXPECT_EQ(d2[i].running, d[i].running);
+    EXPECT_EQ(d2[i].waiting, d[i].waiting);
+  }
+  EXPECT_EQ(d2[1].waiting, 1);
+  EXPECT_EQ(e2[0].queued_tokens, e[0].queued_tokens);
+  EXPECT_EQ(e2[0].waiting, e[0].waiting);
+  EXPECT_EQ(e2[0].queued_tokens, 1400);
+}
+
 TEST(PlacementTest, TheEncoderRateIsLearnedFromIdleEncodersOnly) {
   Placer placer = CostPlacer(1);
   const double start = placer.cost().encoder_tokens_per_s;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sim/flat_index.h"
+#include "sim/huge_pages.h"
 
 namespace ds41::sim {
 
@@ -75,6 +76,16 @@ class ByteLru {
     if (out) *out = std::move(slots_[s].value);
     Remove(s);
     return true;
+  }
+
+  // Starts loading the index slot of `key` (see FlatIndex::Prefetch).
+  void Prefetch(uint64_t key) const { index_.Prefetch(key); }
+
+  // Makes room for `n` entries up front: no slot copy or index rehash until there are more.
+  void Reserve(size_t n) {
+    slots_.reserve(n);
+    AdviseHugePages(slots_.data(), slots_.capacity() * sizeof(Slot));
+    index_.Reserve(n);
   }
 
   // Drops expired entries from the old end (the budget is enforced at every Put).

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/huge_pages.h"
+
 namespace ds41::sim {
 
 class FlatIndex {
@@ -72,6 +74,16 @@ class FlatIndex {
     return true;
   }
   size_t size() const { return size_; }
+  // Starts loading `key`'s home slot: a prompt's units are looked up one after another at random
+  // places in a table far larger than the caches, so misses overlap when their keys are known ahead.
+  void Prefetch(uint64_t key) const { __builtin_prefetch(&slots_[Home(key)]); }
+  // Grows the table now so that `n` keys fit without a rehash (a rehash re-inserts every key, one
+  // cache miss each, and holds the old and the new table at once).
+  void Reserve(size_t n) {
+    size_t cap = slots_.size();
+    while ((n + 1) * 2 > cap) cap *= 2;
+    if (cap > slots_.size()) Rehash(cap);
+  }
 
  private:
   struct Slot {
@@ -82,6 +94,8 @@ class FlatIndex {
   void Rehash(size_t n) {
     std::vector<Slot> old;
     old.swap(slots_);
+    slots_.reserve(n);
+    AdviseHugePages(slots_.data(), n * sizeof(Slot));
     slots_.assign(n, Slot{});
     mask_ = n - 1;
     shift_ = 64;

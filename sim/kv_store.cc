@@ -23,10 +23,24 @@ KvStore::KvStore(const StoreRates& rates, const NetworkRates& net, double kv_byt
   });
 }
 
+void KvStore::Reserve(int64_t units) {
+  const double unit_bytes = unit_ * bytes_per_token_;
+  if (unit_bytes > 0)
+    units = std::min<int64_t>(units, static_cast<int64_t>(static_cast<double>(rates_.capacity_bytes) / unit_bytes) + 1);
+  if (units > 0) units_.Reserve(static_cast<size_t>(units));
+}
+
+// How many units ahead a loop over a prompt's units prefetches their index slots.
+constexpr int64_t kPrefetchUnits = 8;
+
 int64_t KvStore::Lookup(const PrefixKeys& k, int64_t limit, double now) {
   limit = std::min(limit, k.tokens());
   int64_t full = 0;
-  while ((full + 1) * unit_ <= limit && units_.Contains(k.At((full + 1) * unit_), now)) ++full;
+  for (int64_t u = 1; u <= kPrefetchUnits && u * unit_ <= limit; ++u) units_.Prefetch(k.At(u * unit_));
+  while ((full + 1) * unit_ <= limit && units_.Contains(k.At((full + 1) * unit_), now)) {
+    ++full;
+    if ((full + kPrefetchUnits) * unit_ <= limit) units_.Prefetch(k.At((full + kPrefetchUnits) * unit_));
+  }
   const int64_t base = full * unit_;
   int64_t best = 0;
   auto it = tails_.find(k.At(base));
@@ -57,7 +71,11 @@ StoreTransfer KvStore::Read(const PrefixKeys& k, int64_t upto, double now, int64
   double shards_done = now;
   const uint64_t unit_bytes = static_cast<uint64_t>(unit_ * bytes_per_token_);
   int64_t n = 0;
+  for (int64_t u = 1; u <= kPrefetchUnits && u * unit_ <= upto; ++u)
+    if (u * unit_ > known) units_.Prefetch(k.At(u * unit_));
   for (; n + unit_ <= upto; n += unit_) {
+    const int64_t ahead = n + (kPrefetchUnits + 1) * unit_;
+    if (ahead <= upto && ahead > known) units_.Prefetch(k.At(ahead));
     const uint64_t key = k.At(n + unit_);
     if (n + unit_ > known && !units_.Find(key, now)) break;
     r.bytes += unit_bytes;
@@ -91,7 +109,10 @@ StoreTransfer KvStore::Write(const PrefixKeys& k, int64_t from, int64_t to, doub
   to = std::min(to, k.tokens());
   double shards_done = now;
   int64_t n = from / unit_ * unit_;
+  for (int64_t u = 1; u <= kPrefetchUnits && n + u * unit_ <= to; ++u) units_.Prefetch(k.At(n + u * unit_));
   for (; n + unit_ <= to; n += unit_) {
+    const int64_t ahead = n + (kPrefetchUnits + 1) * unit_;
+    if (ahead <= to) units_.Prefetch(k.At(ahead));
     const uint64_t key = k.At(n + unit_);
     PutUnit(key, unit_, 0, 0, now);
     const uint64_t b = static_cast<uint64_t>(unit_ * bytes_per_token_);

@@ -41,6 +41,10 @@ class KvStore {
   // keys derived from `id`.
   StoreTransfer WriteOpaque(uint64_t id, int64_t tokens, double now);
 
+  // Sizes the tables for `units` units written (full, tail or opaque), fewer when the capacity
+  // holds fewer full units: growing them by doubling copies every entry and rehashes every key.
+  void Reserve(int64_t units);
+
   uint64_t bytes() const { return units_.bytes(); }
   size_t units() const { return units_.size(); }
   uint64_t evicted_capacity() const { return units_.evicted_capacity(); }

@@ -60,7 +60,8 @@ RouteDecision SimRouter::Route(const std::string& session, int64_t session_id, i
     c.waiting = p.waiting;
     c.resident_bytes = p.resident_bytes;
   }
-  inflight_.Apply(&dec_, &enc_);
+  // Candidates sit at their node index, which the name spells: no string hashing per candidate.
+  inflight_.Apply(&dec_, &enc_, [](const std::string& address, bool is_decoder) { return NodeIndex(address, is_decoder ? 'd' : 'e'); });
 
   d.swa_peer = SwaPeer(bound, warm_holder, H);
   PlacementInput in;

@@ -77,6 +77,11 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
         store_(p.store, p.network, p.kv_bytes_per_token, o.unit_tokens),
         reqs_(w.size()),
         records_(w.size()) {
+    // At most what every request writes: its prompt's full units and a tail, its reply's units.
+    int64_t units = 0;
+    for (const WorkloadRequest& r : w)
+      units += r.prompt_tokens / o.unit_tokens + 1 + (r.output_tokens + o.unit_tokens - 1) / o.unit_tokens + 1;
+    if (o.scope == CacheScope::kShared) store_.Reserve(units);
     std::unordered_map<std::string, int32_t> ids;
     for (size_t i = 0; i < w.size(); ++i) {
       if (w[i].session.empty()) continue;
