@@ -168,31 +168,25 @@ RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) 
     return res;
   }
   if (metrics_) metrics_->running.Increment();
-  // The request's cancel token joins the set CancelAll cancels (a caller that gave none gets one).
-  RouteRequest req_with_cancel;
-  const RouteRequest* rqp = &rq;
-  if (!rq.cancel) {
-    req_with_cancel = rq;
-    req_with_cancel.cancel = std::make_shared<CancelToken>();
-    rqp = &req_with_cancel;
-  }
-  {
+  // The request's cancel token joins the set CancelAll cancels. Both APIs give every request one;
+  // a caller that gives none (a test, a tool) cannot be cancelled at shutdown, only waited for.
+  if (rq.cancel) {
     std::lock_guard<std::mutex> l(mu_);
-    inflight_cancels_.insert(rqp->cancel);
+    inflight_cancels_.insert(rq.cancel);
   }
   struct Release {
     RouterCore* r;
     std::shared_ptr<CancelToken> cancel;
     ~Release() {
-      {
+      if (cancel) {
         std::lock_guard<std::mutex> l(r->mu_);
         r->inflight_cancels_.erase(cancel);
       }
       if (r->metrics_) r->metrics_->running.Decrement();
       r->EndRunning();
     }
-  } release{this, rqp->cancel};
-  return GeneratePlaced(*rqp, sink, t0, deadline);
+  } release{this, rq.cancel};
+  return GeneratePlaced(rq, sink, t0, deadline);
 }
 
 void RouterCore::EndRunning() {

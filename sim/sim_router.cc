@@ -43,23 +43,12 @@ RouteDecision SimRouter::Route(const std::string& session, int64_t session_id, i
   std::string warm_holder;
   for (size_t i = 0; i < dec_.size(); ++i) {
     NodeLoad& c = dec_[i];
-    const NodeLoad& p = polled_dec_[i];
-    c.queued_tokens = p.queued_tokens;
-    c.running = p.running;
-    c.waiting = p.waiting;
-    c.resident_bytes = p.resident_bytes;
+    c = polled_dec_[i];  // the last poll, before this router's in-flight counts are applied
     c.warm = DecoderWarmAt(held_[i], H, !bound.empty() && c.address == bound);
     if (c.warm) warm_holder = c.address;
   }
   for (int i : seen) held_[static_cast<size_t>(i)] = -1;
-  for (size_t i = 0; i < enc_.size(); ++i) {
-    NodeLoad& c = enc_[i];
-    const NodeLoad& p = polled_enc_[i];
-    c.queued_tokens = p.queued_tokens;
-    c.running = p.running;
-    c.waiting = p.waiting;
-    c.resident_bytes = p.resident_bytes;
-  }
+  enc_ = polled_enc_;
   // Candidates sit at their node index, which the name spells: no string hashing per candidate.
   inflight_.Apply(&dec_, &enc_, [](const std::string& address, bool is_decoder) { return NodeIndex(address, is_decoder ? 'd' : 'e'); });
 

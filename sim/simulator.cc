@@ -510,12 +510,8 @@ void Simulation::End(size_t i, std::string_view outcome, int http_status, std::s
     ReleaseClient();
   }
   RequestRecord& rec = records_[i];
-  rec.index = wr.index;
-  rec.session = wr.session;
-  rec.arrival_s = wr.arrival_s;
+  rec = RecordOf(wr);
   rec.start_s = r.start;
-  rec.prompt_tokens = wr.prompt_tokens;
-  rec.output_tokens = wr.output_tokens;
   rec.outcome = std::string(outcome);
   rec.http_status = http_status;
   rec.error = std::move(error);

@@ -147,12 +147,7 @@ Status ReplayClient::Probe() {
 }
 
 RequestRecord ReplayClient::Send(const WorkloadRequest& w, Clock::time_point run_start) {
-  RequestRecord r;
-  r.index = w.index;
-  r.session = w.session;
-  r.arrival_s = w.arrival_s;
-  r.prompt_tokens = w.prompt_tokens;
-  r.output_tokens = w.output_tokens;
+  RequestRecord r = RecordOf(w);
   const Clock::time_point deadline = run_start + Duration(w.arrival_s + options_.deadline_s);
   const Clock::time_point now = Clock::now();
   if (now >= deadline) {  // waited for a free slot past its deadline: never sent

@@ -163,4 +163,14 @@ Status RecordWriter::Close() {
   return ok ? Status::Ok() : DataLossError("cannot close " + path_);
 }
 
+RequestRecord RecordOf(const WorkloadRequest& w) {
+  RequestRecord r;
+  r.index = w.index;
+  r.session = w.session;
+  r.arrival_s = w.arrival_s;
+  r.prompt_tokens = w.prompt_tokens;
+  r.output_tokens = w.output_tokens;
+  return r;
+}
+
 }  // namespace ds41

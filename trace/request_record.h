@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "trace/workload.h"
 #include "util/status.h"
 #include "util/thread_annotations.h"
 
@@ -52,6 +53,10 @@ struct RequestRecord {
 
   bool ok() const { return outcome == kOutcomeOk; }
 };
+
+// A record of `w` before it is sent: what the workload says of it (index, session, scheduled
+// arrival, prompt and output lengths); the replay and the simulator fill in the rest.
+RequestRecord RecordOf(const WorkloadRequest& w);
 
 // The decoder's store read for a prefix: cached_tokens * 890 bytes (the unit format's payload per
 // token, docs/unit_format.md) unless prefix_source is "warm".
