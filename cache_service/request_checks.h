@@ -1,6 +1,7 @@
 // The cache service's request validation, shared by the gRPC handlers and the bulk data path so
 // both accept exactly the same requests: namespace (id, unit format, fingerprint, this server's
-// model), keys, key counts and unit bytes (size, framing, checksum, tail/parent, model).
+// model), keys, key counts and unit bytes (size, framing, checksum, tail/parent, model); a reply
+// record (unit/reply_record.h) is checked as one and stored like a full unit.
 #pragma once
 
 #include <cstdint>

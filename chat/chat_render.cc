@@ -1,12 +1,15 @@
 #include "chat/chat_render.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 
 #include "chat/control_tokens.h"
 #include "chat/python_json.h"
+#include "util/sha256.h"
 
 namespace ds41::chat {
 namespace {
@@ -131,7 +134,9 @@ StatusOr<std::vector<ToolCallIn>> ParseToolCalls(const Json& msg, const std::str
         call.arguments = Json::object();  // "" means no arguments
       } else {
         call.arguments = Json::parse(s, nullptr, /*allow_exceptions=*/false);
-        if (call.arguments.is_discarded()) return Bad(af, "is not valid JSON");
+        // As the release's encoder does with arguments json.loads cannot read: one "arguments"
+        // parameter holding the raw text (a model's malformed call can still be sent back).
+        if (call.arguments.is_discarded()) call.arguments = Json{{"arguments", s}};
         if (!call.arguments.is_object()) return Bad(af, "must be a JSON object");
       }
     } else {
@@ -279,6 +284,88 @@ void RenderToolCalls(const std::vector<ToolCallIn>& calls, std::vector<PromptPie
   AppendTemplate(p, "\n</｜DSML｜ calls>");
 }
 
+// A JSON value in canonical form: object keys sorted (nlohmann::json keeps a std::map) and numbers
+// that are integers written as such, so "1.0" and "1" (what JSON.stringify makes of it) agree.
+nlohmann::json Canonical(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::object: {
+      nlohmann::json o = nlohmann::json::object();
+      for (const auto& [k, x] : v.items()) o[k] = Canonical(x);
+      return o;
+    }
+    case Json::value_t::array: {
+      nlohmann::json a = nlohmann::json::array();
+      for (const Json& x : v) a.push_back(Canonical(x));
+      return a;
+    }
+    case Json::value_t::number_float: {
+      const double d = v.get<double>();
+      if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 9007199254740992.0) {
+        return nlohmann::json(static_cast<int64_t>(d));
+      }
+      return nlohmann::json(d);
+    }
+    case Json::value_t::number_unsigned: {
+      const uint64_t u = v.get<uint64_t>();
+      if (u <= static_cast<uint64_t>(INT64_MAX)) return nlohmann::json(static_cast<int64_t>(u));
+      return nlohmann::json(u);
+    }
+    case Json::value_t::number_integer:
+      return nlohmann::json(v.get<int64_t>());
+    case Json::value_t::string:
+      return nlohmann::json(v.get_ref<const std::string&>());
+    case Json::value_t::boolean:
+      return nlohmann::json(v.get<bool>());
+    default:
+      return nlohmann::json(nullptr);
+  }
+}
+
+void PutLengthPrefixed(Sha256& h, std::string_view bytes) {
+  const uint64_t n = bytes.size();
+  uint8_t b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(n >> (8 * i));
+  h.Update(b, 8);
+  h.Update(bytes);
+}
+
+// The context a reply follows: every piece, its kind and its bytes.
+void HashPiece(Sha256& h, const PromptPiece& p) {
+  const uint8_t kind = p.control ? 1 : 0;
+  h.Update(&kind, 1);
+  PutLengthPrefixed(h, p.text);
+}
+
+// What the rendering of an assistant message depends on (see ReplyDigest). False when an argument
+// cannot be written as canonical JSON (then the message is never recognized: it renders as sent).
+bool HashIdentity(Sha256& h, const Msg& m, bool reasoning_rendered) {
+  static const char kDomain[] = "ds41-reply-identity-v1";
+  h.Update(kDomain, sizeof(kDomain));
+  const uint8_t mode = reasoning_rendered ? 1 : 0;
+  h.Update(&mode, 1);
+  PutLengthPrefixed(h, reasoning_rendered ? std::string_view(m.reasoning) : std::string_view());
+  PutLengthPrefixed(h, m.content);
+  PutLengthPrefixed(h, std::to_string(m.calls.size()));
+  for (const ToolCallIn& c : m.calls) {
+    std::string args;
+    try {
+      args = Canonical(c.arguments).dump();
+    } catch (const nlohmann::json::exception&) {
+      return false;
+    }
+    PutLengthPrefixed(h, c.name);
+    PutLengthPrefixed(h, args);
+  }
+  return true;
+}
+
+ReplyDigest Finish(Sha256 h) {
+  const auto d = h.Digest();
+  ReplyDigest out;
+  std::copy(d.begin(), d.end(), out.begin());
+  return out;
+}
+
 }  // namespace
 
 StatusOr<int> ParseReasoningEffort(const nlohmann::ordered_json& value) {
@@ -299,7 +386,8 @@ StatusOr<int> ParseReasoningEffort(const nlohmann::ordered_json& value) {
 
 StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& messages,
                                               const nlohmann::ordered_json& tools,
-                                              const ChatRenderOptions& options) {
+                                              const ChatRenderOptions& options,
+                                              std::vector<AssistantSpan>* spans) {
   if (options.reasoning_effort < 1 || options.reasoning_effort > 100) {
     return Bad("reasoning_effort", "must be in [1, 100]");
   }
@@ -336,6 +424,13 @@ StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& mess
   const bool drop = options.drop_thinking && !has_tools;
 
   std::vector<PromptPiece> p;
+  struct Pending {
+    size_t begin, end;
+    int msg;
+    bool reasoning_rendered;
+  };
+  std::vector<Pending> pending;  // assistant messages right after a generation cue
+  bool after_cue = false;
   if (options.add_bos) AppendControl(p, kBos);
   for (int i = 0; i < n; ++i) {
     const Msg& m = msgs[i];
@@ -366,24 +461,57 @@ StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& mess
           }
         }
         break;
-      case Role::kAssistant:
-        if (options.thinking && (!drop || i > last_user)) {
+      case Role::kAssistant: {
+        // After a cue (a control piece) the message starts a piece of its own; the EOS ends it.
+        const size_t begin = p.size();
+        const bool reasoning_rendered = options.thinking && (!drop || i > last_user);
+        if (reasoning_rendered) {
           AppendText(p, m.reasoning);
           AppendControl(p, kThinkEnd);
         }
         AppendText(p, m.content);
         if (!m.calls.empty()) RenderToolCalls(m.calls, p);
+        if (after_cue) pending.push_back({begin, p.size(), i, reasoning_rendered});
         AppendControl(p, kEos);
         break;
+      }
     }
+    after_cue = false;
     // The generation cue follows a user-like turn that is last or answered by the assistant.
     if (i + 1 < n && msgs[i + 1].role != Role::kAssistant) continue;
     if (!is_user_like(i)) continue;
     AppendControl(p, kAssistant);
     bool think = options.thinking && (!drop || i >= last_user);
     AppendControl(p, think ? kThinkStart : kThinkEnd);
+    after_cue = true;
+  }
+  if (spans != nullptr) {
+    // One pass over the pieces; each span's digest continues the context hash at its first piece.
+    spans->clear();
+    Sha256 context;
+    size_t next = 0;
+    for (const Pending& s : pending) {
+      for (; next < s.begin; ++next) HashPiece(context, p[next]);
+      Sha256 h = context;
+      if (HashIdentity(h, msgs[s.msg], s.reasoning_rendered)) spans->push_back({s.begin, s.end, Finish(h)});
+    }
   }
   return p;
+}
+
+StatusOr<ReplyDigest> GeneratedReplyDigest(const std::vector<PromptPiece>& prompt, const nlohmann::ordered_json& message,
+                                           bool thinking) {
+  const size_t n = prompt.size();
+  if (n < 2 || !prompt[n - 2].control || prompt[n - 2].text != kAssistant || !prompt[n - 1].control ||
+      prompt[n - 1].text != (thinking ? kThinkStart : kThinkEnd)) {
+    return FailedPreconditionError("the prompt does not end in a generation cue");
+  }
+  DS41_ASSIGN_OR_RETURN(std::vector<Msg> msgs, Normalize(Json::array({message})));
+  if (msgs.size() != 1 || msgs[0].role != Role::kAssistant) return InvalidArgumentError("not an assistant message");
+  Sha256 h;
+  for (const PromptPiece& piece : prompt) HashPiece(h, piece);
+  if (!HashIdentity(h, msgs[0], thinking)) return InvalidArgumentError("tool-call arguments are not canonical JSON");
+  return Finish(h);
 }
 
 }  // namespace ds41::chat

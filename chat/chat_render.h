@@ -7,6 +7,8 @@
 // InvalidArgument naming the offending field.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -28,10 +30,36 @@ struct ChatRenderOptions {
 // "low" -> 50, "high" -> 75, "max" -> 100, or an integer in [1, 100]; null -> the default.
 StatusOr<int> ParseReasoningEffort(const nlohmann::ordered_json& value);
 
+// What a generated reply is recorded under and recognized by when a client sends it back
+// (docs/session_reuse.md): SHA-256 of the rendered context before the reply (every piece, its kind
+// and bytes) and of the reply's identity: whether its reasoning is rendered, the reasoning, the
+// content, and each tool call's name and arguments compared as JSON values (key order, spacing and
+// 1 vs 1.0 do not matter; tool-call ids are not rendered and do not count).
+using ReplyDigest = std::array<uint8_t, 32>;
+
+// An assistant message that follows a generation cue, where the ids the model generated for it
+// belong: pieces [begin, end) are its rendered reasoning, "</think>", content and tool calls (the
+// end-of-sentence after them is not part of it).
+struct AssistantSpan {
+  size_t begin = 0, end = 0;
+  ReplyDigest digest{};
+};
+
 // `messages`: the request's messages array. `tools`: its tools array, or null. Parse the request
-// with ordered_json: tool schemas are rendered with their keys in the client's order.
+// with ordered_json: tool schemas are rendered with their keys in the client's order. `spans`, when
+// given, receives the assistant messages a recorded reply may replace, in order.
 StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& messages,
                                               const nlohmann::ordered_json& tools,
-                                              const ChatRenderOptions& options);
+                                              const ChatRenderOptions& options,
+                                              std::vector<AssistantSpan>* spans = nullptr);
+
+// The digest of a reply generated for `prompt` (RenderChat's pieces, ending in the generation
+// cue), from the message as the client got it ({"role":"assistant", content, reasoning_content,
+// tool_calls}); `thinking` is the mode the prompt was rendered in. A later request that sends the
+// message back after the same context renders an AssistantSpan with this digest.
+// FailedPrecondition when the prompt does not end in a generation cue of that mode (a continued
+// assistant message is not a reply of its own).
+StatusOr<ReplyDigest> GeneratedReplyDigest(const std::vector<PromptPiece>& prompt,
+                                           const nlohmann::ordered_json& message, bool thinking);
 
 }  // namespace ds41::chat

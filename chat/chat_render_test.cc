@@ -262,9 +262,6 @@ TEST(RenderChat, ValidationErrorsNameTheField) {
                "function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"zz","content":"r"}])",
             "messages[2].tool_call_id"},
            {R"([{"role":"assistant","tool_calls":[{"id":"a","type":"function",
-               "function":{"name":"f","arguments":"{not json"}}]}])",
-            "messages[0].tool_calls[0].function.arguments"},
-           {R"([{"role":"assistant","tool_calls":[{"id":"a","type":"function",
                "function":{"name":"f","arguments":"[1]"}}]}])",
             "messages[0].tool_calls[0].function.arguments"},
            {R"([{"role":"user","content":42}])", "messages[0].content"},
@@ -303,6 +300,144 @@ TEST(RenderChat, AssistantToolCallsRoundTripThroughTheParser) {
   EXPECT_EQ(parsed.tool_calls[1].name, "calc");
   EXPECT_EQ(Json::parse(parsed.tool_calls[1].arguments), Json::parse(R"({"expr":[1.5,null,{"k":"v"}]})"));
   EXPECT_EQ(parsed.finish, FinishHint::kToolCalls);
+}
+
+TEST(RenderChat, ArgumentsThatAreNotJsonRenderAsOneRawParameter) {
+  // The release's encoder: arguments json.loads cannot read become {"arguments": <the raw text>}.
+  ChatRenderOptions o;
+  o.thinking = false;
+  EXPECT_EQ(Render(R"([{"role":"user","content":"q"},{"role":"assistant","tool_calls":[{"id":"a","type":"function",
+               "function":{"name":"f","arguments":"{not json"}}]}])",
+                   "null", o),
+            kB + kU + "q" + kA + kTe +
+                "\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"f\">\n"
+                "<｜DSML｜ parameter name=\"arguments\" string=\"true\">{not json</｜DSML｜ parameter>\n"
+                "</｜DSML｜ invoke>\n</｜DSML｜ calls>" +
+                kE);
+}
+
+// Spans and digests: what session reuse over chat (docs/session_reuse.md) matches on.
+struct Rendered {
+  std::vector<PromptPiece> pieces;
+  std::vector<AssistantSpan> spans;
+};
+
+Rendered RenderSpans(const Json& messages, const Json& tools, ChatRenderOptions o) {
+  Rendered r;
+  auto p = RenderChat(messages, tools, o, &r.spans);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  if (p.ok()) r.pieces = *p;
+  return r;
+}
+
+std::string SpanText(const Rendered& r, size_t i) {
+  return ToString(std::vector<PromptPiece>(r.pieces.begin() + static_cast<ptrdiff_t>(r.spans[i].begin),
+                                           r.pieces.begin() + static_cast<ptrdiff_t>(r.spans[i].end)));
+}
+
+const char* kAgentTools = R"([{"type":"function","function":{"name":"read_file","parameters":{"type":"object"}}}])";
+
+TEST(ReplyDigest, AReplySentBackIsRecognizedAfterTheSameContext) {
+  ChatRenderOptions o;  // thinking, tools defined: every turn keeps its reasoning
+  const Json tools = Json::parse(kAgentTools);
+  Json turn1 = Json::parse(R"([{"role":"system","content":"agent"},{"role":"user","content":"fix the bug"}])");
+  Rendered r1 = RenderSpans(turn1, tools, o);
+  EXPECT_TRUE(r1.spans.empty());
+  // The reply as the router returned it: arguments as the parser wrote them.
+  const Json reply = Json::parse(R"({"role":"assistant","content":null,"reasoning_content":"look first",
+      "tool_calls":[{"id":"call_1","type":"function","function":{"name":"read_file","arguments":"{\"path\": \"a.cc\", \"lines\": 10.0}"}}]})");
+  auto recorded = GeneratedReplyDigest(r1.pieces, reply, /*thinking=*/true);
+  ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
+
+  // The client sends it back re-serialized (JSON.stringify: no spaces, 10 not 10.0, keys
+  // reordered), with its own id, then a tool result and a user message.
+  Json turn2 = turn1;
+  turn2.push_back(Json::parse(R"({"role":"assistant","content":"","reasoning_content":"look first",
+      "tool_calls":[{"id":"x","type":"function","function":{"name":"read_file","arguments":"{\"lines\":10,\"path\":\"a.cc\"}"}}]})"));
+  turn2.push_back(Json::parse(R"({"role":"tool","tool_call_id":"x","content":"int main() {}"})"));
+  Rendered r2 = RenderSpans(turn2, tools, o);
+  ASSERT_EQ(r2.spans.size(), 1u);
+  EXPECT_EQ(r2.spans[0].digest, *recorded);
+  // The span is exactly the reply's rendering between the cue and the end-of-sentence.
+  EXPECT_EQ(SpanText(r2, 0).rfind("look first" + kTe, 0), 0u);
+  EXPECT_EQ(r2.pieces[r2.spans[0].end].text, kE);
+  EXPECT_EQ(r2.pieces[r2.spans[0].begin - 1].text, kTs);
+  // The context before the span is the turn-1 prompt, piece for piece.
+  EXPECT_EQ(std::vector<PromptPiece>(r2.pieces.begin(), r2.pieces.begin() + static_cast<ptrdiff_t>(r2.spans[0].begin)),
+            r1.pieces);
+}
+
+TEST(ReplyDigest, AnythingRenderedThatDiffersIsNotRecognized) {
+  ChatRenderOptions o;
+  const Json tools = Json::parse(kAgentTools);
+  const Json turn1 = Json::parse(R"([{"role":"user","content":"go"}])");
+  Rendered r1 = RenderSpans(turn1, tools, o);
+  const Json reply = Json::parse(R"({"role":"assistant","content":"done","reasoning_content":"r",
+      "tool_calls":[{"id":"c","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a\"}"}}]})");
+  const ReplyDigest recorded = *GeneratedReplyDigest(r1.pieces, reply, true);
+  auto digest_of = [&](const Json& message, const Json& before = Json()) {
+    Json msgs = before.is_null() ? turn1 : before;
+    msgs.push_back(message);
+    msgs.push_back(Json::parse(R"({"role":"user","content":"next"})"));
+    Rendered r = RenderSpans(msgs, tools, o);
+    return r.spans.empty() ? ReplyDigest{} : r.spans.back().digest;
+  };
+  EXPECT_EQ(digest_of(reply), recorded);
+  auto edited = [&](const char* path, const Json& value) {
+    Json m = reply;
+    m[Json::json_pointer(path)] = value;
+    return digest_of(m);
+  };
+  EXPECT_NE(edited("/content", "done!"), recorded);
+  EXPECT_NE(edited("/reasoning_content", "R"), recorded);
+  EXPECT_NE(edited("/tool_calls/0/function/name", "grep"), recorded);
+  EXPECT_NE(edited("/tool_calls/0/function/arguments", R"({"path":"b"})"), recorded);
+  EXPECT_NE(edited("/tool_calls/0/function/arguments", R"({"path":["a"]})"), recorded);
+  EXPECT_EQ(edited("/tool_calls/0/id", "other-id"), recorded);  // ids are not rendered
+  Json dropped = reply;
+  dropped.erase("reasoning_content");  // a client that drops reasoning changes the context
+  EXPECT_NE(digest_of(dropped), recorded);
+  // The same reply after another context is another reply.
+  EXPECT_NE(digest_of(reply, Json::parse(R"([{"role":"user","content":"go!"}])")), recorded);
+  // Recorded in chat mode, sent back in thinking mode: another rendering.
+  EXPECT_NE(*GeneratedReplyDigest(RenderSpans(turn1, tools, [] {
+                                    ChatRenderOptions c;
+                                    c.thinking = false;
+                                    return c;
+                                  }()).pieces,
+                                  reply, false),
+            recorded);
+}
+
+TEST(ReplyDigest, OnlyMessagesAfterAGenerationCueHaveSpans) {
+  ChatRenderOptions o;
+  o.thinking = false;
+  // An assistant message first (no cue before it), two in a row (the second has none), and a
+  // final one being continued (no cue after the last user turn, so no reply to record).
+  Rendered r = RenderSpans(Json::parse(R"([{"role":"assistant","content":"a"},{"role":"user","content":"u"},
+      {"role":"assistant","content":"b"},{"role":"assistant","content":"c"}])"),
+                           Json(), o);
+  ASSERT_EQ(r.spans.size(), 1u);
+  EXPECT_EQ(SpanText(r, 0), "b");
+  EXPECT_EQ(GeneratedReplyDigest(r.pieces, Json::parse(R"({"role":"assistant","content":"d"})"), false).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
+TEST(ReplyDigest, ThinkingWithoutToolsDropsEarlierReasoningSoOnlyTheLastTurnMatches) {
+  ChatRenderOptions o;  // thinking, no tools: reasoning before the last user turn is dropped
+  const Json turn1 = Json::parse(R"([{"role":"user","content":"q1"}])");
+  Rendered r1 = RenderSpans(turn1, Json(), o);
+  const Json reply = Json::parse(R"({"role":"assistant","content":"a1","reasoning_content":"r1"})");
+  const ReplyDigest recorded = *GeneratedReplyDigest(r1.pieces, reply, true);
+  Json turn2 = turn1;
+  turn2.push_back(reply);
+  turn2.push_back(Json::parse(R"({"role":"user","content":"q2"})"));
+  Rendered r2 = RenderSpans(turn2, Json(), o);
+  // The first reply now renders without its reasoning after a "</think>" cue: not what was
+  // generated, so it is not recognized (and the cache cannot hit through it either).
+  ASSERT_EQ(r2.spans.size(), 1u);
+  EXPECT_NE(r2.spans[0].digest, recorded);
+  EXPECT_EQ(SpanText(r2, 0), "a1");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "engine/config/fingerprint.h"
 #include "router/http_front.h"
+#include "router/reply_records.h"
 #include "router/router_service.h"
 #include "rpc/server.h"
 #include "rpc/transport_security.h"
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ds41 router"};
   std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, api_keys,
               model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost";
+  bool reply_splice = true;
   int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 64, poll_ms = 1000, header_timeout_ms = 10000,
       request_timeout_s = 600, grace_s = 20;
   app.add_option("--model", model_dir, "checkpoint folder (config.json, tokenizer.json)")->required()->envname("DS41_MODEL");
@@ -35,6 +37,10 @@ int main(int argc, char** argv) {
                  "placement policy: cost (the cost model; the others are baselines for comparison)")
       ->check(CLI::IsMember(policies))
       ->envname("DS41_PLACEMENT");
+  app.add_option("--reply-splice", reply_splice,
+                 "record chat replies' generated ids in the cache and splice them back when a client re-sends a "
+                 "reply, so the next turn hits the whole context (docs/session_reuse.md)")
+      ->envname("DS41_REPLY_SPLICE");
   app.add_option("--max-request-bytes", max_body, "largest request body")->envname("DS41_MAX_REQUEST_BYTES");
   app.add_option("--request-timeout-seconds", request_timeout_s,
                  "a request's deadline when its client sets none (x-request-timeout, x-stainless-timeout), and the longest")
@@ -111,7 +117,17 @@ int main(int argc, char** argv) {
   ro.request_timeout = std::chrono::seconds(request_timeout_s);
   ro.placement.policy = *ds41::ParsePlacementPolicy(placement);
   ds41::RouterCore core(ro, &nodes, cache_client.get(), &node_client, &metrics);
-  ds41::OpenAiApi api(&core, &*tokenizer, model_id, cfg.max_position_embeddings, static_cast<int32_t>(cfg.vocab_size));
+  std::unique_ptr<ds41::ReplyRecords> replies;
+  if (reply_splice && cache_client != nullptr) {
+    auto made = ds41::ReplyRecords::Create(cache_client.get(), fp, static_cast<int32_t>(cfg.vocab_size), &metrics);
+    if (!made.ok()) {
+      std::cerr << "reply records: " << made.status().ToString() << "\n";
+      return 2;
+    }
+    replies = std::move(*made);
+  }
+  ds41::OpenAiApi api(&core, &*tokenizer, model_id, cfg.max_position_embeddings, static_cast<int32_t>(cfg.vocab_size),
+                      replies.get());
   ds41::ThreadPool pool(workers);
   ds41::HttpFront front(&api, &tenants, &nodes, &metrics, registry, &pool);
   ds41::HttpServerOptions ho;

@@ -1,5 +1,6 @@
 #include "router/openai_api.h"
 
+#include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 
 #include "chat/chat_render.h"
 #include "chat/reply_parser.h"
+#include "unit/reply_record.h"
 #include "util/error_table.h"
 #include "util/sha256.h"
 
@@ -137,12 +139,13 @@ std::optional<Json> ParseRequestJson(std::string_view text) {
 }
 
 OpenAiApi::OpenAiApi(RouterCore* core, const Tokenizer* tokenizer, std::string model_id, int64_t max_context_tokens,
-                     int32_t model_vocab)
+                     int32_t model_vocab, const ReplyRecords* replies)
     : core_(core),
       tok_(tokenizer),
       model_id_(std::move(model_id)),
       max_context_(max_context_tokens),
       model_vocab_(model_vocab),
+      replies_(replies),
       created_(NowSeconds()) {}
 
 ApiOutcome OpenAiApi::Error(StatusCode code, const std::string& message, const std::string& param,
@@ -206,20 +209,49 @@ ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, c
   auto effort = chat::ParseReasoningEffort(body.contains("reasoning_effort") ? body["reasoning_effort"] : Json(nullptr));
   if (!effort.ok()) return FromStatus(effort.status());
   opt.reasoning_effort = *effort;
-  auto pieces = chat::RenderChat(body["messages"], tools, opt);
+  std::vector<chat::AssistantSpan> spans;
+  auto pieces = chat::RenderChat(body["messages"], tools, opt, replies_ != nullptr ? &spans : nullptr);
   if (!pieces.ok()) return FromStatus(pieces.status());
+  auto prompt = ChatPromptIds(*pieces, spans, ctx.tenant.salt);
+  if (!prompt.ok()) return FromStatus(prompt.status());
+  return Run(ctx, body, std::move(*prompt), &*pieces, opt.thinking, sink);
+}
+
+StatusOr<std::vector<int32_t>> OpenAiApi::ChatPromptIds(const std::vector<chat::PromptPiece>& pieces,
+                                                        const std::vector<chat::AssistantSpan>& spans,
+                                                        const std::string& tenant_salt) const {
+  // The model sees the ids it generated for a reply it is shown again, as an uninterrupted context
+  // holds them, rather than a re-tokenization of the reply's re-rendered text (docs/session_reuse.md).
+  std::vector<std::optional<std::vector<int32_t>>> generated;
+  if (replies_ != nullptr && !spans.empty()) {
+    std::vector<chat::ReplyDigest> digests;
+    digests.reserve(spans.size());
+    for (const chat::AssistantSpan& span : spans) digests.push_back(span.digest);
+    generated = replies_->Find(tenant_salt, digests);
+  }
   std::vector<int32_t> prompt;
-  for (const chat::PromptPiece& p : *pieces) {
+  size_t next_span = 0;
+  for (size_t i = 0; i < pieces.size();) {
+    if (next_span < generated.size() && spans[next_span].begin == i) {
+      const chat::AssistantSpan& span = spans[next_span];
+      const std::optional<std::vector<int32_t>>& ids = generated[next_span++];
+      if (ids && span.end > span.begin) {
+        prompt.insert(prompt.end(), ids->begin(), ids->end());
+        i = span.end;
+        continue;
+      }
+    }
+    const chat::PromptPiece& p = pieces[i++];
     if (p.control) {
       auto id = tok_->IdOf(p.text);
-      if (!id) return Error(StatusCode::kInternal, "the tokenizer lacks the control token " + p.text);
+      if (!id) return InternalError("the tokenizer lacks the control token " + p.text);
       prompt.push_back(*id);
     } else {
       std::vector<int32_t> ids = tok_->Encode(p.text, /*allow_control=*/false);
       prompt.insert(prompt.end(), ids.begin(), ids.end());
     }
   }
-  return Run(ctx, body, std::move(prompt), /*chat=*/true, opt.thinking, sink);
+  return prompt;
 }
 
 ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
@@ -241,7 +273,7 @@ ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const
   } else {
     return Error(StatusCode::kInvalidArgument, "\"prompt\" must be a string or an array of token ids", "prompt");
   }
-  return Run(ctx, body, std::move(prompt), /*chat=*/false, false, sink);
+  return Run(ctx, body, std::move(prompt), /*chat_prompt=*/nullptr, false, sink);
 }
 
 namespace {
@@ -410,10 +442,7 @@ class ReplyStream {
     }
     Json choice;
     if (chat_) {
-      Json msg = {{"role", "assistant"}, {"content", content_.empty() && !calls_.empty() ? Json(nullptr) : Json(content_)}};
-      if (thinking_) msg["reasoning_content"] = reasoning_;
-      if (!calls_.empty()) msg["tool_calls"] = ToolCallsJson(calls_, 0);
-      choice = {{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", finish}};
+      choice = {{"index", 0}, {"message", Message()}, {"logprobs", nullptr}, {"finish_reason", finish}};
     } else {
       choice = {{"index", 0}, {"text", content_}, {"logprobs", nullptr}, {"finish_reason", finish}};
     }
@@ -425,6 +454,27 @@ class ReplyStream {
     out.body = Object(chat_ ? "chat.completion" : "text_completion", std::move(choice));
     out.body["usage"] = usage;
     return out;
+  }
+
+  // The assistant message as the client got it (streamed or whole).
+  Json Message() const {
+    Json msg = {{"role", "assistant"}, {"content", content_.empty() && !calls_.empty() ? Json(nullptr) : Json(content_)}};
+    if (thinking_) msg["reasoning_content"] = reasoning_;
+    if (!calls_.empty()) msg["tool_calls"] = ToolCallsJson(calls_, 0);
+    return msg;
+  }
+
+  // The ids the model generated for the whole reply the client got (its end-of-sentence dropped:
+  // the rendering writes one after every assistant message); nullopt when the client got less
+  // than the ids say (a stop string cut it, the client left) or something else than a reply (an
+  // end-of-sentence inside, which ignore_eos lets through).
+  std::optional<std::vector<int32_t>> WholeReplyIds(const RouteResult& r) const {
+    if (!chat_ || !r.status.ok() || cutter_.stopped() || client_gone_) return std::nullopt;
+    std::vector<int32_t> ids = out_ids_;
+    if (!ids.empty() && ids.back() == kEosId) ids.pop_back();
+    if (ids.empty() || ids.size() > kMaxReplyRecordIds) return std::nullopt;
+    if (std::find(ids.begin(), ids.end(), kEosId) != ids.end()) return std::nullopt;
+    return ids;
   }
 
  private:
@@ -492,7 +542,11 @@ std::optional<ApiOutcome> OpenAiApi::CheckRequest(const ApiContext& ctx, const J
                  "the model " + body["model"].dump() + " does not exist; this server has " + model_id_, "model",
                  "model_not_found");
   }
-  if (body.contains("n") && body["n"] != 1) return Error(StatusCode::kInvalidArgument, "\"n\" must be 1", "n");
+  // One choice per request: agent frameworks ask for one (n absent, null or 1), and n samples
+  // would multiply decode work behind one request's admission and deadline (docs/session_reuse.md).
+  if (body.contains("n") && !body["n"].is_null() && body["n"] != 1) {
+    return Error(StatusCode::kInvalidArgument, "\"n\" must be 1: this server returns one choice per request", "n");
+  }
   if (prompt.empty()) return Error(StatusCode::kInvalidArgument, "the prompt is empty", "prompt");
   const int64_t n = static_cast<int64_t>(prompt.size());
   if (n >= max_context_) {
@@ -509,8 +563,9 @@ std::optional<ApiOutcome> OpenAiApi::CheckRequest(const ApiContext& ctx, const J
   return std::nullopt;
 }
 
-ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode, bool thinking,
-                          const ChunkSink& sink) {
+ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt,
+                          const std::vector<chat::PromptPiece>* chat_prompt, bool thinking, const ChunkSink& sink) {
+  const bool chat_mode = chat_prompt != nullptr;
   if (std::optional<ApiOutcome> refused = CheckRequest(ctx, body, prompt)) return *std::move(refused);
   Sampling s;
   if (std::optional<ApiOutcome> refused = ParseSampling(body, static_cast<int64_t>(prompt.size()), max_context_, &s)) {
@@ -523,6 +578,14 @@ ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<i
   if (!r.status.ok() && r.usage.completion_tokens == 0) return FromStatus(r.status);
   reply.Finish();
   if (!r.status.ok()) return FromStatus(r.status);  // after some output: the stream ends with the error
+  if (replies_ != nullptr && chat_mode) {
+    // Recorded before the last chunk goes out, so the client's next turn finds it. A reply that
+    // cannot be recorded costs the next turn only its cache hit through this reply.
+    if (std::optional<std::vector<int32_t>> ids = reply.WholeReplyIds(r)) {
+      auto digest = chat::GeneratedReplyDigest(*chat_prompt, reply.Message(), thinking);
+      if (digest.ok()) (void)replies_->Record(ctx.tenant.salt, *digest, *ids);
+    }
+  }
   return reply.Respond(r, rq.tokens, body.contains("return_token_ids") && body["return_token_ids"] == true);
 }
 

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_render.h"
+#include "router/reply_records.h"
 #include "router/router_core.h"
 #include "router/tenants.h"
 #include "tokenizer/tokenizer.h"
@@ -59,8 +61,10 @@ StatusOr<std::chrono::steady_clock::time_point> DeadlineFromTimeoutHeader(std::s
 class OpenAiApi {
  public:
   // `model_vocab`: ids a prompt may hold (the model's vocabulary, which the tokenizer may not fill).
+  // `replies`: where chat replies' generated ids are recorded and found again (nullptr: chat
+  // prompts are always re-tokenized, as without a cache).
   OpenAiApi(RouterCore* core, const Tokenizer* tokenizer, std::string model_id, int64_t max_context_tokens,
-            int32_t model_vocab);
+            int32_t model_vocab, const ReplyRecords* replies = nullptr);
 
   // `sink` is used when the body asks for "stream": true; the outcome then carries the status (and,
   // on success, the usage) and its body is not sent.
@@ -81,14 +85,21 @@ class OpenAiApi {
   // Refuses what this server cannot serve (another model, n != 1, an empty prompt, one longer than the
   // context or than the tenant's max_prompt_tokens).
   std::optional<ApiOutcome> CheckRequest(const ApiContext& ctx, const Json& body, const std::vector<int32_t>& prompt) const;
-  ApiOutcome Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat, bool thinking,
-                 const ChunkSink& sink);
+  // The ids of a rendered chat prompt: control pieces by id, text without control matching, and
+  // each assistant span whose reply this cluster recorded as the ids the model generated.
+  StatusOr<std::vector<int32_t>> ChatPromptIds(const std::vector<chat::PromptPiece>& pieces,
+                                               const std::vector<chat::AssistantSpan>& spans,
+                                               const std::string& tenant_salt) const;
+  // `chat_prompt`: the rendered pieces of a chat request (its reply is recorded), else nullptr.
+  ApiOutcome Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt,
+                 const std::vector<chat::PromptPiece>* chat_prompt, bool thinking, const ChunkSink& sink);
 
   RouterCore* core_;
   const Tokenizer* tok_;
   std::string model_id_;
   int64_t max_context_;
   int32_t model_vocab_;
+  const ReplyRecords* replies_;
   int64_t created_;
 };
 

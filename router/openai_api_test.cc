@@ -94,7 +94,7 @@ TEST_F(RefusedRequestTest, BadFieldsAre400NamingTheField) {
   };
   const Case cases[] = {
       {{{"model", 5}}, "\"model\" must be a string", "model"},
-      {{{"n", 2}}, "\"n\" must be 1", "n"},
+      {{{"n", 2}}, "\"n\" must be 1: this server returns one choice per request", "n"},
       {{{"prompt", Json::array({1, 100})}}, "\"prompt\" token ids must be integers in [0, vocab size)", "prompt"},
       {{{"prompt", 5}}, "\"prompt\" must be a string or an array of token ids", "prompt"},
       {{{"echo", true}}, "\"echo\" is not supported", "echo"},

@@ -50,11 +50,26 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                              .Help("Generated tokens")
                              .Register(r)
                              .Add({})),
-      nodes_(prometheus::BuildGauge().Name("ds41_router_nodes").Help("Known nodes by role and state").Register(r)) {
+      nodes_(prometheus::BuildGauge().Name("ds41_router_nodes").Help("Known nodes by role and state").Register(r)),
+      reply_lookups_(prometheus::BuildCounter()
+                         .Name("ds41_router_reply_splices_total")
+                         .Help("Assistant messages sent back: generated ids spliced in, or rendered as sent (no or bad record)")
+                         .Register(r)),
+      reply_spliced_tokens_(prometheus::BuildCounter()
+                                .Name("ds41_router_reply_spliced_tokens_total")
+                                .Help("Prompt tokens taken from reply records instead of re-tokenized text")
+                                .Register(r)
+                                .Add({})),
+      reply_records_(prometheus::BuildCounter()
+                         .Name("ds41_router_reply_records_total")
+                         .Help("Chat replies whose generated ids were recorded in the store, by outcome")
+                         .Register(r)) {
   // Every reason exists from the start at 0: rate() and increase() see the first rejection, and
   // dashboards show 0 rather than "no data".
   for (const char* reason : kRejectionReasons) rejections_.Add({{"reason", reason}});
   for (CancelReason reason : kCancelReasons) cancelled_.Add({{"reason", CancelReasonName(reason)}});
+  for (const char* outcome : {"spliced", "not_found", "invalid"}) reply_lookups_.Add({{"outcome", outcome}});
+  for (const char* outcome : {"stored", "failed"}) reply_records_.Add({{"outcome", outcome}});
 }
 
 void RouterMetrics::Request(const std::string& endpoint, int code) {
@@ -80,6 +95,12 @@ void RouterMetrics::PromptTokens(int64_t hit, int64_t miss) {
   prompt_tokens_.Add({{"kind", "miss"}}).Increment(static_cast<double>(miss));
 }
 void RouterMetrics::CompletionTokens(int64_t n) { completion_tokens_.Increment(static_cast<double>(n)); }
+void RouterMetrics::ReplyLookup(const char* outcome) { reply_lookups_.Add({{"outcome", outcome}}).Increment(); }
+void RouterMetrics::ReplySpliced(int64_t tokens) {
+  reply_lookups_.Add({{"outcome", "spliced"}}).Increment();
+  reply_spliced_tokens_.Increment(static_cast<double>(tokens));
+}
+void RouterMetrics::ReplyRecorded(const char* outcome) { reply_records_.Add({{"outcome", outcome}}).Increment(); }
 void RouterMetrics::SetNodes(const std::string& role, const std::string& state, double n) {
   nodes_.Add({{"role", role}, {"state", state}}).Set(n);
 }

@@ -36,6 +36,13 @@ class RouterMetrics {
   void PromptTokens(int64_t hit, int64_t miss);
   void CompletionTokens(int64_t n);
   void SetNodes(const std::string& role, const std::string& state, double n);
+  // Session reuse over chat (docs/session_reuse.md): an assistant message sent back either had its
+  // generated ids spliced in ("spliced", with their count) or rendered as sent ("not_found": no
+  // record; "invalid": a record that failed its checks); a finished chat reply's record was
+  // "stored" or "failed".
+  void ReplyLookup(const char* outcome);
+  void ReplySpliced(int64_t tokens);
+  void ReplyRecorded(const char* outcome);
   prometheus::Gauge& running;
 
  private:
@@ -50,6 +57,9 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>& prompt_tokens_;
   prometheus::Counter& completion_tokens_;
   prometheus::Family<prometheus::Gauge>& nodes_;
+  prometheus::Family<prometheus::Counter>& reply_lookups_;
+  prometheus::Counter& reply_spliced_tokens_;
+  prometheus::Family<prometheus::Counter>& reply_records_;
 };
 
 }  // namespace ds41

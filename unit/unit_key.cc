@@ -52,6 +52,15 @@ UnitKey TailKey(const UnitKey& prev, const int32_t* t, size_t n) {
   return Chained(kDomain, sizeof(kDomain), prev, t, n);
 }
 
+UnitKey ReplyKey(const UnitKey& root, const std::array<uint8_t, 32>& digest) {
+  Sha256 h;
+  static const char kDomain[] = "ds41-reply";
+  h.Update(kDomain, sizeof(kDomain));
+  h.Update(root.data(), root.size());
+  h.Update(digest.data(), digest.size());
+  return Finish(&h);
+}
+
 std::vector<UnitKey> ChainKeys(const UnitKey& root, const std::vector<int32_t>& tokens, int U) {
   std::vector<UnitKey> keys;
   UnitKey prev = root;

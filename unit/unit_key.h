@@ -5,6 +5,7 @@
 //   k_0     = root
 //   k_i     = SHA-256("ds41-unit" 0 | k_{i-1} | tokens of unit i as u32 LE)           full unit i >= 1
 //   tail(k) = SHA-256("ds41-tail" 0 | k | tokens as u32 LE)                            a turn's tail after k
+//   reply   = SHA-256("ds41-reply" 0 | root | reply digest (32 B))                      a reply record (reply_record.h)
 //
 // A different model, unit format or tenant salt changes the root and therefore every key.
 #pragma once
@@ -24,6 +25,8 @@ using UnitKey = std::array<uint8_t, 32>;
 UnitKey NamespaceRoot(const Fingerprint& model, uint16_t format_version, const std::string& tenant_salt);
 UnitKey ChainKey(const UnitKey& prev, const int32_t* tokens, size_t n);
 UnitKey TailKey(const UnitKey& prev, const int32_t* tokens, size_t n);
+// The key of the reply record whose digest (chat::AssistantSpan::digest) is `digest`.
+UnitKey ReplyKey(const UnitKey& root, const std::array<uint8_t, 32>& digest);
 
 // Keys of every full unit of a prompt: chain[i] covers tokens [i*U, (i+1)*U).
 std::vector<UnitKey> ChainKeys(const UnitKey& root, const std::vector<int32_t>& tokens, int unit_tokens);

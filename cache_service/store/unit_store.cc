@@ -15,6 +15,7 @@
 #include <tuple>
 #include <utility>
 
+#include "unit/reply_record.h"
 #include "unit/unit_format.h"
 #include "unit/unit_key.h"
 
@@ -437,9 +438,10 @@ std::vector<StatusOr<std::optional<std::string>>> UnitStore::GetMany(const Key32
       out[i] = value.status();
       continue;
     }
-    // The unit carries its own CRC32C, checked on every device read (the read cache holds only
-    // checked bytes): a bad or truncated unit is a counted miss and is deleted, never served.
-    if (!value.ok() || !VerifyUnitBytes(*value).ok()) {
+    // The unit (or reply record) carries its own CRC32C, checked on every device read (the read
+    // cache holds only checked bytes): a bad or truncated one is a counted miss and is deleted,
+    // never served.
+    if (!value.ok() || !VerifyStoredBytes(*value).ok()) {
       std::lock_guard<std::mutex> l(StripeFor(ks[i]));
       const std::optional<Meta> m = IndexedMeta(ks[i]);
       if (!m || !m->At(metas[i].loc)) continue;  // removed or rewritten meanwhile

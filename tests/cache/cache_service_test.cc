@@ -18,6 +18,7 @@
 #include "tests/cache/test_units.h"
 #include "tests/support/child_process.h"
 #include "tests/support/test_checkpoint.h"
+#include "unit/reply_record.h"
 #include "unit/unit_format.h"
 #include "unit/unit_key.h"
 
@@ -170,6 +171,36 @@ TEST_F(InProcessCache, BadRequestsAreInvalidArgumentAndTheServerStaysUp) {
   pb::StatsResponse st;
   ASSERT_TRUE(stub_->Stats(&ctx, pb::StatsRequest(), &st).ok());
   EXPECT_EQ(st.units(), 1u);  // only the good unit
+}
+
+TEST_F(InProcessCache, ReplyRecordsRideBesideUnitsPerTenant) {
+  const Fingerprint fp = *ParseFingerprint(kFp);
+  const std::vector<int32_t> ids = {11, 12, 13, 1};
+  std::array<uint8_t, 32> digest{};
+  digest[0] = 7;
+  const UnitKey key = ReplyKey(ns_.id, digest);
+  PutResult pr = client_->Put(ns_, {{key, std::nullopt, EncodeReplyRecord(fp, ids)}});
+  EXPECT_EQ(pr.acked, 1) << pr.first_error.ToString();
+  auto got = client_->Get(ns_, {{key, std::nullopt}});
+  ASSERT_TRUE(got[0].has_value());
+  auto back = DecodeReplyRecord(*got[0], fp, 100);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, ids);
+  // Another tenant's key for the same digest finds nothing, and neither does its namespace.
+  const CacheNamespace other = CacheNamespace::Make(kFp, "tenant-2");
+  EXPECT_FALSE(client_->Get(other, {{ReplyKey(other.id, digest), std::nullopt}})[0].has_value());
+  EXPECT_FALSE(client_->Get(other, {{key, std::nullopt}})[0].has_value());
+  // Refused: another model's record, a damaged one, a record put as a tail.
+  Fingerprint fp2 = fp;
+  fp2[0] = 0;
+  EXPECT_EQ(client_->Put(ns_, {{key, std::nullopt, EncodeReplyRecord(fp2, ids)}}).acked, 0);
+  std::string bad = EncodeReplyRecord(fp, ids);
+  bad[50] ^= 1;
+  EXPECT_EQ(client_->Put(ns_, {{key, std::nullopt, bad}}).acked, 0);
+  EXPECT_EQ(client_->Put(ns_, {{key, ns_.id, EncodeReplyRecord(fp, ids)}}).acked, 0);
+  // Deleting the namespace removes its records with its units.
+  EXPECT_EQ(*client_->DeleteNamespace(ns_), 1u);
+  EXPECT_FALSE(client_->Get(ns_, {{key, std::nullopt}})[0].has_value());
 }
 
 // The real binary on ephemeral ports; its bulk data path on (a free port, as gRPC's) or off.

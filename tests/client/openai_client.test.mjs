@@ -12,6 +12,11 @@ const skip = baseURL ? false : 'DS41_BASE_URL is not set (no cluster to test aga
 const client = baseURL
   ? new OpenAI({ baseURL, apiKey: process.env.DS41_API_KEY || 'sk-ds41-test', maxRetries: 0, timeout: 120_000 })
   : null;
+// A second router replica over the same nodes and store (tests/client/with_cluster.sh starts one).
+const baseURL2 = process.env.DS41_BASE_URL_2 || baseURL;
+const client2 = baseURL2
+  ? new OpenAI({ baseURL: baseURL2, apiKey: process.env.DS41_API_KEY || 'sk-ds41-test', maxRetries: 0, timeout: 120_000 })
+  : null;
 
 function checkUsage(u) {
   assert.ok(u, 'usage is present');
@@ -156,36 +161,67 @@ describe('ds41-serve with the official openai client', { skip }, () => {
     assert.ok(r.usage.completion_tokens > 0 && r.usage.completion_tokens <= 12);
   });
 
-  test('4-turn agent session reuses the cached prefix', async () => {
-    const session = `client-test-${process.pid}-${Date.now()}`;
-    const messages = [
-      { role: 'system', content: 'You are a coding agent working in a C++ repository. Think, then act with tools.' },
-      { role: 'user', content: 'The build fails in util/strings.cc; find out why and fix it.' },
-    ];
-    const turns = [];
-    for (let k = 1; k <= 4; k++) {
-      const r = await client.chat.completions.create(
-        { model: MODEL, messages, tools: TOOLS, max_tokens: 16, temperature: 0 },
-        { headers: { 'x-session-id': session } },
-      );
-      checkChatCompletion(r);
-      turns.push(r.usage);
-      const msg = r.choices[0].message;
-      messages.push({ role: 'assistant', content: msg.content ?? '', ...(msg.tool_calls ? { tool_calls: msg.tool_calls } : {}) });
-      if (msg.tool_calls?.length) {
-        for (const tc of msg.tool_calls) messages.push({ role: 'tool', tool_call_id: tc.id, content: `output of ${tc.function.name} for turn ${k}: ok\n`.repeat(4) });
-      } else {
-        messages.push({ role: 'user', content: `Turn ${k}: the compiler says "error: expected ';' at line ${10 * k}". Continue.` });
+  // Session reuse over chat (docs/session_reuse.md): each turn sends the whole conversation back, the
+  // previous reply as the client got it, and hits the whole previous context (prompt and reply as
+  // fed), whichever router replica serves it: the reply's generated ids are in the store.
+  // A counter summed over both router replicas' /metrics.
+  async function routerCounter(name, outcome) {
+    let total = 0;
+    for (const base of new Set([baseURL, baseURL2])) {
+      const text = await (await fetch(base.replace(/\/v1$/, '') + '/metrics')).text();
+      const m = text.match(new RegExp(`^${name}\\{outcome="${outcome}"\\} (\\S+)$`, 'm'));
+      total += m ? Number(m[1]) : 0;
+    }
+    return total;
+  }
+
+  for (const thinking of [false, true]) {
+    test(`4-turn agent session, thinking ${thinking ? 'on' : 'off'}: every turn hits the previous prompt and reply, on either router replica`, async () => {
+      const session = `client-test-${thinking ? 'think' : 'chat'}-${process.pid}-${Date.now()}`;
+      const messages = [
+        { role: 'system', content: 'You are a coding agent working in a C++ repository. Think, then act with tools.' },
+        { role: 'user', content: 'The build fails in util/strings.cc; find out why and fix it.' },
+      ];
+      const turns = [];
+      const spliced0 = await routerCounter('ds41_router_reply_splices_total', 'spliced');
+      const stored0 = await routerCounter('ds41_router_reply_records_total', 'stored');
+      for (let k = 1; k <= 4; k++) {
+        const c = k === 3 ? client2 : client;  // turn 3: the second router replica
+        const r = await c.chat.completions.create(
+          { model: MODEL, messages, tools: TOOLS, max_tokens: 32, temperature: 0,
+            thinking: { type: thinking ? 'enabled' : 'disabled' } },
+          { headers: { 'x-session-id': session } },
+        );
+        checkChatCompletion(r);
+        turns.push(r.usage);
+        // What an agent framework sends back: the message as received, reasoning included.
+        const msg = r.choices[0].message;
+        const back = { role: 'assistant', content: msg.content ?? '' };
+        if (msg.reasoning_content !== undefined) back.reasoning_content = msg.reasoning_content;
+        if (msg.tool_calls) back.tool_calls = msg.tool_calls;
+        messages.push(back);
+        if (msg.tool_calls?.length) {
+          for (const tc of msg.tool_calls) messages.push({ role: 'tool', tool_call_id: tc.id, content: `output of ${tc.function.name} for turn ${k}: ok\n`.repeat(4) });
+        } else {
+          messages.push({ role: 'user', content: `Turn ${k}: the compiler says "error: expected ';' at line ${10 * k}". Continue.` });
+        }
       }
-    }
-    const summary = turns.map((u, i) => `turn ${i + 1}: prompt=${u.prompt_tokens} hit=${u.prompt_cache_hit_tokens} miss=${u.prompt_cache_miss_tokens} computed=${u.ds41.computed_tokens} prefix=${u.ds41.prefix_source}`).join('\n');
-    for (let i = 1; i < turns.length; i++) {
-      const u = turns[i];
-      assert.ok(u.prompt_tokens > turns[i - 1].prompt_tokens, `the prompt grows\n${summary}`);
-      assert.ok(u.prompt_cache_hit_tokens > 0, `turn ${i + 1} hits the cache\n${summary}`);
-      assert.ok(u.prompt_cache_miss_tokens < u.prompt_tokens, `turn ${i + 1} misses less than its prompt\n${summary}`);
-    }
-  });
+      const summary = turns.map((u, i) => `turn ${i + 1}: prompt=${u.prompt_tokens} completion=${u.completion_tokens} hit=${u.prompt_cache_hit_tokens} computed=${u.ds41.computed_tokens} prefix=${u.ds41.prefix_source}`).join('\n');
+      for (let i = 1; i < turns.length; i++) {
+        const prev = turns[i - 1], u = turns[i];
+        // The reply as fed: every generated token but the last sampled one.
+        const context = prev.prompt_tokens + prev.completion_tokens - 1;
+        assert.ok(u.prompt_tokens > context, `the prompt extends the previous context\n${summary}`);
+        assert.equal(u.prompt_cache_hit_tokens, context, `turn ${i + 1} hits the whole previous context\n${summary}`);
+        assert.ok(u.ds41.computed_tokens <= u.prompt_tokens - context,
+          `turn ${i + 1}: the encoder computes only the new message's tokens\n${summary}`);
+      }
+      // The mechanism, not luck (a reply whose text re-tokenizes to the same ids hits anyway):
+      // every reply was recorded, and each one sent back was spliced from its record.
+      assert.equal(await routerCounter('ds41_router_reply_records_total', 'stored') - stored0, 4, summary);
+      assert.equal(await routerCounter('ds41_router_reply_splices_total', 'spliced') - spliced0, 1 + 2 + 3, summary);
+    });
+  }
 
   test('invalid params raise BadRequestError (400)', async () => {
     await assert.rejects(

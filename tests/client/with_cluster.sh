@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # with_cluster.sh <build_dir> [CMD...]: runs CMD (default: the official-openai-client tests,
 # `node --test tests/client/`) against a fresh local cluster, with DS41_BASE_URL, DS41_PORT_OFFSET
-# and DS41_CLUSTER_PID exported. For the default command it installs the openai npm package into
+# and DS41_CLUSTER_PID exported, and DS41_BASE_URL_2: a second router replica over the same nodes
+# and cache (what a deployment with several router replicas has). For the default command it installs the openai npm package into
 # <build_dir>/npm (once; offline-safe after). Starts scripts/run.sh with DS41_SKIP_BUILD=1 on a port
 # offset of its own and a temporary run directory, waits for "is up", runs CMD, stops the cluster
 # and exits with CMD's status. Works from any cwd.
@@ -24,12 +25,12 @@ fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ds41-client-tests.XXXXXX")
 # A port offset whose every port (scripts/run.sh: 7400-7401, 7500-7501, 7600-7601, 8000, 9400-9601,
-# 50050) is free now: the router's gRPC port lands in the ephemeral range, where other tests'
+# 50050; the second router: 8001, 50051) is free now: the router's gRPC port lands in the ephemeral range, where other tests'
 # connections may hold it.
 free_offset() {
   /usr/bin/python3 - "$$" <<'PY'
 import random, socket, sys
-bases = [7400, 7401, 7500, 7501, 7600, 7601, 8000, 9400, 9500, 9501, 9600, 9601, 50050]
+bases = [7400, 7401, 7500, 7501, 7600, 7601, 8000, 8001, 9400, 9500, 9501, 9600, 9601, 50050, 50051]
 rng = random.Random(int(sys.argv[1]))
 for _ in range(200):
     o = rng.randrange(100, 1000)
@@ -53,9 +54,14 @@ PY
 }
 offset=${DS41_PORT_OFFSET:-$(free_offset)}
 cluster_pid=
+router2_pid=
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  if [ -n "$router2_pid" ]; then
+    kill -TERM "$router2_pid" 2>/dev/null || true
+    wait "$router2_pid" 2>/dev/null || true
+  fi
   if [ -n "$cluster_pid" ] && kill -0 "$cluster_pid" 2>/dev/null; then
     kill -TERM "$cluster_pid" 2>/dev/null || true
     # run.sh stops its children on SIGTERM; give it 20 s, then kill whatever is left of its group.
@@ -96,8 +102,24 @@ until grep -q "is up" "$tmp/cluster.log" 2>/dev/null; do
   fi
   sleep 0.2
 done
+# The second router replica: run.sh's router flags on ports of its own.
+h=127.0.0.1
+"$build/router/router" --model "$build/models/small" --listen "$h:$((8001 + offset))" \
+  --grpc-listen "$h:$((50051 + offset))" --encoders "$h:$((7500 + offset)),$h:$((7501 + offset))" \
+  --decoders "$h:$((7600 + offset)),$h:$((7601 + offset))" --cache "$h:$((7400 + offset))" \
+  >"$tmp/run/logs/router2.log" 2>&1 </dev/null &
+router2_pid=$!
+until grep -q " ready " "$tmp/run/logs/router2.log" 2>/dev/null; do
+  if ! kill -0 "$router2_pid" 2>/dev/null; then
+    echo "the second router exited; its log:" >&2
+    cat "$tmp/run/logs/router2.log" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
 # DS41_CLUSTER_PID: run.sh, leader of the cluster's process group (a CMD may stop the cluster itself).
-export DS41_BASE_URL="http://127.0.0.1:$((8000 + offset))/v1" DS41_PORT_OFFSET=$offset DS41_CLUSTER_PID=$cluster_pid
+export DS41_BASE_URL="http://127.0.0.1:$((8000 + offset))/v1" DS41_BASE_URL_2="http://127.0.0.1:$((8001 + offset))/v1"
+export DS41_PORT_OFFSET=$offset DS41_CLUSTER_PID=$cluster_pid
 echo "cluster up at $DS41_BASE_URL; running ${cmd[*]}"
 status=0
 (cd "$root" && "${cmd[@]}") || status=$?

@@ -15,6 +15,7 @@ const USAGE = `usage: scripts/replay [options]
   --tool-tokens C     approx size of each appended tool result, in characters (default 400)
   --max-tokens M      max_tokens per turn (default 32)
   --seed N            seed for the synthetic content and the sampler (default 1)
+  --thinking on|off   thinking mode (default off)
   --json              also print one JSON object per turn (prefix "json ")
   -h, --help`;
 
@@ -30,6 +31,7 @@ try {
       'tool-tokens': { type: 'string', default: '400' },
       'max-tokens': { type: 'string', default: '32' },
       seed: { type: 'string', default: '1' },
+      thinking: { type: 'string', default: 'off' },
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -53,6 +55,11 @@ function int(name, min) {
 }
 const turns = int('turns', 1), sessions = int('sessions', 1), toolChars = int('tool-tokens', 0);
 const maxTokens = int('max-tokens', 1), seed = int('seed', 0);
+if (!['on', 'off'].includes(opts.thinking)) {
+  console.error(`replay: --thinking must be on or off (got "${opts.thinking}")`);
+  process.exit(2);
+}
+const thinking = { type: opts.thinking === 'on' ? 'enabled' : 'disabled' };
 
 // mulberry32: a small seeded PRNG, so a --seed gives the same synthetic workload.
 function rng(s) {
@@ -98,7 +105,7 @@ function fmt(n, w) { return String(n).padStart(w); }
 function printHeader() {
   console.log(`${'session'.padEnd(8)} ${'turn'.padStart(4)} ${'prompt'.padStart(7)} ${'hit'.padStart(7)} ${'miss'.padStart(6)} `
     + `${'computed'.padStart(8)} ${'enc_rep'.padStart(7)} ${'dec_rep'.padStart(7)} ${'ttft_ms'.padStart(8)} ${'srv_ttft'.padStart(8)} `
-    + `${'total_ms'.padStart(8)} ${'out'.padStart(4)}  prefix/swa  decoder (placement)`);
+    + `${'total_ms'.padStart(8)} ${'out'.padStart(4)} ${'ctx_hit'.padStart(7)}  prefix/swa  decoder (placement)`);
 }
 
 async function runSession(si) {
@@ -110,13 +117,14 @@ async function runSession(si) {
       + 'Think step by step, call one tool per turn, and stop when the tests pass.' },
     { role: 'user', content: `Session ${si}: the tests in ${task} fail after the last refactor. Find the cause and fix it.` },
   ];
+  let context = 0;  // the previous turn's prompt and reply as fed (all generated tokens but the last)
   for (let turn = 1; turn <= turns; turn++) {
     const t0 = performance.now();
     let ttft = null, content = '', reasoning = '', usage = null, finish = null;
     const calls = [];
     const stream = await client.chat.completions.create(
       { model: opts.model, messages, tools: TOOLS, max_tokens: maxTokens, seed: seed + si * 1000 + turn, stream: true,
-        stream_options: { include_usage: true } },
+        stream_options: { include_usage: true }, thinking },
       { headers: { 'x-session-id': sessionId } },
     );
     for await (const ch of stream) {
@@ -146,11 +154,14 @@ async function runSession(si) {
       computed: x.computed_tokens ?? 0, enc_replay: x.encoder_replay_tokens ?? 0, dec_replay: x.decoder_replay_tokens ?? 0,
       ttft_ms: ttft ?? total, server_ttft_ms: (x.ttft_seconds ?? NaN) * 1000, total_ms: total, finish,
       placement: x.placement_reason, prefix_source: x.prefix_source, swa_source: x.swa_source, decoder: x.decoder, encoder: x.encoder,
+      context,
     };
+    context = usage.prompt_tokens + usage.completion_tokens - 1;
     rows.push(row);
     console.log(`${('s' + si).padEnd(8)} ${fmt(turn, 4)} ${fmt(row.prompt, 7)} ${fmt(row.hit, 7)} ${fmt(row.miss, 6)} `
       + `${fmt(row.computed, 8)} ${fmt(row.enc_replay, 7)} ${fmt(row.dec_replay, 7)} ${fmt(row.ttft_ms.toFixed(1), 8)} `
-      + `${fmt(row.server_ttft_ms.toFixed(1), 8)} ${fmt(row.total_ms.toFixed(0), 8)} ${fmt(row.completion, 4)}  `
+      + `${fmt(row.server_ttft_ms.toFixed(1), 8)} ${fmt(row.total_ms.toFixed(0), 8)} ${fmt(row.completion, 4)} `
+      + `${fmt(row.context ? ((100 * row.hit) / row.context).toFixed(1) + '%' : '-', 7)}  `
       + `${row.prefix_source}/${row.swa_source}  ${row.decoder} (${row.placement})`);
     if (opts.json) console.log('json ' + JSON.stringify(row));
 
@@ -189,6 +200,10 @@ const pct = (a, b) => (b ? ((100 * a) / b).toFixed(1) + '%' : 'n/a');
 console.log('');
 console.log(`summary: ${rows.length} turns in ${sessions} session(s), ${wall.toFixed(1)} s wall, ${failed} failed session(s)`);
 console.log(`  cache hit ratio: ${pct(hit, prompt)} of ${prompt} prompt tokens (turns > 1: ${pct(sum((r) => r.hit, later), sum((r) => r.prompt, later))})`);
+// Session reuse: how much of what the previous turn already computed (its prompt and its reply as
+// fed) the next turn hit; 100 % when replies are spliced back (docs/session_reuse.md).
+console.log(`  previous-context hit (turns > 1): ${pct(sum((r) => Math.min(r.hit, r.context), later), sum((r) => r.context, later))} `
+  + `of ${sum((r) => r.context, later)} tokens (lowest turn: ${later.length ? pct(...later.map((r) => [Math.min(r.hit, r.context), r.context]).reduce((a, b) => (a[0] * b[1] <= b[0] * a[1] ? a : b))) : 'n/a'})`);
 console.log(`  encoder-computed tokens: ${sum((r) => r.computed)}, replay tokens: encoder ${sum((r) => r.enc_replay)}, decoder ${sum((r) => r.dec_replay)}`);
 console.log(`  mean TTFT (client): ${mean((r) => r.ttft_ms, rows).toFixed(1)} ms (turn 1: ${mean((r) => r.ttft_ms, first).toFixed(1)} ms, turns > 1: ${mean((r) => r.ttft_ms, later).toFixed(1)} ms)`);
 console.log(`  mean TTFT (server ds41.ttft_seconds): ${mean((r) => r.server_ttft_ms, rows).toFixed(1)} ms`);

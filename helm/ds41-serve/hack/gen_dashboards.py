@@ -109,6 +109,9 @@ prefix = dashboard("ds41-prefix-cache", "ds41-serve / Prefix cache", [
                ("sum(rate(ds41_decoder_cached_tokens_total[5m]))", "decoder reused")]),
         panel("Store lookups/s by result",
               [("sum by (result) (rate(ds41_store_lookups_total[5m]))", "{{result}}")], "ops"),
+        panel("Chat replies sent back: spliced from their record or rendered as sent (docs/session_reuse.md)",
+              [("sum by (outcome) (rate(ds41_router_reply_splices_total[5m]))", "{{outcome}}"),
+               ("sum by (outcome) (rate(ds41_router_reply_records_total[5m]))", "recorded {{outcome}}")], "ops"),
     ]),
     ("Store contents", [
         panel("Store bytes per shard",

@@ -36,6 +36,12 @@ STARTUP = obj({"failureThreshold": POS})
 SCHED = {"nodeSelector": ANY_OBJ, "tolerations": LIST, "affinity": ANY_OBJ}
 
 
+def grace(what):
+    return {"type": "integer", "minimum": 0, "maximum": 3600,
+            "description": f"on SIGTERM, seconds in-flight {what} may finish before they are cancelled; the pod's "
+                           "terminationGracePeriodSeconds is this + 10"}
+
+
 def hpa(extra):
     props = {"enabled": B, "minReplicas": POS, "maxReplicas": POS, "scaleDownStabilizationSeconds": NONNEG}
     props.update(extra)
@@ -71,11 +77,23 @@ schema = {
                        "service": obj({"type": {"enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
                                        "annotations": ANY_OBJ}),
                        "maxRequestBytes": POS, "maxRunning": POS,
+                       "placement": {"type": "string", "enum": ["cost", "round_robin", "random", "least_loaded",
+                                                                "sticky", "prefix_affinity"],
+                                     "description": "placement policy; cost is the production one, the others are "
+                                                    "baselines for comparison"},
+                       "replySplice": dict(B, description="splice chat replies' generated ids back when clients "
+                                                          "re-send them, so agent turns hit the whole previous "
+                                                          "context (docs/session_reuse.md)"),
+                       "requestTimeoutSeconds": {"type": "integer", "minimum": 1, "maximum": 86400,
+                                                 "description": "a request's deadline when its client sets none "
+                                                                "(x-request-timeout, x-stainless-timeout), and the "
+                                                                "longest"},
+                       "shutdownGraceSeconds": grace("requests"),
                        "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "pdb": PDB, **SCHED},
                       required=["replicas", "httpPort", "grpcPort"]),
         "encoder": obj({"replicas": NONNEG, "command": CMD, "grpcPort": PORT, "metricsPort": PORT,
                         "threads": NONNEG, "stepTokens": {"type": "integer", "minimum": 1, "maximum": 1048576},
-                        "swaPoolBytes": BYTES, "swaTtlSeconds": NONNEG,
+                        "swaPoolBytes": BYTES, "swaTtlSeconds": NONNEG, "shutdownGraceSeconds": grace("calls"),
                         "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "startupProbe": STARTUP,
                         "pdb": PDB, **SCHED,
                         "autoscaling": hpa({"computedTokensMetric": METRIC_NAME,
@@ -85,6 +103,7 @@ schema = {
                         "threads": NONNEG, "expertCacheBytes": BYTES, "sessionBytes": BYTES,
                         "sessionTtlSeconds": NONNEG, "swaPoolBytes": BYTES, "swaTtlSeconds": NONNEG,
                         "maxRunning": {"type": "integer", "minimum": 1, "maximum": 4096},
+                        "shutdownGraceSeconds": grace("calls"),
                         "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "startupProbe": STARTUP,
                         "pdb": PDB, **SCHED,
                         "autoscaling": hpa({"residentBytesMetric": METRIC_NAME, "targetResidentBytes": QUANTITY,
