@@ -87,6 +87,26 @@ TEST_F(RefusedRequestTest, ATenantsPromptLimitIs400ContextLengthExceeded) {
   EXPECT_FALSE(TenantTable::FromJson(R"({"keys": {"k": {"tenant": "x", "max_prompt_tokens": "many"}}})").ok());
 }
 
+TEST(TenantTableTest, KeysResolveExactlyAndNothingElseDoes) {
+  auto table = TenantTable::FromJson(
+      R"({"keys": {"sk-alpha-0001": {"tenant": "a", "salt": "sa"}, "sk-alpha-0002": {"tenant": "b"}}})");
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  EXPECT_FALSE(table->open());
+  EXPECT_EQ(table->Resolve("Bearer sk-alpha-0001")->name, "a");
+  EXPECT_EQ(table->Resolve("Bearer sk-alpha-0001")->salt, "sa");
+  EXPECT_EQ(table->Resolve("sk-alpha-0002")->name, "b");
+  EXPECT_EQ(table->Resolve("sk-alpha-0002")->salt, "b");  // the salt defaults to the tenant's name
+  // Prefixes, extensions, case changes, stray spaces and the empty key are all unknown keys.
+  for (const char* bad : {"", "Bearer ", "Bearer sk-alpha-000", "Bearer sk-alpha-00011", "Bearer SK-ALPHA-0001",
+                          "Bearer  sk-alpha-0001", "sk-alpha-0001 ", "Basic sk-alpha-0001"}) {
+    EXPECT_EQ(table->Resolve(bad).status().code(), StatusCode::kUnauthenticated) << "\"" << bad << "\"";
+  }
+  auto open = TenantTable::FromJson("{}");
+  ASSERT_TRUE(open.ok());
+  EXPECT_TRUE(open->open());
+  EXPECT_EQ(open->Resolve("anything")->name, "default");
+}
+
 TEST_F(RefusedRequestTest, BadFieldsAre400NamingTheField) {
   struct Case {
     Json body;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "router/inflight_loads.h"
@@ -246,6 +247,19 @@ TEST(PrefixAffinityIndexTest, MatchesPrefixesAndForgetsTailsFirst) {
   EXPECT_EQ(idx.units("n"), 6);
   EXPECT_EQ(idx.Matched("n", c2), 5);
   EXPECT_EQ(idx.Matched("n", c1), 3);
+}
+
+TEST(PrefixAffinityIndexTest, TenantsChainsNeverMeet) {
+  // The router seeds each tenant's chains with its namespace: the same tokens under two tenants
+  // share no hash, so one tenant's traffic never draws another's placement.
+  const std::vector<int32_t> t = Tokens(4 * 8 + 1, 3);
+  const std::vector<uint64_t> a = PrefixChain(t, 8, 1), b = PrefixChain(t, 8, 2);
+  ASSERT_EQ(a.size(), 4u);
+  for (uint64_t h : a) EXPECT_EQ(std::count(b.begin(), b.end(), h), 0);
+  EXPECT_EQ(PrefixChain(t, 8, 1), a);
+  PrefixAffinityIndex idx(16);
+  idx.Record("n", a);
+  EXPECT_EQ(idx.Matched("n", b), 0);
 }
 
 TEST(InflightLoadsTest, RaisesStalePolledLoadsToWhatThisRouterSent) {

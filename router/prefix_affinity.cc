@@ -13,12 +13,12 @@ uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
 
 }  // namespace
 
-std::vector<uint64_t> PrefixChain(const std::vector<int32_t>& tokens, int unit_tokens) {
+std::vector<uint64_t> PrefixChain(const std::vector<int32_t>& tokens, int unit_tokens, uint64_t seed) {
   std::vector<uint64_t> chain;
   if (unit_tokens <= 0 || tokens.size() < 2) return chain;
   const size_t units = (tokens.size() - 1) / static_cast<size_t>(unit_tokens);
   chain.reserve(units);
-  uint64_t h = 0x6a09e667f3bcc908ULL;
+  uint64_t h = seed;
   for (size_t u = 0; u < units; ++u) {
     for (size_t i = u * unit_tokens; i < (u + 1) * static_cast<size_t>(unit_tokens); ++i) {
       h = Mix(h ^ static_cast<uint32_t>(tokens[i]));

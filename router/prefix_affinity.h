@@ -13,8 +13,11 @@
 namespace ds41 {
 
 // One hash per whole unit of `tokens` (of N - 1 tokens: the last one is always computed), each
-// covering every token before it, so equal hashes mean equal prefixes.
-std::vector<uint64_t> PrefixChain(const std::vector<int32_t>& tokens, int unit_tokens);
+// covering every token before it, so equal hashes mean equal prefixes. `seed` separates tenants
+// (the router passes its namespace's), so one tenant's prefixes never draw another's placement.
+inline constexpr uint64_t kPrefixChainSeed = 0x6a09e667f3bcc908ULL;
+std::vector<uint64_t> PrefixChain(const std::vector<int32_t>& tokens, int unit_tokens,
+                                  uint64_t seed = kPrefixChainSeed);
 
 class PrefixAffinityIndex {
  public:

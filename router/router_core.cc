@@ -1,6 +1,7 @@
 #include "router/router_core.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "node_client/node_protocol.h"
 
@@ -233,7 +234,11 @@ RouteResult RouterCore::GeneratePlaced(const RouteRequest& rq, const TokenSink& 
     in.window = opt_.window;
     in.swa_available = SwaAvailable(H, swa_peer);
     in.session = rq.session_id;
-    if (placer_.policy() == PlacementPolicy::kPrefixAffinity) in.prefix_chain = PrefixChain(rq.tokens, opt_.unit_tokens);
+    if (placer_.policy() == PlacementPolicy::kPrefixAffinity) {
+      uint64_t seed = 0;
+      std::memcpy(&seed, ns.id.data(), sizeof(seed));  // the tenant's namespace: chains never meet across tenants
+      in.prefix_chain = PrefixChain(rq.tokens, opt_.unit_tokens, seed);
+    }
     res.placement = placer_.Place(in, c.decoders, c.encoders);
     const Placement& p = res.placement;
     if (metrics_) metrics_->Placement(PlacementPolicyName(placer_.policy()), p.reason);

@@ -4,7 +4,27 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "util/sha256.h"
+
 namespace ds41 {
+namespace {
+
+std::array<uint8_t, 32> KeyDigest(const std::string& key) {
+  Sha256 h;
+  h.Update(key);
+  return h.Digest();
+}
+
+// Equal or not, in time independent of where the bytes differ.
+bool ConstantTimeEqual(const std::array<uint8_t, 32>& a, const std::array<uint8_t, 32>& b) {
+  uint8_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
+  // A read through volatile keeps the compiler from turning the loop into an early exit.
+  volatile uint8_t result = diff;
+  return result == 0;
+}
+
+}  // namespace
 
 StatusOr<TenantTable> TenantTable::FromJson(const std::string& text) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -25,7 +45,7 @@ StatusOr<TenantTable> TenantTable::FromJson(const std::string& text) {
       }
       tenant.max_prompt_tokens = v["max_prompt_tokens"].get<int64_t>();
     }
-    t.keys_[key] = tenant;
+    t.keys_.emplace_back(KeyDigest(key), std::move(tenant));
   }
   return t;
 }
@@ -42,9 +62,13 @@ StatusOr<Tenant> TenantTable::Resolve(const std::string& authorization) const {
   if (keys_.empty()) return Tenant{"default", ""};
   std::string key = authorization;
   if (key.rfind("Bearer ", 0) == 0) key = key.substr(7);
-  auto it = keys_.find(key);
-  if (key.empty() || it == keys_.end()) return UnauthenticatedError("missing or unknown API key");
-  return it->second;
+  const Digest d = KeyDigest(key);
+  const Tenant* found = nullptr;
+  for (const auto& [digest, tenant] : keys_) {  // every entry, match or not
+    if (ConstantTimeEqual(digest, d)) found = &tenant;
+  }
+  if (key.empty() || found == nullptr) return UnauthenticatedError("missing or unknown API key");
+  return *found;
 }
 
 }  // namespace ds41

@@ -1,12 +1,16 @@
 // API keys -> tenants (SERVING.md §7 security). A tenant's cache salt namespaces its units, so one
 // tenant can never hit, or probe for, another's prefixes. With no keys configured the router is
-// open and every request is the "default" tenant with an empty salt. Thread-safe once loaded:
-// Resolve only reads.
+// open and every request is the "default" tenant with an empty salt. Keys are kept as SHA-256
+// digests and a presented key is compared against every one in constant time, so neither the
+// comparison nor the table's order tells an attacker how much of a key they guessed
+// (docs/security.md). Thread-safe once loaded: Resolve only reads.
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "util/status.h"
 
@@ -32,7 +36,8 @@ class TenantTable {
   bool open() const { return keys_.empty(); }
 
  private:
-  std::map<std::string, Tenant> keys_;
+  using Digest = std::array<uint8_t, 32>;
+  std::vector<std::pair<Digest, Tenant>> keys_;
 };
 
 }  // namespace ds41

@@ -173,6 +173,19 @@ TEST_F(InProcessCache, BadRequestsAreInvalidArgumentAndTheServerStaysUp) {
   EXPECT_EQ(st.units(), 1u);  // only the good unit
 }
 
+TEST_F(InProcessCache, MessagesOverTheListenersLimitAreRefusedByTransport) {
+  // Every gRPC listener caps a received message (rpc/server.h, 64 MiB); beyond it gRPC refuses the
+  // call before any handler sees it, and the server goes on.
+  pb::PutRequest r;
+  *r.mutable_ns() = Ns();
+  r.mutable_ref()->set_key(std::string(32, 'k'));
+  r.set_unit(std::string((64u << 20) + 1024, 'x'));
+  EXPECT_EQ(RawPut(r).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  grpc::ClientContext ctx;
+  pb::StatsResponse st;
+  EXPECT_TRUE(stub_->Stats(&ctx, pb::StatsRequest(), &st).ok());
+}
+
 TEST_F(InProcessCache, ReplyRecordsRideBesideUnitsPerTenant) {
   const Fingerprint fp = *ParseFingerprint(kFp);
   const std::vector<int32_t> ids = {11, 12, 13, 1};

@@ -152,29 +152,86 @@ TEST(RouterClusterTest, AgentSessionHitsWholeContextSameBitsAndSurvivesRouterRes
   }
 }
 
-TEST(RouterClusterTest, TenantsNeverSeeEachOthersHits) {
+// GET a metrics listener's /metrics (a node's or the cache's: prometheus-cpp's civetweb listener).
+std::string ScrapeMetrics(const std::string& host_port) {
+  testing::HttpTestClient c;
+  if (!c.Connect(PortOf(host_port))) return "";
+  auto r = c.Request("GET", "/metrics");
+  return r && r->status == 200 ? r->body : "";
+}
+
+TEST(RouterClusterTest, TenantsNeverSeeEachOthersHitsWorkOrSecrets) {
   Cluster c;
   const std::string keys = testing::TempDir("keys") + "/keys.json";
-  std::ofstream(keys) << R"({"keys": {"key-a": {"tenant": "a"}, "key-b": {"tenant": "b", "salt": "s-b"}}})";
+  // Distinctive keys and salts, to look for in every metrics page.
+  std::ofstream(keys) << R"({"keys": {"sk-key-a-5ecret91": {"tenant": "a", "salt": "salt-a-7c2e"},
+                              "sk-key-b-5ecret28": {"tenant": "b", "salt": "salt-b-4e61"}}})";
   c.StartRouter({"--api-keys", keys});
   const json body = {{"prompt", RandomTokens(300, 5)}, {"max_tokens", 2}, {"temperature", 0}};
-  auto first = c.Post("/v1/completions", body, "Authorization: Bearer key-a\r\n");
+  // The same session id for both: sessions, warm state and SWA snapshots are per tenant too.
+  const std::string a = "Authorization: Bearer sk-key-a-5ecret91\r\nx-session-id: shared\r\n";
+  const std::string b = "Authorization: Bearer sk-key-b-5ecret28\r\nx-session-id: shared\r\n";
+  auto first = c.Post("/v1/completions", body, a);
   ASSERT_EQ(first.status, 200) << first.body;
+  const json cold = json::parse(first.body)["usage"];
   // The same prompt again: its full units are cached (the turn's tail sits at its end, which a
   // request must still compute the last token of).
   json again;
   for (int i = 0; i < 50; ++i) {  // units land asynchronously
-    again = json::parse(c.Post("/v1/completions", body, "Authorization: Bearer key-a\r\n").body);
+    again = json::parse(c.Post("/v1/completions", body, a).body);
     if (again["usage"]["prompt_cache_hit_tokens"] == 256) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(again["usage"]["prompt_cache_hit_tokens"], 256);
-  auto other = json::parse(c.Post("/v1/completions", body, "Authorization: Bearer key-b\r\n").body);
-  EXPECT_EQ(other["usage"]["prompt_cache_hit_tokens"], 0) << other.dump();
+  // Tenant b sends the very same prompt: no hit, no warm session, no SWA state, and the same work as
+  // a's cold request, so neither its usage nor its time to first token tells it a's prompts.
+  const json other = json::parse(c.Post("/v1/completions", body, b).body)["usage"];
+  EXPECT_EQ(other["prompt_cache_hit_tokens"], 0) << other.dump();
+  EXPECT_EQ(other["ds41"]["prefix_source"], "none") << other.dump();
+  EXPECT_EQ(other["ds41"]["swa_source"], cold["ds41"]["swa_source"]) << other.dump();
+  EXPECT_EQ(other["ds41"]["computed_tokens"], cold["ds41"]["computed_tokens"]) << other.dump();
+  EXPECT_EQ(other["ds41"]["decoder_replay_tokens"], cold["ds41"]["decoder_replay_tokens"]) << other.dump();
   auto none = c.Post("/v1/completions", body);
   EXPECT_EQ(none.status, 401);
   EXPECT_EQ(json::parse(none.body)["error"]["type"], "authentication_error");
   EXPECT_EQ(c.Post("/v1/completions", body, "Authorization: Bearer nope\r\n").status, 401);
+  EXPECT_EQ(c.Post("/v1/completions", body, "Authorization: Bearer sk-key-a-5ecret9\r\n").status, 401);
+
+  // No metrics page names a key or a salt (tenant names may appear; secrets never).
+  std::vector<std::string> pages;
+  {
+    testing::HttpTestClient h;
+    ASSERT_TRUE(h.Connect(c.http_port));
+    auto r = h.Request("GET", "/metrics");
+    ASSERT_TRUE(r.has_value());
+    pages.push_back(r->body);
+  }
+  pages.push_back(ScrapeMetrics(c.cache->fields()["metrics"]));
+  for (auto* group : {&c.encoders, &c.decoders}) {
+    for (auto& n : *group) pages.push_back(ScrapeMetrics(n->fields()["metrics"]));
+  }
+  for (const std::string& page : pages) {
+    ASSERT_FALSE(page.empty());
+    for (const char* secret : {"5ecret", "salt-a-7c2e", "salt-b-4e61"}) EXPECT_EQ(page.find(secret), std::string::npos);
+  }
+}
+
+TEST(RouterClusterTest, MetricsListenersRefuseOversizedRequestsAndStayUp) {
+  Cluster c;
+  const std::string addr = c.decoders[0]->fields()["metrics"];
+  // A request line and headers far over the listener's limit (civetweb's 16 KiB request size):
+  // refused or cut, never buffered without bound; the listener goes on serving.
+  {
+    testing::HttpTestClient h;
+    ASSERT_TRUE(h.Connect(PortOf(addr)));
+    std::string flood = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < 4096; ++i) flood += "X-Pad-" + std::to_string(i) + ": " + std::string(200, 'a') + "\r\n";
+    h.SendRaw(flood);  // may fail part way once the listener closes
+    auto r = h.ReadResponse();
+    EXPECT_TRUE(!r.has_value() || r->status >= 400) << r->status;
+  }
+  EXPECT_NE(ScrapeMetrics(addr).find("ds41_decoder_"), std::string::npos);
+  EXPECT_NE(ScrapeMetrics(c.cache->fields()["metrics"]).find("ds41_store_"), std::string::npos);
 }
 
 TEST(RouterClusterTest, MalformedRequestsGet4xxAndTheRouterStaysUp) {
