@@ -65,6 +65,40 @@ HWY_INLINE void ScoresHeads(D df, const float* HWY_RESTRICT qT, int H, int hd, i
   }
 }
 
+// Heads [h0, h0 + NH) against L keys at once, the keys as the lanes (gathered from their rows): for
+// heads that do not fill a vector, as the small model's 4 do on AVX2's 8 lanes. Each lane is the
+// same canonical chain as above (a product, then fused products in d order, blocks added in order),
+// so the bits are the same as the head-lane path's.
+template <int NH, class D>
+HWY_INLINE void ScoresKeyLanes(D df, const float* HWY_RESTRICT qT, int H, int hd, int h0,
+                               const float* HWY_RESTRICT keys, float* HWY_RESTRICT scores) {
+  const int L = static_cast<int>(hn::Lanes(df));
+  const hn::RebindToSigned<D> di;
+  const auto rows = hn::Mul(hn::Iota(di, 0), hn::Set(di, hd));  // lane j: key j's row
+  using V = hn::Vec<D>;
+  V acc[NH];
+  for (int b = 0; b < hd; b += 32) {
+    V part[NH];
+    V kv = hn::GatherIndex(df, keys + b, rows);
+#pragma GCC unroll 4
+    for (int j = 0; j < NH; ++j) part[j] = hn::Mul(hn::Set(df, qT[b * H + h0 + j]), kv);
+#pragma GCC unroll 4
+    for (int d = b + 1; d < b + 32; ++d) {
+      kv = hn::GatherIndex(df, keys + d, rows);
+#pragma GCC unroll 4
+      for (int j = 0; j < NH; ++j) part[j] = hn::MulAdd(hn::Set(df, qT[d * H + h0 + j]), kv, part[j]);
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < NH; ++j) acc[j] = b == 0 ? part[j] : hn::Add(acc[j], part[j]);
+  }
+  HWY_ALIGN float lanes[hn::MaxLanes(df)];
+#pragma GCC unroll 4
+  for (int j = 0; j < NH; ++j) {
+    hn::Store(acc[j], df, lanes);
+    for (int k = 0; k < L; ++k) scores[static_cast<size_t>(k) * H + h0 + j] = lanes[k];
+  }
+}
+
 HWY_ATTR void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores) {
   const hn::ScalableTag<float> df;
   const int L = static_cast<int>(hn::Lanes(df));
@@ -77,8 +111,24 @@ HWY_ATTR void HeadScores(const float* qT, int H, int hd, const float* keys, int 
     default: break;
   }
   h += (H - h) / L * L;
-  for (; h < H; ++h)  // heads beyond whole vectors: the same order, one lane
-    for (int k = 0; k < nkeys; ++k) {
+  // Heads beyond whole vectors: whole vectors of keys as the lanes, in groups of up to 4 heads.
+  int k0 = 0;
+  if (L > 1 && h < H) {
+    for (; k0 + L <= nkeys; k0 += L) {
+      const float* kb = keys + static_cast<size_t>(k0) * hd;
+      float* sb = scores + static_cast<size_t>(k0) * H;
+      int hh = h;
+      for (; hh + 4 <= H; hh += 4) ScoresKeyLanes<4>(df, qT, H, hd, hh, kb, sb);
+      switch (H - hh) {
+        case 3: ScoresKeyLanes<3>(df, qT, H, hd, hh, kb, sb); break;
+        case 2: ScoresKeyLanes<2>(df, qT, H, hd, hh, kb, sb); break;
+        case 1: ScoresKeyLanes<1>(df, qT, H, hd, hh, kb, sb); break;
+        default: break;
+      }
+    }
+  }
+  for (; h < H; ++h)  // and the keys left over: the same order, one lane
+    for (int k = k0; k < nkeys; ++k) {
       const float* key = keys + static_cast<size_t>(k) * hd;
       float acc = 0.0f;
       for (int b = 0; b < hd; b += 32) {

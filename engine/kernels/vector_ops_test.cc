@@ -314,7 +314,10 @@ TEST(VectorOpsTest, Float64ReductionsRoundToTheSequentialSumOnEveryTarget) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, VectorOpsTargetsTest,
                          ::testing::Values(Shape{64, 512, 5}, Shape{48, 64, 3}, Shape{32, 128, 64}, Shape{16, 32, 1},
-                                           Shape{19, 96, 7}, Shape{3, 64, 2}));
+                                           Shape{19, 96, 7}, Shape{3, 64, 2},
+                                           // fewer heads than lanes (the small model's 4): keys as lanes
+                                           Shape{4, 64, 37}, Shape{4, 128, 16}, Shape{1, 32, 9}, Shape{7, 64, 33},
+                                           Shape{21, 64, 19}));
 
 }  // namespace
 }  // namespace ds41
