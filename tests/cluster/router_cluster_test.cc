@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -263,6 +266,144 @@ TEST(RouterClusterTest, ADecoderThatDiesBeforeTheFirstTokenIsRoutedAround) {
     retried += u["attempts"].get<int>() > 1;
   }
   EXPECT_EQ(retried, 1);  // once it failed, the node is known to be down
+}
+
+// An SSE response read as it arrives (one event per chunk, as the router writes them), with the
+// arrival time of each event. Reading stops at the response's end, a close or reset, or a timeout.
+struct SseReader {
+  testing::HttpTestClient http;
+  std::string raw;   // every byte received
+  size_t parsed = 0;  // raw[0, parsed) has been split into events
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> events;  // payloads of "data: "
+  bool ended = false;  // the chunked body's last chunk came
+  int read_error = 0;  // errno of a failed recv (ECONNRESET: the connection was reset)
+
+  bool Start(int port, const json& body, const std::string& headers) {
+    if (!http.Connect(port)) return false;
+    const std::string b = body.dump();
+    return http.SendRaw(testing::FormatRequest("POST", "/v1/completions", b, "Content-Type: application/json\r\n" + headers));
+  }
+  // Reads until `events` has `n` entries or the response is over; false on timeout.
+  bool ReadUntil(size_t n, std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (events.size() < n && !ended && read_error == 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd pfd{http.fd(), POLLIN, 0};
+      if (poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[8192];
+      const ssize_t got = recv(http.fd(), buf, sizeof buf, 0);
+      if (got < 0) read_error = errno;
+      if (got <= 0) break;
+      raw.append(buf, static_cast<size_t>(got));
+      const auto now = std::chrono::steady_clock::now();
+      for (size_t at; (at = raw.find("data: ", parsed)) != std::string::npos;) {
+        const size_t stop = raw.find("\n\n", at);
+        if (stop == std::string::npos) break;
+        events.emplace_back(now, raw.substr(at + 6, stop - at - 6));
+        parsed = stop + 2;
+      }
+      ended = raw.size() >= 5 && raw.compare(raw.size() - 5, 5, "0\r\n\r\n") == 0;
+    }
+    return events.size() >= n || ended;
+  }
+};
+
+std::string RouterMetricsText(const Cluster& c) {
+  return testing::HttpGet("127.0.0.1:" + std::to_string(c.http_port), "/metrics");
+}
+
+// The decoder computing a sequence now (its running-sequences gauge), or -1.
+int BusyDecoder(const Cluster& c) {
+  for (size_t i = 0; i < c.decoders.size(); ++i) {
+    const std::string m = testing::HttpGet(c.decoders[i]->fields()["metrics"], "/metrics");
+    if (m.find("\nds41_decoder_running_sequences 1") != std::string::npos) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// Request migration (issue 28 item 3): the decoder streaming a greedy reply is killed with SIGKILL
+// after some tokens; the router resumes the request on the other decoder and the client's stream
+// goes on to the end, equal to a healthy run's reply (same prompt, another tenant so nothing is
+// cached for it), nothing sent twice, usage coherent, the migration counted. Then the last decoder
+// dies mid-stream: no migration is possible and the stream ends with an SSE error event and
+// [DONE], a complete HTTP response (never a reset connection).
+TEST(RouterClusterTest, ADecoderKilledMidStreamIsReplacedAndTheClientGetsTheWholeReply) {
+  Cluster c;
+  const std::string keys = testing::TempDir("keys") + "/keys.json";
+  std::ofstream(keys) << R"({"keys": {"key-a": {"tenant": "a"}, "key-b": {"tenant": "b"}}})";
+  c.StartRouter({"--api-keys", keys});
+  const std::vector<int32_t> prompt = RandomTokens(200, 77);  // past the window: the replay start matters
+  const int kMax = 160;
+  const json body = {{"prompt", prompt}, {"max_tokens", kMax}, {"temperature", 0}, {"ignore_eos", true}};
+  auto healthy = c.Post("/v1/completions", body, "Authorization: Bearer key-b\r\n", std::chrono::seconds(120));
+  ASSERT_EQ(healthy.status, 200) << healthy.body;
+  const std::string expect = json::parse(healthy.body)["choices"][0]["text"];
+
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  SseReader sse;
+  ASSERT_TRUE(sse.Start(c.http_port, streamed_body, "Authorization: Bearer key-a\r\nx-session-id: migrate-1\r\n"));
+  ASSERT_TRUE(sse.ReadUntil(30, std::chrono::seconds(60))) << sse.raw;
+  ASSERT_FALSE(sse.ended) << "the reply ended before the kill: " << sse.raw;
+  const int busy = BusyDecoder(c);
+  ASSERT_GE(busy, 0);
+  const size_t events_before = sse.events.size();
+  const auto killed_at = std::chrono::steady_clock::now();
+  c.decoders[busy]->Kill(SIGKILL);
+  ASSERT_TRUE(sse.ReadUntil(100000, std::chrono::seconds(120)));
+  ASSERT_TRUE(sse.ended) << "errno " << sse.read_error << ": " << sse.raw.substr(sse.raw.size() > 2000 ? sse.raw.size() - 2000 : 0);
+  EXPECT_EQ(sse.read_error, 0);
+  // The client's view of the migration: the longest gap between events after the kill began.
+  double stall = std::chrono::duration<double>(sse.events[events_before].first - killed_at).count();
+  for (size_t i = events_before + 1; i + 2 < sse.events.size(); ++i) {
+    stall = std::max(stall, std::chrono::duration<double>(sse.events[i].first - sse.events[i - 1].first).count());
+  }
+  std::string text;
+  json last;
+  for (const auto& [at, payload] : sse.events) {
+    if (payload == "[DONE]") break;
+    last = json::parse(payload);
+    ASSERT_FALSE(last.contains("error")) << payload;
+    text += last["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(sse.events.back().second, "[DONE]");
+  EXPECT_EQ(text, expect);
+  const json& u = last["usage"];
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(u["prompt_tokens"], prompt.size());
+  EXPECT_EQ(u["completion_tokens"], kMax);
+  EXPECT_EQ(u["total_tokens"], prompt.size() + kMax);
+  EXPECT_EQ(u["ds41"]["migrations"], 1) << u.dump();
+  EXPECT_EQ(u["ds41"]["attempts"], 2) << u.dump();
+  EXPECT_EQ(u["ds41"]["decoder"], c.decoders[1 - busy]->fields()["grpc"]) << u.dump();
+  std::string metrics = RouterMetricsText(c);
+  EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"completed\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ds41_router_migration_stall_seconds_count 1"), std::string::npos) << metrics;
+  std::printf("migration: %zu events before the kill, the client's stream stood still %.3f s at most after it\n",
+              events_before, stall);
+
+  // The last decoder dies mid-stream: nothing can resume the request.
+  SseReader doomed;
+  json doomed_body = streamed_body;
+  doomed_body["prompt"] = RandomTokens(150, 78);
+  ASSERT_TRUE(doomed.Start(c.http_port, doomed_body, "Authorization: Bearer key-a\r\n"));
+  ASSERT_TRUE(doomed.ReadUntil(20, std::chrono::seconds(60))) << doomed.raw;
+  ASSERT_FALSE(doomed.ended);
+  c.decoders[1 - busy]->Kill(SIGKILL);
+  ASSERT_TRUE(doomed.ReadUntil(100000, std::chrono::seconds(60)));
+  EXPECT_TRUE(doomed.ended) << "errno " << doomed.read_error << ": " << doomed.raw;
+  EXPECT_EQ(doomed.read_error, 0);
+  ASSERT_GE(doomed.events.size(), 2u);
+  EXPECT_EQ(doomed.events.back().second, "[DONE]");
+  const json err = json::parse(doomed.events[doomed.events.size() - 2].second);
+  ASSERT_TRUE(err.contains("error")) << err.dump();
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("no other could resume it"), std::string::npos) << err.dump();
+  EXPECT_TRUE(err["error"].contains("type")) << err.dump();
+  std::printf("no migration possible: the stream ended with %s\n", err.dump().c_str());
+  metrics = RouterMetricsText(c);
+  EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"refused\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"completed\"} 1"), std::string::npos) << metrics;
 }
 
 TEST(RouterClusterTest, StopStringsCutTheReplyStreamedOrNot) {
