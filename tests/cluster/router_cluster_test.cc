@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -380,8 +381,12 @@ TEST(RouterClusterTest, ADecoderKilledMidStreamIsReplacedAndTheClientGetsTheWhol
   std::string metrics = RouterMetricsText(c);
   EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"completed\"} 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("ds41_router_migration_stall_seconds_count 1"), std::string::npos) << metrics;
-  std::printf("migration: %zu events before the kill, the client's stream stood still %.3f s at most after it\n",
-              events_before, stall);
+  const size_t sum_at = metrics.find("ds41_router_migration_stall_seconds_sum ");
+  ASSERT_NE(sum_at, std::string::npos);
+  const double router_stall = std::stod(metrics.substr(sum_at + std::strlen("ds41_router_migration_stall_seconds_sum ")));
+  std::printf("migration: %zu events before the kill; the client saw its stream stand still %.3f s at most after it "
+              "(the router measured %.3f s from the last token before to the first after)\n",
+              events_before, stall, router_stall);
 
   // The last decoder dies mid-stream: nothing can resume the request.
   SseReader doomed;
@@ -404,6 +409,35 @@ TEST(RouterClusterTest, ADecoderKilledMidStreamIsReplacedAndTheClientGetsTheWhol
   metrics = RouterMetricsText(c);
   EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"refused\"} 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"completed\"} 1"), std::string::npos) << metrics;
+}
+
+// --max-migrations 0: a decoder dying mid-stream ends the stream with the error event at once, though
+// another decoder is healthy; the next request is served by that one.
+TEST(RouterClusterTest, WithMigrationOffADecoderKilledMidStreamEndsTheStreamWithAnError) {
+  Cluster c;
+  c.StartRouter({"--max-migrations", "0"});
+  const json body = {{"prompt", RandomTokens(120, 79)}, {"max_tokens", 160}, {"temperature", 0}, {"ignore_eos", true},
+                     {"stream", true}};
+  SseReader sse;
+  ASSERT_TRUE(sse.Start(c.http_port, body, ""));
+  ASSERT_TRUE(sse.ReadUntil(20, std::chrono::seconds(60))) << sse.raw;
+  ASSERT_FALSE(sse.ended);
+  const int busy = BusyDecoder(c);
+  ASSERT_GE(busy, 0);
+  c.decoders[busy]->Kill(SIGKILL);
+  ASSERT_TRUE(sse.ReadUntil(100000, std::chrono::seconds(60)));
+  EXPECT_TRUE(sse.ended) << "errno " << sse.read_error << ": " << sse.raw;
+  ASSERT_GE(sse.events.size(), 2u);
+  EXPECT_EQ(sse.events.back().second, "[DONE]");
+  const json err = json::parse(sse.events[sse.events.size() - 2].second);
+  ASSERT_TRUE(err.contains("error")) << err.dump();
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("migration is off (--max-migrations 0)"), std::string::npos)
+      << err.dump();
+  const std::string metrics = RouterMetricsText(c);
+  EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"refused\"} 1"), std::string::npos) << metrics;
+  auto next = c.Post("/v1/completions", {{"prompt", RandomTokens(30, 80)}, {"max_tokens", 2}});
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(json::parse(next.body)["usage"]["ds41"]["decoder"], c.decoders[1 - busy]->fields()["grpc"]);
 }
 
 TEST(RouterClusterTest, StopStringsCutTheReplyStreamedOrNot) {
