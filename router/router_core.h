@@ -3,12 +3,15 @@
 // hits), places the request (placement.h), calls the chosen decoder's Generate and streams its
 // tokens to a sink. A request whose node dies before its first token is placed again without that
 // node; one whose decoder dies after streaming part of the reply is migrated: placed again without
-// it, with the tokens already streamed sent as resumed tokens (GenerateInput::resumed), which the new
-// decoder recomputes instead of sampling, so the client's stream goes on with exactly the tokens an
-// uninterrupted run would have produced (greedy or seeded) and nothing is sent twice. At most
-// RouterOptions::max_migrations per request; past that, or with no decoder left, the request ends
-// with its error after the tokens already sent. Sessions are bound to the decoder that served their last turn while it stays warm (a cost in
-// placement, not a pin), and the router remembers who holds the SWA state at which position.
+// it, from the same H, with the tokens already streamed sent as resumed tokens
+// (GenerateInput::resumed), which the new decoder recomputes instead of sampling. Nothing is sent
+// twice, and the client's stream goes on with the tokens an uninterrupted run would have produced
+// (greedy or seeded) as long as the prefill can be redone as it was (the prefix units and the SWA
+// state at H are still where they were; else the encoder's bounded replay makes it approximate, as
+// for any request). At most RouterOptions::max_migrations per request; past that, or with no
+// decoder left, the request ends with its error after the tokens already sent. Sessions are bound
+// to the decoder that served their last turn while it stays warm (a cost in placement, not a pin),
+// and the router remembers who holds the SWA state at which position.
 // Transport stays in node_client/: this class sees token ids, placements and Status.
 // Thread-safe: mu_ guards the set of in-flight cancels; the session bindings, the placer and the
 // in-flight counts lock their own.
@@ -128,8 +131,8 @@ class RouterCore {
   GenerateInput BuildInput(const RouteRequest& rq, const CacheNamespace& ns, int64_t H, const Placement& p,
                            const std::string& swa_peer, std::chrono::steady_clock::time_point deadline,
                            const Streamed& streamed) const;
-  // kNodeLost: the decoder (or its encoder) went away: the call failed UNAVAILABLE (or was ended by
-  // the node, not by us); `res->status` holds why.
+  // kNodeLost: the decoder (or its encoder) went away: the call failed UNAVAILABLE or UNKNOWN, or was
+  // cancelled by the node, not by us; `res->status` holds why.
   enum class Attempt { kDone, kNodeLost, kFailed };
   // One call to the placed decoder, streaming to `sink`; fills res's status, finish and usage.
   Attempt RunAttempt(const RouteRequest& rq, const GenerateInput& in, std::chrono::steady_clock::time_point t0,
@@ -142,7 +145,7 @@ class RouterCore {
   // request was admitted and has been streaming).
   bool PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<std::string>& excluded,
                     std::chrono::steady_clock::time_point deadline, bool count_rejection, RouteResult* res);
-  // After a node died before the first token: who is gone (a poll says), else the decoder.
+  // After a node went away: who is gone (a poll says), else the decoder.
   void ExcludeFailed(const Placement& p, std::set<std::string>* excluded);
   void RecordEnd(const RouteResult& res, std::chrono::steady_clock::time_point t0);
   // Generate once admitted: lookup, placement, the attempts. `deadline` is the effective one.
