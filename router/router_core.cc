@@ -246,7 +246,8 @@ void RouterCore::CancelAll(CancelReason reason) {
 }
 
 bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<std::string>& excluded,
-                              Clock::time_point deadline, bool count_rejection, RouteResult* res) {
+                              Clock::time_point deadline, bool count_rejection, const std::string& swa_fallback,
+                              RouteResult* res) {
   const int64_t N = static_cast<int64_t>(rq.tokens.size());
   const Candidates c = FindCandidates(rq, H, excluded);
   if (c.decoders.empty() || (c.encoders.empty() && N > H)) {
@@ -254,7 +255,10 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
     res->status = UnavailableError(c.decoders.empty() ? "no healthy decoder node" : "no healthy encoder node");
     return false;
   }
-  const std::string swa_peer = SwaPeer(c.bound, c.warm_holder, H);
+  std::string swa_peer = SwaPeer(c.bound, c.warm_holder, H);
+  if ((swa_peer.empty() || excluded.count(swa_peer)) && H > 0 && !swa_fallback.empty() && !excluded.count(swa_fallback)) {
+    swa_peer = swa_fallback;
+  }
   res->swa_hint = swa_peer;
   PlacementInput in;
   in.prompt_tokens = N;
@@ -301,11 +305,14 @@ RouteResult RouterCore::GeneratePlaced(const RouteRequest& rq, const TokenSink& 
   std::set<std::string> excluded;
   Streamed streamed;
   Status lost;  // why the last attempt's node went away
+  // The last attempt's encoder: it holds the SWA state at H (kept when it pulled it from a peer), the
+  // SWA source for the next attempt when the one named first is gone (often the dead decoder itself).
+  std::string swa_fallback;
   res.usage.prompt_tokens = N;
   const char* policy = PlacementPolicyName(placer_.policy());
   for (;;) {
     const bool migration = !streamed.ids.empty();
-    if (!PlaceAttempt(rq, H, excluded, deadline, /*count_rejection=*/!migration, &res)) {
+    if (!PlaceAttempt(rq, H, excluded, deadline, /*count_rejection=*/!migration, swa_fallback, &res)) {
       if (migration) {
         if (metrics_) metrics_->Migration("refused");
         res.status = UnavailableError("the decoder serving this request failed after " + std::to_string(streamed.ids.size()) +
@@ -324,6 +331,7 @@ RouteResult RouterCore::GeneratePlaced(const RouteRequest& rq, const TokenSink& 
     }
     if (a == Attempt::kDone) break;
     if (a == Attempt::kFailed) return res;
+    swa_fallback = res.placement.encoder;
     // The node went away: find who is gone (a poll says), place again without it.
     lost = res.status;
     ExcludeFailed(res.placement, &excluded);

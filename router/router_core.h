@@ -6,9 +6,10 @@
 // it, from the same H, with the tokens already streamed sent as resumed tokens
 // (GenerateInput::resumed), which the new decoder recomputes instead of sampling. Nothing is sent
 // twice, and the client's stream goes on with the tokens an uninterrupted run would have produced
-// (greedy or seeded) as long as the prefill can be redone as it was (the prefix units and the SWA
-// state at H are still where they were; else the encoder's bounded replay makes it approximate, as
-// for any request). At most RouterOptions::max_migrations per request; past that, or with no
+// (greedy or seeded) as long as the prefill can be redone as it was: the prefix units and the SWA
+// state at H are still there (an encoder keeps a copy of the state it pulled from the decoder that
+// held it, and the next attempt names that encoder when the holder is gone); else the encoder's
+// bounded replay makes it approximate, as for any request. At most RouterOptions::max_migrations per request; past that, or with no
 // decoder left, the request ends with its error after the tokens already sent. Sessions are bound
 // to the decoder that served their last turn while it stays warm (a cost in placement, not a pin),
 // and the router remembers who holds the SWA state at which position.
@@ -142,9 +143,11 @@ class RouterCore {
   static std::string EndedBy(const RouteRequest& rq, const Streamed& streamed);
   // Placement of one attempt: fills res->placement, or res->status when none is possible.
   // `count_rejection`: a refusal counts in ds41_router_rejections_total (not for a migration, whose
-  // request was admitted and has been streaming).
+  // request was admitted and has been streaming). `swa_fallback` ("" none) is named as the SWA-state
+  // holder when the usual one is excluded or unknown.
   bool PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<std::string>& excluded,
-                    std::chrono::steady_clock::time_point deadline, bool count_rejection, RouteResult* res);
+                    std::chrono::steady_clock::time_point deadline, bool count_rejection,
+                    const std::string& swa_fallback, RouteResult* res);
   // After a node went away: who is gone (a poll says), else the decoder.
   void ExcludeFailed(const Placement& p, std::set<std::string>* excluded);
   void RecordEnd(const RouteResult& res, std::chrono::steady_clock::time_point t0);

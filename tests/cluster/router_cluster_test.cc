@@ -411,6 +411,72 @@ TEST(RouterClusterTest, ADecoderKilledMidStreamIsReplacedAndTheClientGetsTheWhol
   EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"completed\"} 1"), std::string::npos) << metrics;
 }
 
+// A later turn of an agent session: its decoder, which also held the SWA state at the end of the
+// previous turn, dies mid-stream. The first attempt's encoder kept the state it pulled from it, and
+// the migrated attempt names that encoder, so its prefill is the first one's and the reply still
+// equals a healthy run's (another tenant, the same two turns).
+TEST(RouterClusterTest, ALaterTurnsDecoderKilledMidStreamStillGivesTheHealthyReply) {
+  Cluster c;
+  const std::string keys = testing::TempDir("keys") + "/keys.json";
+  std::ofstream(keys) << R"({"keys": {"key-a": {"tenant": "a"}, "key-b": {"tenant": "b"}}})";
+  // Sticky placement keeps a session's turns on one decoder (the cost policy may move it: a near tie
+  // on this tiny model), which is the case under test.
+  c.StartRouter({"--api-keys", keys, "--placement", "sticky"});
+  const int kMax = 120;
+  json turn2;                 // the second turn's body (the same for both tenants)
+  std::string expect;         // tenant b's reply to it
+  std::string turn1_decoder;  // tenant a's
+  for (const char* key : {"key-b", "key-a"}) {
+    const std::string auth = std::string("Authorization: Bearer ") + key + "\r\nx-session-id: agent\r\n";
+    std::vector<int32_t> ctx = RandomTokens(200, 81);
+    auto r1 = c.Post("/v1/completions", {{"prompt", ctx}, {"max_tokens", 8}, {"temperature", 0}, {"return_token_ids", true}},
+                     auth, std::chrono::seconds(60));
+    ASSERT_EQ(r1.status, 200) << r1.body;
+    const json j1 = json::parse(r1.body);
+    turn1_decoder = j1["usage"]["ds41"]["decoder"];
+    const auto out = Ids(j1["choices"][0]["token_ids"]);
+    ctx.insert(ctx.end(), out.begin(), out.end());
+    const auto tool = RandomTokens(100, 82);
+    ctx.insert(ctx.end(), tool.begin(), tool.end());
+    turn2 = {{"prompt", ctx}, {"max_tokens", kMax}, {"temperature", 0}, {"ignore_eos", true}};
+    if (std::string(key) == "key-b") {
+      auto healthy = c.Post("/v1/completions", turn2, auth, std::chrono::seconds(60));
+      ASSERT_EQ(healthy.status, 200) << healthy.body;
+      expect = json::parse(healthy.body)["choices"][0]["text"];
+    }
+  }
+  turn2["stream"] = true;
+  SseReader sse;
+  ASSERT_TRUE(sse.Start(c.http_port, turn2, "Authorization: Bearer key-a\r\nx-session-id: agent\r\n"));
+  ASSERT_TRUE(sse.ReadUntil(30, std::chrono::seconds(60))) << sse.raw;
+  ASSERT_FALSE(sse.ended);
+  const int busy = BusyDecoder(c);
+  ASSERT_GE(busy, 0);
+  // The case this test is for: the session stayed on the decoder that holds its SWA state.
+  ASSERT_EQ(c.decoders[busy]->fields()["grpc"], turn1_decoder);
+  c.decoders[busy]->Kill(SIGKILL);
+  ASSERT_TRUE(sse.ReadUntil(100000, std::chrono::seconds(60)));
+  ASSERT_TRUE(sse.ended) << sse.raw;
+  std::string text;
+  json last;
+  for (const auto& [at, payload] : sse.events) {
+    if (payload == "[DONE]") break;
+    last = json::parse(payload);
+    ASSERT_FALSE(last.contains("error")) << payload;
+    text += last["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, expect);
+  const json& u = last["usage"];
+  EXPECT_EQ(u["ds41"]["migrations"], 1) << u.dump();
+  EXPECT_NE(u["ds41"]["swa_source"], "replay") << u.dump();
+  EXPECT_GT(u["prompt_cache_hit_tokens"].get<int64_t>(), 200) << u.dump();
+  EXPECT_EQ(u["completion_tokens"], kMax);
+  std::printf("later turn migrated: SWA state from %s, cache hit %lld of %lld prompt tokens\n",
+              u["ds41"]["swa_source"].get<std::string>().c_str(),
+              static_cast<long long>(u["prompt_cache_hit_tokens"].get<int64_t>()),
+              static_cast<long long>(u["prompt_tokens"].get<int64_t>()));
+}
+
 // --max-migrations 0: a decoder dying mid-stream ends the stream with the error event at once, though
 // another decoder is healthy; the next request is served by that one.
 TEST(RouterClusterTest, WithMigrationOffADecoderKilledMidStreamEndsTheStreamWithAnError) {
