@@ -1,6 +1,7 @@
 #include "decoder_node/decoder_core.h"
 
 #include <algorithm>
+#include <iostream>
 
 #include "engine/sampling.h"
 #include "unit/state_units.h"
@@ -169,7 +170,12 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   const int64_t N = static_cast<int64_t>(in.tokens.size());
   const int U = in.unit_tokens;
   if (N == 0) return InvalidArgumentError("generate: empty prompt");
-  if (in.cached_tokens < 0 || in.cached_tokens >= N) return InvalidArgumentError("generate: cached_tokens must be in [0, N)");
+  // A migrated request (in.resumed > 0) holds the prompt [0, P) and then the R tokens its failed
+  // attempt streamed; everything up to the first token concerns the prompt alone, as it did then.
+  const int64_t R = in.resumed;
+  if (R < 0 || R >= N) return InvalidArgumentError("generate: resumed tokens must be in [0, N)");
+  const int64_t P = N - R;
+  if (in.cached_tokens < 0 || in.cached_tokens >= P) return InvalidArgumentError("generate: cached_tokens must be in [0, N - resumed)");
   if (in.sampling.max_tokens == 0) return InvalidArgumentError("generate: max_tokens must be at least 1");
   if (in.encoder.empty()) return InvalidArgumentError("generate: no encoder given");
   const SamplingParams sampling{in.sampling.temperature, in.sampling.top_p, in.sampling.seed};
@@ -183,6 +189,10 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
       return ResourceExhaustedError("decoder: " + std::to_string(opt_.max_running) + " sequences already running");
   }
 
+  // Copied only for a migrated request; an ordinary one's prompt is in.tokens itself.
+  const std::vector<int32_t> prompt_copy = R > 0 ? std::vector<int32_t>(in.tokens.begin(), in.tokens.begin() + P)
+                                                 : std::vector<int32_t>();
+  const std::vector<int32_t>& prompt_ids = R > 0 ? prompt_copy : in.tokens;
   auto seq = std::make_unique<Sequence>();
   seq->state = SequenceState::Create(c);
   // Prefix global KV up to the unit boundary below H: the session's warm state when it covers it,
@@ -191,18 +201,18 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   const int64_t boundary = H / U * U;
   bool warm = false;
   if (!in.session_id.empty()) {
-    if (std::optional<WarmSession> w = sessions_.Take(in.session_id, in.ns, in.tokens, boundary)) {
+    if (std::optional<WarmSession> w = sessions_.Take(in.session_id, in.ns, prompt_ids, boundary)) {
       seq->state = std::move(w->state);
       warm = true;
     }
   }
   seq->usage.prefix_source = warm ? "warm" : (boundary > 0 ? "cache" : "none");
   if (!warm && boundary > 0) {
-    const int64_t reach = loader_.Load(in.ns, in.tokens, boundary, U, &seq->state);
+    const int64_t reach = loader_.Load(in.ns, prompt_ids, boundary, U, &seq->state);
     if (reach < boundary) H = reach;  // lost units: ask the encoder for less
   }
 
-  PrefillInput pin{in.ns, in.tokens, H, in.swa_peer, U};
+  PrefillInput pin{in.ns, prompt_ids, H, in.swa_peer, U};
   DS41_ASSIGN_OR_RETURN(PrefillOutput po, prefill_(in.encoder, pin, in.deadline, stream->cancel_token()));
   if (stream->cancelled()) return CancelledError("cancelled before the first token");
   DS41_ASSIGN_OR_RETURN(UnitLayout layout, UnitLayout::FromConfig(c, U));
@@ -215,29 +225,34 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   DS41_RETURN_IF_ERROR(ApplyUnits(layout, units, &seq->state));
   DS41_RETURN_IF_ERROR(seq->state.RestoreSwa(po.swa, c));
   DS41_ASSIGN_OR_RETURN(EncoderHandoff handoff, ParseHandoff(po.handoff, c));
-  if (handoff.n != N) return InternalError("encoder handed off the wrong prompt length");
-  const int64_t s = std::max(DefaultReplayStart(c, N), handoff.stream_start);
+  if (handoff.n != P) return InternalError("encoder handed off the wrong prompt length");
+  const int64_t s = std::max(DefaultReplayStart(c, P), handoff.stream_start);
   const auto tr = std::chrono::steady_clock::now();
   std::vector<float> logits;
-  const TokenSpan prompt{in.tokens, {}, {}};
+  const TokenSpan prompt{prompt_ids, {}, {}};
   DS41_RETURN_IF_ERROR(engine_.DecoderReplay(&seq->state, prompt, handoff, s, &logits));
+  Rng rng(sampling.seed);
+  if (R > 0) {
+    DS41_RETURN_IF_ERROR(Resume(in, P, sampling, &seq->state, &logits, &rng));
+    if (metrics_) metrics_->computed_tokens.Add({{"kind", "resumed"}}).Increment(static_cast<double>(R));
+  }
 
   seq->tokens = in.tokens;
-  seq->prompt_len = N;
+  seq->prompt_len = P;
   seq->session_id = in.session_id;
   seq->ns = in.ns;
   seq->unit_tokens = U;
   seq->sampling = sampling;
-  seq->rng = Rng(sampling.seed);
+  seq->rng = rng;
   seq->max_tokens = in.sampling.max_tokens;
   seq->stop_ids = in.sampling.stop_ids;
   seq->stream = stream;
   GenerateUsage& u = seq->usage;
-  u.prompt_tokens = N;
+  u.prompt_tokens = P;
   u.cached_tokens = po.cached_tokens;
   u.computed_tokens = po.computed_tokens;
   u.encoder_replay_tokens = po.replay_tokens;
-  u.decoder_replay_tokens = N - s;
+  u.decoder_replay_tokens = P - s;
   u.swa_source = po.swa_source;
   const int32_t first = SampleToken(logits.data(), c.vocab_size, seq->sampling, &seq->rng);
   u.ttft_seconds = SecondsSince(t0);
@@ -247,7 +262,7 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   if (metrics_) {
     metrics_->prefill_seconds.Observe(SecondsSince(tr));
     metrics_->ttft_seconds.Observe(u.ttft_seconds);
-    metrics_->computed_replay.Increment(static_cast<double>(N - s));
+    metrics_->computed_replay.Increment(static_cast<double>(P - s));
     metrics_->cached_tokens.Increment(static_cast<double>(po.cached_tokens));
     metrics_->generated_tokens.Increment();
     if (warm) metrics_->swa_warm.Increment();
@@ -262,6 +277,30 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
     running_.push_back(std::move(seq));
   }
   cv_.notify_all();
+  return Status::Ok();
+}
+
+Status DecoderCore::Resume(const GenerateInput& in, int64_t P, const SamplingParams& sampling, SequenceState* state,
+                           std::vector<float>* logits, Rng* rng) {
+  const int V = model_.config().vocab_size;
+  // The replay's logits chose the first resumed token on the failed decoder. With greedy sampling
+  // they must choose it again here: a different choice means the two runs' prefills differed (a
+  // lost prefix unit or SWA state at H, rebuilt by a bounded replay), and the continuation may then
+  // differ from an uninterrupted run's. Worth a line; the request goes on.
+  if (sampling.temperature == 0.0f && Argmax(logits->data(), V) != in.tokens[static_cast<size_t>(P)]) {
+    std::cerr << "decoder: migrated request " << in.request_id << ": the replay's greedy token differs from the one "
+              << "streamed by the failed attempt; its continuation may differ from an uninterrupted run\n";
+  }
+  // The resumed tokens through all layers, appended to the replayed prompt: what the failed
+  // decoder's decode steps computed, to the bit (the exact path over R rows gives the same bits as R
+  // one-row steps: docs/numerics.md). A fresh CED prefill of prompt + resumed tokens would instead
+  // replay the decoder layers from a later start and, past the window, differ (MODEL.md §10.4).
+  const TokenSpan resumed{std::vector<int32_t>(in.tokens.begin() + P, in.tokens.end()), {}, {}};
+  DS41_RETURN_IF_ERROR(engine_.Prefill(state, resumed, /*all_logits=*/false, logits));
+  // The failed attempt drew once per sampled token (SampleToken): continue after its draws.
+  if (sampling.temperature > 0.0f) {
+    for (size_t i = 0; i < resumed.tokens.size(); ++i) rng->Next();
+  }
   return Status::Ok();
 }
 

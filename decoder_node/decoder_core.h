@@ -4,7 +4,9 @@
 // token; then the sequence joins the batch loop, where all running sequences decode together one
 // token per step (continuous batching: they join and leave between steps). At a turn's end the
 // generated units go to the cache, the session stays warm (byte budget, TTL) and its SWA state is
-// kept in the pool for whoever continues it.
+// kept in the pool for whoever continues it. A migrated request (GenerateInput::resumed: another
+// decoder died after streaming part of the reply) is admitted on its prompt exactly as before, then
+// the streamed tokens are recomputed rather than sampled, so the rest equals an uninterrupted run.
 //
 // Thread-safe: Generate and Start may be called from many threads; admissions (prefix, prefill,
 // replay) run on the caller's thread (Generate) or the core's admission threads (Start); one batch
@@ -25,6 +27,7 @@
 
 #include "engine/engine.h"
 #include "engine/expert_cache.h"
+#include "engine/sampling.h"
 #include "node_client/node_messages.h"
 #include "serving/node_metrics.h"
 #include "serving/prefix_loader.h"
@@ -112,6 +115,11 @@ class DecoderCore {
   // Admit, counting a failure and ending the stream with it. REQUIRES: waiting_ counted this request.
   void RunAdmission(const GenerateInput& in, const std::shared_ptr<TokenStream>& stream);
   Status Admit(const GenerateInput& in, const std::shared_ptr<TokenStream>& stream);
+  // A migrated request, its prompt [0, P) replayed into `state` with `logits` at P - 1: recomputes
+  // the resumed tokens [P, N) as the failed attempt's decode steps did, leaving `logits` at N - 1,
+  // and advances `rng` past the draws those tokens took.
+  Status Resume(const GenerateInput& in, int64_t P, const SamplingParams& sampling, SequenceState* state,
+                std::vector<float>* logits, Rng* rng);
   void BatchLoop();
   void Finish(std::unique_ptr<Sequence> seq, const std::string& reason);
   void UpdateResidency();

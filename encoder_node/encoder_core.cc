@@ -128,6 +128,9 @@ Status EncoderCore::RestoreSwa(const PrefillInput& in, int64_t H, SequenceState*
       swa = std::move(*fetched);
       out->swa_source = "peer";
       if (metrics_) metrics_->kv_bytes_in.Increment(static_cast<double>(swa->size()));
+      // Kept here too: when the holder (usually the session's decoder) dies in the middle of this
+      // request, its migrated attempt still finds the exact state (the router names this encoder).
+      swa_pool_.Put(SwaPoolKey(in.ns, pk), *swa);
     }
   }
   if (swa && st->RestoreSwa(*swa, c).ok()) return Status::Ok();  // the exact SWA state: no replay

@@ -72,6 +72,7 @@ void EncodeGenerateRequest(const GenerateInput& in, const std::string& fingerpri
   req->set_encoder(in.encoder);
   req->mutable_swa()->set_peer(in.swa_peer);
   req->set_unit_tokens(in.unit_tokens);
+  req->set_resumed_tokens(static_cast<int32_t>(in.resumed));
   pb::Sampling* s = req->mutable_sampling();
   s->set_temperature(in.sampling.temperature);
   s->set_top_p(in.sampling.top_p);
@@ -86,6 +87,9 @@ Status DecodeGenerateRequest(const pb::GenerateRequest& req, const std::string& 
   DS41_RETURN_IF_ERROR(CheckPromptLength(req.tokens_size()));
   const pb::Sampling& s = req.sampling();
   if (static_cast<size_t>(s.stop_token_ids_size()) > kMaxStopTokens) return InvalidArgumentError("too many stop tokens");
+  if (req.resumed_tokens() < 0 || req.resumed_tokens() >= req.tokens_size()) {
+    return InvalidArgumentError("resumed_tokens must be in [0, the number of tokens)");
+  }
   in->request_id = req.request_id();
   in->session_id = req.session_id().substr(0, kMaxSessionIdBytes);
   in->tokens.assign(req.tokens().begin(), req.tokens().end());
@@ -98,6 +102,7 @@ Status DecodeGenerateRequest(const pb::GenerateRequest& req, const std::string& 
   in->sampling.max_tokens = s.max_tokens() == 0 ? 16 : s.max_tokens();
   in->sampling.stop_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   in->unit_tokens = req.unit_tokens() == 0 ? kDefaultUnitTokens : req.unit_tokens();
+  in->resumed = req.resumed_tokens();
   return Status::Ok();
 }
 

@@ -53,10 +53,12 @@ TEST(NodeCodecTest, GenerateRequestRoundTripsAndFillsDefaults) {
   in.swa_peer = "d:2";
   in.sampling = {0.7f, 0.9f, 42, 33, {0, 9}};
   in.unit_tokens = 32;
+  in.resumed = 2;
   pb::GenerateRequest req;
   EncodeGenerateRequest(in, kFp, &req);
   GenerateInput out;
   ASSERT_TRUE(DecodeGenerateRequest(req, kFp, &out).ok());
+  EXPECT_EQ(out.resumed, 2);
   EXPECT_EQ(out.session_id, std::string(kMaxSessionIdBytes, 's'));
   EXPECT_EQ(out.tokens, in.tokens);
   EXPECT_EQ(out.encoder, "e:1");
@@ -76,6 +78,15 @@ TEST(NodeCodecTest, GenerateRequestRoundTripsAndFillsDefaults) {
   EXPECT_FLOAT_EQ(out.sampling.top_p, 1.0f);
   EXPECT_EQ(out.sampling.max_tokens, 16u);
   EXPECT_EQ(out.unit_tokens, kDefaultUnitTokens);
+
+  // A migrated request's resumed tokens leave at least one prompt token.
+  req.set_resumed_tokens(3);
+  EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);
+  req.set_resumed_tokens(-1);
+  EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);
+  req.set_resumed_tokens(0);
+  ASSERT_TRUE(DecodeGenerateRequest(req, kFp, &out).ok());
+  EXPECT_EQ(out.resumed, 0);
 
   for (size_t i = 0; i <= kMaxStopTokens; ++i) req.mutable_sampling()->add_stop_token_ids(1);
   EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);

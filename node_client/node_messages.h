@@ -53,8 +53,14 @@ struct GenerateInput {
   GenerateSampling sampling;
   int unit_tokens = kDefaultUnitTokens;
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::now() + std::chrono::seconds(600);
+  // Request migration (proto/node.proto GenerateRequest.resumed_tokens): the last `resumed` of
+  // `tokens` were generated and streamed by an earlier attempt; the prompt is the rest. The decoder
+  // recomputes them without sending them again and continues exactly where that attempt stopped;
+  // sampling.max_tokens counts new tokens only. REQUIRES: 0 <= resumed < tokens.size().
+  int64_t resumed = 0;
 };
 
+// prompt_tokens: the prompt without resumed tokens; completion_tokens: the tokens this call sent.
 struct GenerateUsage {
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0, computed_tokens = 0;
   int64_t encoder_replay_tokens = 0, decoder_replay_tokens = 0;

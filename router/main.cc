@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
               model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost";
   bool reply_splice = true;
   int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 64, poll_ms = 1000, header_timeout_ms = 10000,
-      request_timeout_s = 600, grace_s = 20;
+      request_timeout_s = 600, grace_s = 20, max_migrations = 2;
   app.add_option("--model", model_dir, "checkpoint folder (config.json, tokenizer.json)")->required()->envname("DS41_MODEL");
   app.add_option("--listen", listen, "HTTP address (OpenAI API, /health, /metrics)")->envname("DS41_ROUTER_LISTEN");
   app.add_option("--grpc-listen", grpc_listen, "gRPC address (Router service)")->envname("DS41_ROUTER_GRPC_LISTEN");
@@ -50,6 +50,10 @@ int main(int argc, char** argv) {
                  "on SIGTERM: refuse new requests, let those in flight finish this long, then cancel them")
       ->check(CLI::Range(0, 3600))
       ->envname("DS41_SHUTDOWN_GRACE_SECONDS");
+  app.add_option("--max-migrations", max_migrations,
+                 "times a request is resumed on another decoder when its decoder dies mid-stream (0: end the stream with an error)")
+      ->check(CLI::Range(0, 16))
+      ->envname("DS41_MAX_MIGRATIONS");
   app.add_option("--io-threads", io_threads, "HTTP io threads")->check(CLI::Range(1, 64));
   app.add_option("--workers", workers, "request worker threads (one of them is the caller's: at least 2)")->check(CLI::Range(2, 4096));
   app.add_option("--poll-ms", poll_ms, "node health-check interval")->check(CLI::Range(10, 3600000));
@@ -114,6 +118,7 @@ int main(int argc, char** argv) {
   ro.unit_tokens = unit_tokens;
   ro.window = cfg.window_size;
   ro.max_running = max_running;
+  ro.max_migrations = max_migrations;
   ro.request_timeout = std::chrono::seconds(request_timeout_s);
   ro.placement.policy = *ds41::ParsePlacementPolicy(placement);
   ds41::RouterCore core(ro, &nodes, cache_client.get(), &node_client, &metrics);

@@ -99,7 +99,8 @@ Json UsageJson(const RouteResult& r) {
                {"encoder", r.placement.encoder},
                {"placement_reason", r.placement.reason},
                {"swa_hint", r.swa_hint},
-               {"attempts", r.attempts}};
+               {"attempts", r.attempts},
+               {"migrations", r.migrations}};
   return j;
 }
 

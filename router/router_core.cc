@@ -1,5 +1,6 @@
 #include "router/router_core.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -47,46 +48,73 @@ RouterCore::Candidates RouterCore::FindCandidates(const RouteRequest& rq, int64_
 }
 
 GenerateInput RouterCore::BuildInput(const RouteRequest& rq, const CacheNamespace& ns, int64_t H, const Placement& p,
-                                     const std::string& swa_peer, Clock::time_point deadline) const {
+                                     const std::string& swa_peer, Clock::time_point deadline,
+                                     const Streamed& streamed) const {
   GenerateInput in;
   in.request_id = rq.request_id;
   in.session_id = rq.session_id;
   in.ns = ns.id;
   in.tokens = rq.tokens;
+  in.tokens.insert(in.tokens.end(), streamed.ids.begin(), streamed.ids.end());
+  in.resumed = static_cast<int64_t>(streamed.ids.size());
   in.cached_tokens = H;
   in.encoder = p.encoder;
   in.swa_peer = swa_peer;
   in.unit_tokens = opt_.unit_tokens;
-  in.sampling = {rq.temperature, rq.top_p, rq.seed, rq.max_tokens, rq.stop_token_ids};
+  // REQUIRES (EndedBy): fewer tokens streamed than max_tokens; the resumed ones are not generated again.
+  const auto max_tokens = rq.max_tokens - static_cast<uint32_t>(streamed.ids.size());
+  in.sampling = {rq.temperature, rq.top_p, rq.seed, max_tokens, rq.stop_token_ids};
   in.deadline = deadline;
   return in;
 }
 
+namespace {
+
+// The call ended because its node went away, not because of the request: UNAVAILABLE (the process
+// died or refused: gRPC says "Socket closed" or "Connection reset by peer"), UNKNOWN (a stream the
+// transport removed) or CANCELLED by the node's side (its shutdown grace ran out).
+bool NodeLost(const Status& s, bool cancelled_by_us) {
+  switch (s.code()) {
+    case StatusCode::kUnavailable:
+    case StatusCode::kUnknown: return true;
+    case StatusCode::kCancelled: return !cancelled_by_us;
+    default: return false;
+  }
+}
+
+}  // namespace
+
 RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const GenerateInput& in, Clock::time_point t0,
-                                           const TokenSink& sink, int attempt, RouteResult* res) {
+                                           const TokenSink& sink, Streamed* streamed, RouteResult* res) {
   const Placement& p = res->placement;
   RouteUsage& usage = res->usage;
-  const int64_t N = static_cast<int64_t>(in.tokens.size());
+  const int64_t N = static_cast<int64_t>(rq.tokens.size());  // the client's prompt; in.tokens adds resumed ones
   const int64_t H = in.cached_tokens;
   const char* hit_class = HitClass(N, H);
-  bool first = true;
-  auto last = t0;
+  bool got = false;  // this attempt's first ids have come
   inflight_.Started(p);
   const GenerateCallResult call = node_client_->Generate(p.decoder, in, rq.cancel.get(), [&](const std::vector<int32_t>& ids) {
     const auto now = Clock::now();
-    if (first) {
+    const bool attempt_first = !got;
+    if (attempt_first) {
       inflight_.Prefilled(p);
+      got = true;
+    }
+    if (streamed->ids.empty()) {
       usage.ttft_seconds = std::chrono::duration<double>(now - t0).count();
       if (metrics_) metrics_->Ttft(hit_class, usage.ttft_seconds, p.predicted_seconds);
-      first = false;
     } else if (metrics_) {
-      metrics_->InterToken(hit_class, std::chrono::duration<double>(now - last).count() / static_cast<double>(ids.size()));
+      // The client's view: a migration's stall is an inter-token gap too, and is also kept apart.
+      const double gap = std::chrono::duration<double>(now - streamed->last).count();
+      metrics_->InterToken(hit_class, gap / static_cast<double>(ids.size()));
+      if (attempt_first && in.resumed > 0) metrics_->MigrationStall(gap);
     }
-    last = now;
+    streamed->last = now;
+    streamed->ids.insert(streamed->ids.end(), ids.begin(), ids.end());
     usage.completion_tokens += static_cast<int64_t>(ids.size());
     return sink(ids);
   });
-  inflight_.Ended(p, /*prefilled=*/!first);
+  inflight_.Ended(p, /*prefilled=*/got);
   if (!call.end.finish_reason.empty()) {
     res->finish_reason = call.end.finish_reason;
     const GenerateUsage& u = call.end.usage;
@@ -99,6 +127,7 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
   }
   if (call.stopped) {
     // The decoder frees the sequence; the prompt's units and the encoder's SWA state remain.
+    res->status = Status::Ok();
     res->finish_reason = "stop";
     usage.cached_tokens = H;
     usage.computed_tokens = N - H;
@@ -107,17 +136,24 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
   }
   if (!call.status.ok()) {
     const bool cancelled = rq.cancel && rq.cancel->cancelled();
-    if (first && !cancelled && call.status.code() == StatusCode::kUnavailable && attempt < opt_.max_attempts) {
-      return Attempt::kRetry;
-    }
     res->status = cancelled ? CancelledError("request cancelled") : call.status;
     res->finish_reason = "cancelled";
+    if (NodeLost(call.status, cancelled) && !cancelled) return Attempt::kNodeLost;
     if (metrics_ && cancelled) metrics_->Cancelled(rq.cancel->reason());
     if (metrics_ && !cancelled && call.status.code() == StatusCode::kDeadlineExceeded) metrics_->Cancelled(CancelReason::kDeadline);
     return Attempt::kFailed;
   }
+  res->status = Status::Ok();  // an earlier attempt's failure is behind us
   bindings_.Bind(rq.session_id, p.decoder, N + usage.completion_tokens - 1, p.encoder, N);
   return Attempt::kDone;
+}
+
+std::string RouterCore::EndedBy(const RouteRequest& rq, const Streamed& streamed) {
+  if (streamed.ids.empty()) return "";
+  const int32_t last = streamed.ids.back();
+  if (std::find(rq.stop_token_ids.begin(), rq.stop_token_ids.end(), last) != rq.stop_token_ids.end()) return "stop";
+  if (streamed.ids.size() >= rq.max_tokens) return "length";
+  return "";
 }
 
 void RouterCore::ExcludeFailed(const Placement& p, std::set<std::string>* excluded) {
@@ -140,7 +176,8 @@ void RouterCore::RecordEnd(const RouteResult& res, Clock::time_point t0) {
     metrics_->PromptTokens(usage.cached_tokens, usage.prompt_tokens - usage.cached_tokens);
     metrics_->CompletionTokens(usage.completion_tokens);
   }
-  placer_.LearnEncoderRate(res.placement, usage.computed_tokens, usage.ttft_seconds);
+  // A migrated request's TTFT was its first attempt's, on another placement: no sample for the rate.
+  if (res.migrations == 0) placer_.LearnEncoderRate(res.placement, usage.computed_tokens, usage.ttft_seconds);
 }
 
 RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) {
@@ -209,63 +246,130 @@ void RouterCore::CancelAll(CancelReason reason) {
   for (const auto& c : inflight_cancels_) c->Cancel(reason);
 }
 
+bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<std::string>& excluded,
+                              Clock::time_point deadline, bool count_rejection, const std::string& swa_fallback,
+                              RouteResult* res) {
+  const int64_t N = static_cast<int64_t>(rq.tokens.size());
+  const Candidates c = FindCandidates(rq, H, excluded);
+  if (c.decoders.empty() || (c.encoders.empty() && N > H)) {
+    if (metrics_ && count_rejection) metrics_->Rejection("no_nodes");
+    res->status = UnavailableError(c.decoders.empty() ? "no healthy decoder node" : "no healthy encoder node");
+    return false;
+  }
+  std::string swa_peer = SwaPeer(c.bound, c.warm_holder, H);
+  if ((swa_peer.empty() || excluded.count(swa_peer)) && H > 0 && !swa_fallback.empty() && !excluded.count(swa_fallback)) {
+    swa_peer = swa_fallback;
+  }
+  res->swa_hint = swa_peer;
+  PlacementInput in;
+  in.prompt_tokens = N;
+  in.cached_tokens = H;
+  in.window = opt_.window;
+  in.swa_available = SwaAvailable(H, swa_peer);
+  in.session = rq.session_id;
+  if (placer_.policy() == PlacementPolicy::kPrefixAffinity) {
+    uint64_t seed = 0;
+    // The tenant's namespace: chains of two tenants never meet.
+    std::memcpy(&seed, CacheNamespace::Make(opt_.fingerprint, rq.tenant_salt).id.data(), sizeof(seed));
+    in.prefix_chain = PrefixChain(rq.tokens, opt_.unit_tokens, seed);
+  }
+  res->placement = placer_.Place(in, c.decoders, c.encoders);
+  const Placement& p = res->placement;
+  if (metrics_) metrics_->Placement(PlacementPolicyName(placer_.policy()), p.reason);
+  if (p.decoder.empty()) {
+    if (metrics_ && count_rejection) metrics_->Rejection("decoders_full");
+    res->status = ResourceExhaustedError("every decoder is at its running limit");
+    return false;
+  }
+  res->usage.predicted_ttft_seconds = p.predicted_seconds;
+  // A prompt whose predicted first token falls after its deadline is refused now, not started
+  // and abandoned half way (its encoder time would be spent for nobody).
+  const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+  if (p.predicted_seconds > left) {
+    if (metrics_ && count_rejection) metrics_->Rejection("deadline");
+    char msg[160];
+    std::snprintf(msg, sizeof msg, "the predicted time to the first token, %.1f s, is past the %.1f s left before the request's deadline",
+                  p.predicted_seconds, std::max(0.0, left));
+    res->status = DeadlineExceededError(msg);
+    return false;
+  }
+  placer_.Served(in, p);
+  return true;
+}
+
 RouteResult RouterCore::GeneratePlaced(const RouteRequest& rq, const TokenSink& sink, Clock::time_point t0,
                                        Clock::time_point deadline) {
   RouteResult res;
   const int64_t N = static_cast<int64_t>(rq.tokens.size());
 
   const CacheNamespace ns = CacheNamespace::Make(opt_.fingerprint, rq.tenant_salt);
+  // H once, for every attempt: a retry or a migration prefills the prompt from the H the first
+  // attempt had, so the encoder computes what it computed then. (The first attempt's units make a
+  // later lookup longer, but the SWA state at that longer H would be rebuilt by a bounded replay,
+  // and a migrated reply would no longer be the uninterrupted one; MODEL.md §10.4.)
   const int64_t H = CachedPrefix(rq.tenant_salt, rq.tokens);
   std::set<std::string> excluded;
+  Streamed streamed;
+  Status lost;  // why the last attempt's node went away
+  // The last attempt's encoder: it holds the SWA state at H (kept when it pulled it from a peer), the
+  // SWA source for the next attempt when the one named first is gone (often the dead decoder itself).
+  std::string swa_fallback;
   res.usage.prompt_tokens = N;
-  for (int attempt = 1; attempt <= opt_.max_attempts; ++attempt) {
-    res.attempts = attempt;
-    const Candidates c = FindCandidates(rq, H, excluded);
-    if (c.decoders.empty() || (c.encoders.empty() && N > H)) {
-      if (metrics_) metrics_->Rejection("no_nodes");
-      res.status = UnavailableError(c.decoders.empty() ? "no healthy decoder node" : "no healthy encoder node");
+  const char* policy = PlacementPolicyName(placer_.policy());
+  for (;;) {
+    const bool migration = !streamed.ids.empty();
+    if (!PlaceAttempt(rq, H, excluded, deadline, /*count_rejection=*/!migration, swa_fallback, &res)) {
+      if (migration) {
+        if (metrics_) metrics_->Migration("refused");
+        res.status = UnavailableError("the decoder serving this request failed after " + std::to_string(streamed.ids.size()) +
+                                      " tokens (" + lost.ToString() + ") and no other could resume it: " +
+                                      std::string(res.status.message()));
+      }
       return res;
     }
-    const std::string swa_peer = SwaPeer(c.bound, c.warm_holder, H);
-    res.swa_hint = swa_peer;
-    PlacementInput in;
-    in.prompt_tokens = N;
-    in.cached_tokens = H;
-    in.window = opt_.window;
-    in.swa_available = SwaAvailable(H, swa_peer);
-    in.session = rq.session_id;
-    if (placer_.policy() == PlacementPolicy::kPrefixAffinity) {
-      uint64_t seed = 0;
-      std::memcpy(&seed, ns.id.data(), sizeof(seed));  // the tenant's namespace: chains never meet across tenants
-      in.prefix_chain = PrefixChain(rq.tokens, opt_.unit_tokens, seed);
+    ++res.attempts;
+    if (migration) ++res.migrations;
+    const Attempt a = RunAttempt(rq, BuildInput(rq, ns, H, res.placement, res.swa_hint, deadline, streamed), t0, sink,
+                                 &streamed, &res);
+    if (migration && metrics_) {
+      const bool cancelled = rq.cancel && rq.cancel->cancelled();
+      metrics_->Migration(a == Attempt::kDone ? "completed" : cancelled ? "cancelled" : "failed");
     }
-    res.placement = placer_.Place(in, c.decoders, c.encoders);
-    const Placement& p = res.placement;
-    if (metrics_) metrics_->Placement(PlacementPolicyName(placer_.policy()), p.reason);
-    if (p.decoder.empty()) {
-      if (metrics_) metrics_->Rejection("decoders_full");
-      res.status = ResourceExhaustedError("every decoder is at its running limit");
-      return res;
-    }
-    res.usage.predicted_ttft_seconds = p.predicted_seconds;
-    // A prompt whose predicted first token falls after its deadline is refused now, not started
-    // and abandoned half way (its encoder time would be spent for nobody).
-    const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-    if (p.predicted_seconds > left) {
-      if (metrics_) metrics_->Rejection("deadline");
-      char msg[160];
-      std::snprintf(msg, sizeof msg, "the predicted time to the first token, %.1f s, is past the %.1f s left before the request's deadline",
-                    p.predicted_seconds, std::max(0.0, left));
-      res.status = DeadlineExceededError(msg);
-      return res;
-    }
-    placer_.Served(in, p);
-    const Attempt a = RunAttempt(rq, BuildInput(rq, ns, H, p, swa_peer, deadline), t0, sink, attempt, &res);
-    if (a == Attempt::kFailed) return res;
     if (a == Attempt::kDone) break;
-    // Died before the first token: find who is gone, place again without it.
-    ExcludeFailed(p, &excluded);
-    if (metrics_) metrics_->Placement(PlacementPolicyName(placer_.policy()), "retry");
+    if (a == Attempt::kFailed) return res;
+    swa_fallback = res.placement.encoder;
+    // The node went away: find who is gone (a poll says), place again without it.
+    lost = res.status;
+    ExcludeFailed(res.placement, &excluded);
+    if (streamed.ids.empty()) {
+      if (res.attempts >= opt_.max_attempts) return res;
+      if (metrics_) metrics_->Placement(policy, "retry");
+      continue;
+    }
+    // After part of the reply: the decoder may have died right after the reply's last token.
+    if (const std::string end = EndedBy(rq, streamed); !end.empty()) {
+      res.status = Status::Ok();
+      res.finish_reason = end;
+      res.usage.cached_tokens = H;
+      res.usage.computed_tokens = N - H;
+      break;
+    }
+    std::string why;
+    if (opt_.max_migrations == 0) {
+      why = "migration is off (--max-migrations 0)";
+    } else if (res.migrations >= opt_.max_migrations) {
+      why = "it was resumed " + std::to_string(res.migrations) + " times already (--max-migrations " +
+            std::to_string(opt_.max_migrations) + ")";
+    } else if (Clock::now() >= deadline) {
+      why = "its deadline has passed";
+    }
+    if (!why.empty()) {
+      if (metrics_) metrics_->Migration("refused");
+      res.status = UnavailableError("the decoder serving this request failed after " + std::to_string(streamed.ids.size()) +
+                                    " tokens (" + lost.ToString() + ") and " + why);
+      return res;
+    }
+    if (metrics_) metrics_->Placement(policy, "migration");
   }
   RecordEnd(res, t0);
   return res;

@@ -2,8 +2,17 @@
 // longest cached prefix in the store (the store is the index: every router replica sees the same
 // hits), places the request (placement.h), calls the chosen decoder's Generate and streams its
 // tokens to a sink. A request whose node dies before its first token is placed again without that
-// node. Sessions are bound to the decoder that served their last turn while it stays warm (a cost in
-// placement, not a pin), and the router remembers who holds the SWA state at which position.
+// node; one whose decoder dies after streaming part of the reply is migrated: placed again without
+// it, from the same H, with the tokens already streamed sent as resumed tokens
+// (GenerateInput::resumed), which the new decoder recomputes instead of sampling. Nothing is sent
+// twice, and the client's stream goes on with the tokens an uninterrupted run would have produced
+// (greedy or seeded) as long as the prefill can be redone as it was: the prefix units and the SWA
+// state at H are still there (an encoder keeps a copy of the state it pulled from the decoder that
+// held it, and the next attempt names that encoder when the holder is gone); else the encoder's
+// bounded replay makes it approximate, as for any request. At most RouterOptions::max_migrations per request; past that, or with no
+// decoder left, the request ends with its error after the tokens already sent. Sessions are bound
+// to the decoder that served their last turn while it stays warm (a cost in placement, not a pin),
+// and the router remembers who holds the SWA state at which position.
 // Transport stays in node_client/: this class sees token ids, placements and Status.
 // Thread-safe: mu_ guards the set of in-flight cancels; the session bindings, the placer and the
 // in-flight counts lock their own.
@@ -60,13 +69,16 @@ struct RouteUsage {
   double predicted_ttft_seconds = 0;
 };
 
+// usage.completion_tokens counts every token the sink got, over all attempts; the cache and compute
+// figures are the last attempt's (a migrated attempt prefills the same prompt from the same H).
 struct RouteResult {
   Status status;
   std::string finish_reason;        // stop | length | cancelled
   RouteUsage usage;
-  Placement placement;
+  Placement placement;              // the last attempt's
   std::string swa_hint;             // the node named as holding the SWA state at H ("" none)
-  int attempts = 0;
+  int attempts = 0;                 // decoder calls made: first, retries, migrations
+  int migrations = 0;               // of them, resumed after a decoder died mid-stream
 };
 
 // Receives generated ids as they arrive; returning false stops generation (finish_reason "stop").
@@ -76,7 +88,8 @@ struct RouterOptions {
   std::string fingerprint;
   int unit_tokens = 64;
   int window = 128;
-  int max_attempts = 3;
+  int max_attempts = 3;              // decoder calls per request before its first token
+  int max_migrations = 2;            // resumptions per request after its decoder died mid-stream (0: none)
   int max_running = 256;            // back-pressure: beyond this, RESOURCE_EXHAUSTED
   size_t max_sessions = 100000;     // session bindings remembered (least recently used dropped)
   std::chrono::seconds request_timeout{600};  // a request's deadline when its client gives none (and the longest)
@@ -110,13 +123,32 @@ class RouterCore {
     std::string warm_holder;  // a decoder that reports the session warm at H
   };
   Candidates FindCandidates(const RouteRequest& rq, int64_t H, const std::set<std::string>& excluded) const;
+  // What the client has been sent so far, over every attempt.
+  struct Streamed {
+    std::vector<int32_t> ids;                      // every id passed to the sink, in order
+    std::chrono::steady_clock::time_point last{};  // when the latest arrived
+  };
+  // The call for placement `p`; a migration's carries `streamed` as resumed tokens.
   GenerateInput BuildInput(const RouteRequest& rq, const CacheNamespace& ns, int64_t H, const Placement& p,
-                           const std::string& swa_peer, std::chrono::steady_clock::time_point deadline) const;
-  enum class Attempt { kDone, kRetry, kFailed };
+                           const std::string& swa_peer, std::chrono::steady_clock::time_point deadline,
+                           const Streamed& streamed) const;
+  // kNodeLost: the decoder (or its encoder) went away: the call failed UNAVAILABLE or UNKNOWN, or was
+  // cancelled by the node, not by us; `res->status` holds why.
+  enum class Attempt { kDone, kNodeLost, kFailed };
   // One call to the placed decoder, streaming to `sink`; fills res's status, finish and usage.
   Attempt RunAttempt(const RouteRequest& rq, const GenerateInput& in, std::chrono::steady_clock::time_point t0,
-                     const TokenSink& sink, int attempt, RouteResult* res);
-  // After a node died before the first token: who is gone (a poll says), else the decoder.
+                     const TokenSink& sink, Streamed* streamed, RouteResult* res);
+  // The reply ended with the tokens already streamed (its last a stop id, or max_tokens reached):
+  // the finish reason, or "" when there is more to generate.
+  static std::string EndedBy(const RouteRequest& rq, const Streamed& streamed);
+  // Placement of one attempt: fills res->placement, or res->status when none is possible.
+  // `count_rejection`: a refusal counts in ds41_router_rejections_total (not for a migration, whose
+  // request was admitted and has been streaming). `swa_fallback` ("" none) is named as the SWA-state
+  // holder when the usual one is excluded or unknown.
+  bool PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<std::string>& excluded,
+                    std::chrono::steady_clock::time_point deadline, bool count_rejection,
+                    const std::string& swa_fallback, RouteResult* res);
+  // After a node went away: who is gone (a poll says), else the decoder.
   void ExcludeFailed(const Placement& p, std::set<std::string>* excluded);
   void RecordEnd(const RouteResult& res, std::chrono::steady_clock::time_point t0);
   // Generate once admitted: lookup, placement, the attempts. `deadline` is the effective one.

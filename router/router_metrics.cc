@@ -50,6 +50,15 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
                              .Help("Generated tokens")
                              .Register(r)
                              .Add({})),
+      migrations_(prometheus::BuildCounter()
+                      .Name("ds41_router_migrations_total")
+                      .Help("Requests resumed on another decoder after theirs died mid-stream, by outcome")
+                      .Register(r)),
+      migration_stall_(prometheus::BuildHistogram()
+                           .Name("ds41_router_migration_stall_seconds")
+                           .Help("Time a client's stream stood still for a migration (last token before to first after)")
+                           .Register(r)
+                           .Add({}, LatencyBuckets())),
       nodes_(prometheus::BuildGauge().Name("ds41_router_nodes").Help("Known nodes by role and state").Register(r)),
       reply_lookups_(prometheus::BuildCounter()
                          .Name("ds41_router_reply_splices_total")
@@ -68,6 +77,7 @@ RouterMetrics::RouterMetrics(prometheus::Registry& r)
   // dashboards show 0 rather than "no data".
   for (const char* reason : kRejectionReasons) rejections_.Add({{"reason", reason}});
   for (CancelReason reason : kCancelReasons) cancelled_.Add({{"reason", CancelReasonName(reason)}});
+  for (const char* outcome : kMigrationOutcomes) migrations_.Add({{"outcome", outcome}});
   for (const char* outcome : {"spliced", "not_found", "invalid"}) reply_lookups_.Add({{"outcome", outcome}});
   for (const char* outcome : {"stored", "failed"}) reply_records_.Add({{"outcome", outcome}});
 }
@@ -104,5 +114,8 @@ void RouterMetrics::ReplyRecorded(const char* outcome) { reply_records_.Add({{"o
 void RouterMetrics::SetNodes(const std::string& role, const std::string& state, double n) {
   nodes_.Add({{"role", role}, {"state", state}}).Set(n);
 }
+
+void RouterMetrics::Migration(const char* outcome) { migrations_.Add({{"outcome", outcome}}).Increment(); }
+void RouterMetrics::MigrationStall(double s) { migration_stall_.Observe(s); }
 
 }  // namespace ds41

@@ -22,6 +22,11 @@ const char* HitClass(int64_t prompt_tokens, int64_t cached_tokens);
 // token (504).
 inline constexpr const char* kRejectionReasons[] = {"overloaded", "no_nodes", "decoders_full", "deadline"};
 
+// What became of a request migration (a decoder died after streaming part of a reply): the resumed
+// attempt finished the reply, failed too (another migration may follow), was cancelled (client gone,
+// deadline), or none could be made (limit reached, no decoder left, deadline passed).
+inline constexpr const char* kMigrationOutcomes[] = {"completed", "failed", "cancelled", "refused"};
+
 class RouterMetrics {
  public:
   explicit RouterMetrics(prometheus::Registry& registry);
@@ -35,6 +40,10 @@ class RouterMetrics {
   void EndToEnd(const char* hit_class, double seconds);
   void PromptTokens(int64_t hit, int64_t miss);
   void CompletionTokens(int64_t n);
+  void Migration(const char* outcome);  // one of kMigrationOutcomes
+  // The client's stream stood still this long for a migration: from the last token before the
+  // decoder failed to the first one after.
+  void MigrationStall(double seconds);
   void SetNodes(const std::string& role, const std::string& state, double n);
   // Session reuse over chat (docs/session_reuse.md): an assistant message sent back either had its
   // generated ids spliced in ("spliced", with their count) or rendered as sent ("not_found": no
@@ -56,6 +65,8 @@ class RouterMetrics {
   prometheus::Histogram& prediction_error_;
   prometheus::Family<prometheus::Counter>& prompt_tokens_;
   prometheus::Counter& completion_tokens_;
+  prometheus::Family<prometheus::Counter>& migrations_;
+  prometheus::Histogram& migration_stall_;
   prometheus::Family<prometheus::Gauge>& nodes_;
   prometheus::Family<prometheus::Counter>& reply_lookups_;
   prometheus::Counter& reply_spliced_tokens_;

@@ -2,10 +2,11 @@
 # with_cluster.sh <build_dir> [CMD...]: runs CMD (default: the official-openai-client tests,
 # `node --test tests/client/`) against a fresh local cluster, with DS41_BASE_URL, DS41_PORT_OFFSET
 # and DS41_CLUSTER_PID exported, and DS41_BASE_URL_2: a second router replica over the same nodes
-# and cache (what a deployment with several router replicas has). For the default command it installs the openai npm package into
-# <build_dir>/npm (once; offline-safe after). Starts scripts/run.sh with DS41_SKIP_BUILD=1 on a port
-# offset of its own and a temporary run directory, waits for "is up", runs CMD, stops the cluster
-# and exits with CMD's status. Works from any cwd.
+# and cache (what a deployment with several router replicas has). For the default command it
+# installs the openai npm package into <build_dir>/npm (once; offline-safe after). Starts
+# scripts/run.sh with DS41_SKIP_BUILD=1 on a port offset of its own and a temporary run directory,
+# waits for "is up", runs CMD (with DS41_CLUSTER_RUN_DIR and DS41_CLUSTER_LOG exported too), stops
+# the cluster and exits with CMD's status. Works from any cwd.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 if [ $# -lt 1 ]; then
@@ -117,9 +118,11 @@ until grep -q " ready " "$tmp/run/logs/router2.log" 2>/dev/null; do
   fi
   sleep 0.1
 done
-# DS41_CLUSTER_PID: run.sh, leader of the cluster's process group (a CMD may stop the cluster itself).
+# DS41_CLUSTER_PID: run.sh, leader of the cluster's process group (a CMD may stop the cluster itself);
+# DS41_CLUSTER_RUN_DIR: its run directory (logs, pids, restart counts); DS41_CLUSTER_LOG: its output.
 export DS41_BASE_URL="http://127.0.0.1:$((8000 + offset))/v1" DS41_BASE_URL_2="http://127.0.0.1:$((8001 + offset))/v1"
-export DS41_PORT_OFFSET=$offset DS41_CLUSTER_PID=$cluster_pid
+export DS41_PORT_OFFSET=$offset DS41_CLUSTER_PID=$cluster_pid DS41_CLUSTER_RUN_DIR="$tmp/run" \
+  DS41_CLUSTER_LOG="$tmp/cluster.log"
 echo "cluster up at $DS41_BASE_URL; running ${cmd[*]}"
 status=0
 (cd "$root" && "${cmd[@]}") || status=$?

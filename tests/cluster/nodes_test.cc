@@ -339,6 +339,53 @@ TEST_F(NodesTest, CancelFreesTheSequence) {
   EXPECT_EQ(dec_a_->core->ResidentBytes(), baseline);
 }
 
+// Request migration (issue 28 item 3): a decoder died after streaming `R` tokens; another decoder
+// gets the prompt, those tokens (resumed) and the H the first attempt had, and must continue with
+// exactly the tokens the uninterrupted run produced, greedy or seeded, with a prompt past the
+// window (where a fresh CED prefill of prompt + streamed tokens would replay from another start).
+TEST_F(NodesTest, AMigratedRequestContinuesAsTheUninterruptedRunGreedyOrSeeded) {
+  const int kTotal = 40, kStreamed = 15;
+  auto call = [&](DecoderServer* d, const std::vector<int32_t>& tokens, int64_t resumed, int max_tokens, float temperature) {
+    GenerateInput in;
+    in.ns = ns_.id;
+    in.tokens = tokens;
+    in.resumed = resumed;
+    in.encoder = encoder_->addr;
+    in.sampling = {temperature, 0.95f, 1234, static_cast<uint32_t>(max_tokens), {}};
+    in.unit_tokens = kUnit;
+    in.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    Reply r;
+    const GenerateCallResult res = nodes_->Generate(d->addr, in, nullptr, [&](const std::vector<int32_t>& ids) {
+      r.tokens.insert(r.tokens.end(), ids.begin(), ids.end());
+      return true;
+    });
+    r.status = ToGrpc(res.status);
+    if (!res.end.finish_reason.empty()) EncodeUsage(res.end.usage, &r.usage);
+    return r;
+  };
+  for (const float temperature : {0.0f, 0.9f}) {
+    SCOPED_TRACE(temperature);
+    const std::vector<int32_t> prompt = Tokens(300, temperature == 0 ? 61 : 62);
+    ASSERT_GT(prompt.size(), static_cast<size_t>(model_->config().window_size));
+    const Reply whole = call(dec_a_.get(), prompt, 0, kTotal, temperature);
+    ASSERT_TRUE(whole.status.ok()) << whole.status.error_message();
+    ASSERT_EQ(whole.tokens.size(), static_cast<size_t>(kTotal));
+    std::vector<int32_t> resumed_tokens = prompt;
+    resumed_tokens.insert(resumed_tokens.end(), whole.tokens.begin(), whole.tokens.begin() + kStreamed);
+    const Reply rest = call(dec_b_.get(), resumed_tokens, kStreamed, kTotal - kStreamed, temperature);
+    ASSERT_TRUE(rest.status.ok()) << rest.status.error_message();
+    EXPECT_EQ(rest.tokens, std::vector<int32_t>(whole.tokens.begin() + kStreamed, whole.tokens.end()));
+    EXPECT_EQ(rest.usage.prompt_tokens(), static_cast<int64_t>(prompt.size()));
+    EXPECT_EQ(rest.usage.completion_tokens(), kTotal - kStreamed);
+    // For contrast, not a requirement: the streamed tokens taken as prompt (a fresh CED prefill).
+    const Reply naive = call(dec_b_.get(), resumed_tokens, 0, kTotal - kStreamed, temperature);
+    ASSERT_TRUE(naive.status.ok());
+    std::printf("temperature %.1f: prompt + streamed tokens as a new prompt %s the uninterrupted run\n", temperature,
+                naive.tokens == rest.tokens ? "also equals" : "differs from");
+  }
+  EXPECT_EQ(dec_b_->metrics.computed_tokens.Add({{"kind", "resumed"}}).Value(), 2 * kStreamed);
+}
+
 TEST_F(NodesTest, BadRequestsAreRefusedAndNodesStayUp) {
   auto base = [&] {
     pb::GenerateRequest req;
@@ -367,6 +414,13 @@ TEST_F(NodesTest, BadRequestsAreRefusedAndNodesStayUp) {
   EXPECT_EQ(code(r), grpc::StatusCode::INVALID_ARGUMENT);
   r = base();
   r.set_cached_tokens(10);
+  EXPECT_EQ(code(r), grpc::StatusCode::INVALID_ARGUMENT);
+  r = base();
+  r.set_resumed_tokens(10);  // a migrated request with no prompt left
+  EXPECT_EQ(code(r), grpc::StatusCode::INVALID_ARGUMENT);
+  r = base();
+  r.set_resumed_tokens(4);  // H beyond the prompt [0, 6)
+  r.set_cached_tokens(6);
   EXPECT_EQ(code(r), grpc::StatusCode::INVALID_ARGUMENT);
   r = base();
   r.set_unit_tokens(7);

@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
@@ -320,6 +324,243 @@ TEST(RouterClusterTest, ADecoderThatDiesBeforeTheFirstTokenIsRoutedAround) {
     retried += u["attempts"].get<int>() > 1;
   }
   EXPECT_EQ(retried, 1);  // once it failed, the node is known to be down
+}
+
+// An SSE response read as it arrives (one event per chunk, as the router writes them), with the
+// arrival time of each event. Reading stops at the response's end, a close or reset, or a timeout.
+struct SseReader {
+  testing::HttpTestClient http;
+  std::string raw;   // every byte received
+  size_t parsed = 0;  // raw[0, parsed) has been split into events
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::string>> events;  // payloads of "data: "
+  bool ended = false;  // the chunked body's last chunk came
+  int read_error = 0;  // errno of a failed recv (ECONNRESET: the connection was reset)
+
+  bool Start(int port, const json& body, const std::string& headers) {
+    if (!http.Connect(port)) return false;
+    const std::string b = body.dump();
+    return http.SendRaw(testing::FormatRequest("POST", "/v1/completions", b, "Content-Type: application/json\r\n" + headers));
+  }
+  // Reads until `events` has `n` entries or the response is over; false on timeout.
+  bool ReadUntil(size_t n, std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (events.size() < n && !ended && read_error == 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd pfd{http.fd(), POLLIN, 0};
+      if (poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[8192];
+      const ssize_t got = recv(http.fd(), buf, sizeof buf, 0);
+      if (got < 0) read_error = errno;
+      if (got <= 0) break;
+      raw.append(buf, static_cast<size_t>(got));
+      const auto now = std::chrono::steady_clock::now();
+      for (size_t at; (at = raw.find("data: ", parsed)) != std::string::npos;) {
+        const size_t stop = raw.find("\n\n", at);
+        if (stop == std::string::npos) break;
+        events.emplace_back(now, raw.substr(at + 6, stop - at - 6));
+        parsed = stop + 2;
+      }
+      ended = raw.size() >= 5 && raw.compare(raw.size() - 5, 5, "0\r\n\r\n") == 0;
+    }
+    return events.size() >= n || ended;
+  }
+};
+
+std::string RouterMetricsText(const Cluster& c) {
+  return testing::HttpGet("127.0.0.1:" + std::to_string(c.http_port), "/metrics");
+}
+
+// The decoder computing a sequence now (its running-sequences gauge), or -1.
+int BusyDecoder(const Cluster& c) {
+  for (size_t i = 0; i < c.decoders.size(); ++i) {
+    const std::string m = testing::HttpGet(c.decoders[i]->fields()["metrics"], "/metrics");
+    if (m.find("\nds41_decoder_running_sequences 1") != std::string::npos) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// Request migration (issue 28 item 3): the decoder streaming a greedy reply is killed with SIGKILL
+// after some tokens; the router resumes the request on the other decoder and the client's stream
+// goes on to the end, equal to a healthy run's reply (same prompt, another tenant so nothing is
+// cached for it), nothing sent twice, usage coherent, the migration counted. Then the last decoder
+// dies mid-stream: no migration is possible and the stream ends with an SSE error event and
+// [DONE], a complete HTTP response (never a reset connection).
+TEST(RouterClusterTest, ADecoderKilledMidStreamIsReplacedAndTheClientGetsTheWholeReply) {
+  Cluster c;
+  const std::string keys = testing::TempDir("keys") + "/keys.json";
+  std::ofstream(keys) << R"({"keys": {"key-a": {"tenant": "a"}, "key-b": {"tenant": "b"}}})";
+  c.StartRouter({"--api-keys", keys});
+  const std::vector<int32_t> prompt = RandomTokens(200, 77);  // past the window: the replay start matters
+  const int kMax = 160;
+  const json body = {{"prompt", prompt}, {"max_tokens", kMax}, {"temperature", 0}, {"ignore_eos", true}};
+  auto healthy = c.Post("/v1/completions", body, "Authorization: Bearer key-b\r\n", std::chrono::seconds(120));
+  ASSERT_EQ(healthy.status, 200) << healthy.body;
+  const std::string expect = json::parse(healthy.body)["choices"][0]["text"];
+
+  json streamed_body = body;
+  streamed_body["stream"] = true;
+  SseReader sse;
+  ASSERT_TRUE(sse.Start(c.http_port, streamed_body, "Authorization: Bearer key-a\r\nx-session-id: migrate-1\r\n"));
+  ASSERT_TRUE(sse.ReadUntil(30, std::chrono::seconds(60))) << sse.raw;
+  ASSERT_FALSE(sse.ended) << "the reply ended before the kill: " << sse.raw;
+  const int busy = BusyDecoder(c);
+  ASSERT_GE(busy, 0);
+  const size_t events_before = sse.events.size();
+  const auto killed_at = std::chrono::steady_clock::now();
+  c.decoders[busy]->Kill(SIGKILL);
+  ASSERT_TRUE(sse.ReadUntil(100000, std::chrono::seconds(120)));
+  ASSERT_TRUE(sse.ended) << "errno " << sse.read_error << ": " << sse.raw.substr(sse.raw.size() > 2000 ? sse.raw.size() - 2000 : 0);
+  EXPECT_EQ(sse.read_error, 0);
+  // The client's view of the migration: the longest gap between events after the kill began.
+  double stall = std::chrono::duration<double>(sse.events[events_before].first - killed_at).count();
+  for (size_t i = events_before + 1; i + 2 < sse.events.size(); ++i) {
+    stall = std::max(stall, std::chrono::duration<double>(sse.events[i].first - sse.events[i - 1].first).count());
+  }
+  std::string text;
+  json last;
+  for (const auto& [at, payload] : sse.events) {
+    if (payload == "[DONE]") break;
+    last = json::parse(payload);
+    ASSERT_FALSE(last.contains("error")) << payload;
+    text += last["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(sse.events.back().second, "[DONE]");
+  EXPECT_EQ(text, expect);
+  const json& u = last["usage"];
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(u["prompt_tokens"], prompt.size());
+  EXPECT_EQ(u["completion_tokens"], kMax);
+  EXPECT_EQ(u["total_tokens"], prompt.size() + kMax);
+  EXPECT_EQ(u["ds41"]["migrations"], 1) << u.dump();
+  EXPECT_EQ(u["ds41"]["attempts"], 2) << u.dump();
+  EXPECT_EQ(u["ds41"]["decoder"], c.decoders[1 - busy]->fields()["grpc"]) << u.dump();
+  std::string metrics = RouterMetricsText(c);
+  EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"completed\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ds41_router_migration_stall_seconds_count 1"), std::string::npos) << metrics;
+  const size_t sum_at = metrics.find("ds41_router_migration_stall_seconds_sum ");
+  ASSERT_NE(sum_at, std::string::npos);
+  const double router_stall = std::stod(metrics.substr(sum_at + std::strlen("ds41_router_migration_stall_seconds_sum ")));
+  std::printf("migration: %zu events before the kill; the client saw its stream stand still %.3f s at most after it "
+              "(the router measured %.3f s from the last token before to the first after)\n",
+              events_before, stall, router_stall);
+
+  // The last decoder dies mid-stream: nothing can resume the request.
+  SseReader doomed;
+  json doomed_body = streamed_body;
+  doomed_body["prompt"] = RandomTokens(150, 78);
+  ASSERT_TRUE(doomed.Start(c.http_port, doomed_body, "Authorization: Bearer key-a\r\n"));
+  ASSERT_TRUE(doomed.ReadUntil(20, std::chrono::seconds(60))) << doomed.raw;
+  ASSERT_FALSE(doomed.ended);
+  c.decoders[1 - busy]->Kill(SIGKILL);
+  ASSERT_TRUE(doomed.ReadUntil(100000, std::chrono::seconds(60)));
+  EXPECT_TRUE(doomed.ended) << "errno " << doomed.read_error << ": " << doomed.raw;
+  EXPECT_EQ(doomed.read_error, 0);
+  ASSERT_GE(doomed.events.size(), 2u);
+  EXPECT_EQ(doomed.events.back().second, "[DONE]");
+  const json err = json::parse(doomed.events[doomed.events.size() - 2].second);
+  ASSERT_TRUE(err.contains("error")) << err.dump();
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("no other could resume it"), std::string::npos) << err.dump();
+  EXPECT_TRUE(err["error"].contains("type")) << err.dump();
+  std::printf("no migration possible: the stream ended with %s\n", err.dump().c_str());
+  metrics = RouterMetricsText(c);
+  EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"refused\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"completed\"} 1"), std::string::npos) << metrics;
+}
+
+// A later turn of an agent session: its decoder, which also held the SWA state at the end of the
+// previous turn, dies mid-stream. The first attempt's encoder kept the state it pulled from it, and
+// the migrated attempt names that encoder, so its prefill is the first one's and the reply still
+// equals a healthy run's (another tenant, the same two turns).
+TEST(RouterClusterTest, ALaterTurnsDecoderKilledMidStreamStillGivesTheHealthyReply) {
+  Cluster c;
+  const std::string keys = testing::TempDir("keys") + "/keys.json";
+  std::ofstream(keys) << R"({"keys": {"key-a": {"tenant": "a"}, "key-b": {"tenant": "b"}}})";
+  // Sticky placement keeps a session's turns on one decoder (the cost policy may move it: a near tie
+  // on this tiny model), which is the case under test.
+  c.StartRouter({"--api-keys", keys, "--placement", "sticky"});
+  const int kMax = 120;
+  json turn2;                 // the second turn's body (the same for both tenants)
+  std::string expect;         // tenant b's reply to it
+  std::string turn1_decoder;  // tenant a's
+  for (const char* key : {"key-b", "key-a"}) {
+    const std::string auth = std::string("Authorization: Bearer ") + key + "\r\nx-session-id: agent\r\n";
+    std::vector<int32_t> ctx = RandomTokens(200, 81);
+    auto r1 = c.Post("/v1/completions", {{"prompt", ctx}, {"max_tokens", 8}, {"temperature", 0}, {"return_token_ids", true}},
+                     auth, std::chrono::seconds(60));
+    ASSERT_EQ(r1.status, 200) << r1.body;
+    const json j1 = json::parse(r1.body);
+    turn1_decoder = j1["usage"]["ds41"]["decoder"];
+    const auto out = Ids(j1["choices"][0]["token_ids"]);
+    ctx.insert(ctx.end(), out.begin(), out.end());
+    const auto tool = RandomTokens(100, 82);
+    ctx.insert(ctx.end(), tool.begin(), tool.end());
+    turn2 = {{"prompt", ctx}, {"max_tokens", kMax}, {"temperature", 0}, {"ignore_eos", true}};
+    if (std::string(key) == "key-b") {
+      auto healthy = c.Post("/v1/completions", turn2, auth, std::chrono::seconds(60));
+      ASSERT_EQ(healthy.status, 200) << healthy.body;
+      expect = json::parse(healthy.body)["choices"][0]["text"];
+    }
+  }
+  turn2["stream"] = true;
+  SseReader sse;
+  ASSERT_TRUE(sse.Start(c.http_port, turn2, "Authorization: Bearer key-a\r\nx-session-id: agent\r\n"));
+  ASSERT_TRUE(sse.ReadUntil(30, std::chrono::seconds(60))) << sse.raw;
+  ASSERT_FALSE(sse.ended);
+  const int busy = BusyDecoder(c);
+  ASSERT_GE(busy, 0);
+  // The case this test is for: the session stayed on the decoder that holds its SWA state.
+  ASSERT_EQ(c.decoders[busy]->fields()["grpc"], turn1_decoder);
+  c.decoders[busy]->Kill(SIGKILL);
+  ASSERT_TRUE(sse.ReadUntil(100000, std::chrono::seconds(60)));
+  ASSERT_TRUE(sse.ended) << sse.raw;
+  std::string text;
+  json last;
+  for (const auto& [at, payload] : sse.events) {
+    if (payload == "[DONE]") break;
+    last = json::parse(payload);
+    ASSERT_FALSE(last.contains("error")) << payload;
+    text += last["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_EQ(text, expect);
+  const json& u = last["usage"];
+  EXPECT_EQ(u["ds41"]["migrations"], 1) << u.dump();
+  EXPECT_NE(u["ds41"]["swa_source"], "replay") << u.dump();
+  EXPECT_GT(u["prompt_cache_hit_tokens"].get<int64_t>(), 200) << u.dump();
+  EXPECT_EQ(u["completion_tokens"], kMax);
+  std::printf("later turn migrated: SWA state from %s, cache hit %lld of %lld prompt tokens\n",
+              u["ds41"]["swa_source"].get<std::string>().c_str(),
+              static_cast<long long>(u["prompt_cache_hit_tokens"].get<int64_t>()),
+              static_cast<long long>(u["prompt_tokens"].get<int64_t>()));
+}
+
+// --max-migrations 0: a decoder dying mid-stream ends the stream with the error event at once, though
+// another decoder is healthy; the next request is served by that one.
+TEST(RouterClusterTest, WithMigrationOffADecoderKilledMidStreamEndsTheStreamWithAnError) {
+  Cluster c;
+  c.StartRouter({"--max-migrations", "0"});
+  const json body = {{"prompt", RandomTokens(120, 79)}, {"max_tokens", 160}, {"temperature", 0}, {"ignore_eos", true},
+                     {"stream", true}};
+  SseReader sse;
+  ASSERT_TRUE(sse.Start(c.http_port, body, ""));
+  ASSERT_TRUE(sse.ReadUntil(20, std::chrono::seconds(60))) << sse.raw;
+  ASSERT_FALSE(sse.ended);
+  const int busy = BusyDecoder(c);
+  ASSERT_GE(busy, 0);
+  c.decoders[busy]->Kill(SIGKILL);
+  ASSERT_TRUE(sse.ReadUntil(100000, std::chrono::seconds(60)));
+  EXPECT_TRUE(sse.ended) << "errno " << sse.read_error << ": " << sse.raw;
+  ASSERT_GE(sse.events.size(), 2u);
+  EXPECT_EQ(sse.events.back().second, "[DONE]");
+  const json err = json::parse(sse.events[sse.events.size() - 2].second);
+  ASSERT_TRUE(err.contains("error")) << err.dump();
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("migration is off (--max-migrations 0)"), std::string::npos)
+      << err.dump();
+  const std::string metrics = RouterMetricsText(c);
+  EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"refused\"} 1"), std::string::npos) << metrics;
+  auto next = c.Post("/v1/completions", {{"prompt", RandomTokens(30, 80)}, {"max_tokens", 2}});
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(json::parse(next.body)["usage"]["ds41"]["decoder"], c.decoders[1 - busy]->fields()["grpc"]);
 }
 
 TEST(RouterClusterTest, StopStringsCutTheReplyStreamedOrNot) {
