@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, api_keys,
               model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost";
   bool reply_splice = true;
+  double max_queue_s = 60;
   int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 64, poll_ms = 1000, header_timeout_ms = 10000,
       request_timeout_s = 600, grace_s = 20, max_migrations = 2;
   app.add_option("--model", model_dir, "checkpoint folder (config.json, tokenizer.json)")->required()->envname("DS41_MODEL");
@@ -29,6 +30,11 @@ int main(int argc, char** argv) {
   app.add_option("--api-keys", api_keys, "tenant file: {\"keys\": {key: {tenant, salt}}} (empty: open)")->envname("DS41_API_KEYS");
   app.add_option("--model-id", model_id, "the model name clients use")->envname("DS41_MODEL_ID");
   app.add_option("--unit-tokens", unit_tokens, "cache unit size (even)")->check(CLI::Range(2, 4096))->envname("DS41_UNIT_TOKENS");
+  app.add_option("--max-queue-seconds", max_queue_s,
+                 "refuse a new request with 429 and Retry-After when its predicted wait behind queued work exceeds "
+                 "this (0: never), so admitted requests keep a bounded time to first token under overload")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->envname("DS41_MAX_QUEUE_SECONDS");
   app.add_option("--max-running", max_running, "requests in flight before 429")->check(CLI::Range(1, 100000))
       ->envname("DS41_MAX_RUNNING");
   std::vector<std::string> policies;
@@ -118,6 +124,7 @@ int main(int argc, char** argv) {
   ro.unit_tokens = unit_tokens;
   ro.window = cfg.window_size;
   ro.max_running = max_running;
+  ro.max_queue_seconds = max_queue_s;
   ro.max_migrations = max_migrations;
   ro.request_timeout = std::chrono::seconds(request_timeout_s);
   ro.placement.policy = *ds41::ParsePlacementPolicy(placement);

@@ -576,7 +576,11 @@ ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<i
   const RouteRequest rq = BuildRouteRequest(ctx, chat_mode, session, std::move(prompt), s);
   ReplyStream reply(*tok_, s, chat_mode, thinking, sink, rq.request_id, model_id_);
   RouteResult r = core_->Generate(rq, [&](const std::vector<int32_t>& ids) { return reply.Add(ids); });
-  if (!r.status.ok() && r.usage.completion_tokens == 0) return FromStatus(r.status);
+  if (!r.status.ok() && r.usage.completion_tokens == 0) {
+    ApiOutcome refused = FromStatus(r.status);
+    if (r.retry_after_s > 0) refused.retry_after_s = r.retry_after_s;  // the router's own estimate
+    return refused;
+  }
   reply.Finish();
   if (!r.status.ok()) return FromStatus(r.status);  // after some output: the stream ends with the error
   if (replies_ != nullptr && chat_mode) {

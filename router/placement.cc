@@ -201,6 +201,7 @@ Placement Placer::Place(const PlacementInput& in, const std::vector<NodeLoad>& d
   }
   const NodeLoad& dec = decoders[di];
   p.decoder = dec.address;
+  p.queue_seconds = static_cast<double>(dec.waiting) * cm.decode_step_s;
   p.kv_bytes = dec.warm ? 0.0 : static_cast<double>(in.cached_tokens) * cm.kv_bytes_per_token;
   p.reason = reason;
   if (opt_.policy == PlacementPolicy::kCost) {
@@ -224,6 +225,7 @@ Placement Placer::Place(const PlacementInput& in, const std::vector<NodeLoad>& d
     p.encoder = encoders[ei].address;
     p.encoder_idle = encoders[ei].queued_tokens == 0 && encoders[ei].running + encoders[ei].waiting == 0;
     ecost_chosen = ecost[ei];
+    p.queue_seconds += static_cast<double>(encoders[ei].queued_tokens) / cm.encoder_tokens_per_s;
   }
   p.predicted_seconds = dcost[di] + ecost_chosen;
   return p;

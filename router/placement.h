@@ -68,6 +68,7 @@ struct Placement {
   // prefix affinity: prefix_match | prefix_miss | prefix_balance; any: no_capacity.
   std::string reason;
   double predicted_seconds = 0;  // the cost model's prediction for the chosen pair, whatever the policy
+  double queue_seconds = 0;      // of it, the wait behind work already on those nodes (overload shedding)
   int64_t encoder_tokens = 0;    // N - H
   int64_t replay_tokens = 0;     // encoder replay (0 or window)
   double kv_bytes = 0;           // prefix bytes the decoder fetches from the store

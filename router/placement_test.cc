@@ -111,6 +111,11 @@ TEST(PlacementTest, PredictionAddsTheTerms) {
   const double expect = 1000 * cm.kv_bytes_per_token / cm.kv_bytes_per_s + 128 / cm.decoder_replay_tokens_per_s +
                         cm.decode_step_s + (872 + 128) / cm.encoder_tokens_per_s;
   EXPECT_NEAR(p.predicted_seconds, expect, 1e-12);
+  EXPECT_NEAR(p.queue_seconds, 872 / cm.encoder_tokens_per_s, 1e-12);  // the wait behind the encoder's queue
+  // A decoder's admitted-but-waiting sequences are queue too; this request's own work is not.
+  Placement q = placer.Place(In(1128, 1000, 128, true), {Node("d", 2, 3)}, {Node("e")});
+  EXPECT_NEAR(q.queue_seconds, 3 * cm.decode_step_s, 1e-12);
+  EXPECT_GT(q.predicted_seconds, q.queue_seconds);
 }
 
 Placer PolicyPlacer(PlacementPolicy policy, uint64_t seed = 1) {

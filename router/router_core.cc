@@ -1,6 +1,7 @@
 #include "router/router_core.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -291,6 +292,18 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
     std::snprintf(msg, sizeof msg, "the predicted time to the first token, %.1f s, is past the %.1f s left before the request's deadline",
                   p.predicted_seconds, std::max(0.0, left));
     res->status = DeadlineExceededError(msg);
+    return false;
+  }
+  // Overload: a new request (not a retry or a migration, already admitted) that would wait behind
+  // more queued work than max_queue_seconds is refused now, quickly, with the predicted excess as
+  // its retry-after hint; what is admitted keeps a bounded time to the first token.
+  if (opt_.max_queue_seconds > 0 && res->attempts == 0 && p.queue_seconds > opt_.max_queue_seconds) {
+    if (metrics_) metrics_->Rejection("queue");
+    res->retry_after_s = static_cast<int>(std::clamp(std::ceil(p.queue_seconds - opt_.max_queue_seconds), 1.0, 60.0));
+    char msg[200];
+    std::snprintf(msg, sizeof msg, "overloaded: the predicted wait behind queued work, %.1f s, exceeds the router's %.1f s",
+                  p.queue_seconds, opt_.max_queue_seconds);
+    res->status = ResourceExhaustedError(msg);
     return false;
   }
   placer_.Served(in, p);

@@ -79,6 +79,7 @@ struct RouteResult {
   std::string swa_hint;             // the node named as holding the SWA state at H ("" none)
   int attempts = 0;                 // decoder calls made: first, retries, migrations
   int migrations = 0;               // of them, resumed after a decoder died mid-stream
+  int retry_after_s = 0;            // a refusal for overload: seconds until the queue is predicted to fit
 };
 
 // Receives generated ids as they arrive; returning false stops generation (finish_reason "stop").
@@ -91,6 +92,10 @@ struct RouterOptions {
   int max_attempts = 3;              // decoder calls per request before its first token
   int max_migrations = 2;            // resumptions per request after its decoder died mid-stream (0: none)
   int max_running = 256;            // back-pressure: beyond this, RESOURCE_EXHAUSTED
+  // Overload: a new request whose predicted wait behind queued work (Placement::queue_seconds)
+  // exceeds this is refused with RESOURCE_EXHAUSTED and a retry-after hint, so the requests admitted
+  // keep a bounded time to first token however much is offered (0: never refused for it).
+  double max_queue_seconds = 60;
   size_t max_sessions = 100000;     // session bindings remembered (least recently used dropped)
   std::chrono::seconds request_timeout{600};  // a request's deadline when its client gives none (and the longest)
   PlacerOptions placement;         // the policy (--placement) and the cost model's starting rates

@@ -17,10 +17,10 @@ namespace ds41 {
 
 const char* HitClass(int64_t prompt_tokens, int64_t cached_tokens);
 
-// Why the router refused a request: too many in flight (429), no healthy node of a role, every
-// decoder at its sequence limit (503), its deadline passed or predicted to pass before the first
-// token (504).
-inline constexpr const char* kRejectionReasons[] = {"overloaded", "no_nodes", "decoders_full", "deadline"};
+// Why the router refused a request: too many in flight or a predicted wait behind queued work over
+// --max-queue-seconds (429), no healthy node of a role, every decoder at its sequence limit (503),
+// its deadline passed or predicted to pass before the first token (504).
+inline constexpr const char* kRejectionReasons[] = {"overloaded", "queue", "no_nodes", "decoders_full", "deadline"};
 
 // What became of a request migration (a decoder died after streaming part of a reply): the resumed
 // attempt finished the reply, failed too (another migration may follow), was cancelled (client gone,

@@ -63,8 +63,10 @@ start_cluster() {
   local run="$out/cluster-$2"
   rm -rf "$run"
   mkdir -p "$run"
+  # Overload shedding is off unless asked for (DS41_MAX_QUEUE_SECONDS): the A/B compares placement
+  # under the whole offered load; the overload runs (README) turn it on.
   DS41_SKIP_BUILD=1 DS41_PORT_OFFSET=$offset DS41_RUN_DIR="$run" DS41_PLACEMENT="$1" DS41_UNIT_TOKENS=$unit_tokens \
-    DS41_SHUTDOWN_GRACE_SECONDS=2 \
+    DS41_SHUTDOWN_GRACE_SECONDS=2 DS41_MAX_QUEUE_SECONDS="${DS41_MAX_QUEUE_SECONDS:-0}" \
     setsid "$root/scripts/run.sh" >"$run/cluster.log" 2>&1 </dev/null &
   cluster_pid=$!
   for _ in $(seq 1 600); do
@@ -87,6 +89,12 @@ replay_run() {
              --label "$1" --out "$out/$1.jsonl")
   echo "${cmd[*]}" >>"$out/runs.txt"
   "${cmd[@]}"
+  # Peak resident memory of each role over the run (its pid from run.sh's run directory).
+  local run="$out/cluster-$1" role
+  for role in "$run"/pids/*; do
+    [ -f "$role" ] || continue
+    echo "$(basename "$role") $(awk '/VmHWM/ {print $2, $3}' "/proc/$(cat "$role")/status" 2>/dev/null)"
+  done >"$out/$1.rss.txt"
 }
 
 # Capacity: the slice sent at once (arrivals x 1/1000) to the cost policy; completed requests per

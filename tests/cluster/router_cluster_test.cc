@@ -691,6 +691,39 @@ TEST(RouterClusterTest, APromptThatCannotMeetItsDeadlineIsRefusedUpFront) {
   EXPECT_NE(metrics.find("ds41_router_rejections_total{reason=\"deadline\"} 1"), std::string::npos) << metrics;
 }
 
+// Overload (issue 28 item 5): with both encoders busy on long prompts, a new request whose predicted
+// wait behind that queued work exceeds --max-queue-seconds gets 429 with Retry-After at once, while
+// the admitted ones complete.
+TEST(RouterClusterTest, ARequestThatWouldQueueTooLongIsRefusedQuicklyWithRetryAfter) {
+  Cluster c;
+  c.StartRouter({"--max-queue-seconds", "0.2"});
+  // 3,000 uncached tokens each: at the cost model's starting 4,000 tokens/s, 0.75 s queued per encoder.
+  std::vector<std::future<testing::HttpTestResponse>> busy;
+  for (int i = 0; i < 2; ++i) {
+    busy.push_back(std::async(std::launch::async, [&c, i] {
+      return c.Post("/v1/completions", {{"prompt", RandomTokens(3000, 40 + i)}, {"max_tokens", 2}}, "",
+                    std::chrono::milliseconds(60000));
+    }));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both placed: each encoder has its queue
+  const auto t0 = std::chrono::steady_clock::now();
+  auto refused = c.Post("/v1/completions", {{"prompt", RandomTokens(300, 50)}, {"max_tokens", 2}});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_LT(took, std::chrono::milliseconds(500));
+  const std::optional<std::string_view> retry_after = refused.headers.Get("retry-after");
+  ASSERT_TRUE(retry_after.has_value());
+  EXPECT_GE(std::stoi(std::string(*retry_after)), 1);
+  const json err = json::parse(refused.body);
+  EXPECT_EQ(err["error"]["type"], "rate_limit_error") << refused.body;
+  EXPECT_NE(err["error"]["message"].get<std::string>().find("predicted wait behind queued work"), std::string::npos);
+  for (auto& f : busy) EXPECT_EQ(f.get().status, 200);
+  const std::string metrics = testing::HttpGet("127.0.0.1:" + std::to_string(c.http_port), "/metrics");
+  EXPECT_NE(metrics.find("ds41_router_rejections_total{reason=\"queue\"} 1"), std::string::npos) << metrics;
+  // Once the queue drains, the same request is served.
+  EXPECT_EQ(c.Post("/v1/completions", {{"prompt", RandomTokens(300, 50)}, {"max_tokens", 2}}).status, 200);
+}
+
 // A request whose deadline passes in the middle of its prefill (issue 30 items 1 and 2): the encoder
 // stops at its next step and counts a deadline cancel, the whole units it had encoded are kept, and
 // the same request sent again hits them and computes only the rest.

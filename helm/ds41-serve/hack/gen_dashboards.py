@@ -84,6 +84,11 @@ overview = dashboard("ds41-overview", "ds41-serve / Overview", [
               [("sum by (status) (rate(ds41_encoder_requests_total[5m]))", "encoder {{status}}"),
                ("sum by (status) (rate(ds41_decoder_requests_total[5m]))", "decoder {{status}}")], "reqps"),
         panel("Nodes by role and state", [("sum by (role, state) (ds41_router_nodes)", "{{role}} {{state}}")]),
+        panel("Requests migrated off a decoder that died mid-stream, by outcome",
+              [("sum by (outcome) (rate(ds41_router_migrations_total[5m]))", "{{outcome}}")], "reqps"),
+        panel("Client stream stall during a migration",
+              [(q(p, "ds41_router_migration_stall_seconds", by=None), n) for p, n in [("0.5", "p50"), ("0.99", "p99")]],
+              "s"),
         panel("Targets up", [("sum by (pool) (up{pool=~\"router|encoder|decoder|cache\"})", "{{pool}}")]),
     ]),
     ("Placement", [

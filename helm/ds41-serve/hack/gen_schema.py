@@ -81,6 +81,12 @@ schema = {
                                                                 "sticky", "prefix_affinity"],
                                      "description": "placement policy; cost is the production one, the others are "
                                                     "baselines for comparison"},
+                       "maxQueueSeconds": {"type": "number", "minimum": 0, "maximum": 86400,
+                                           "description": "refuse a new request with 429 and Retry-After when its "
+                                                          "predicted wait behind queued work exceeds this (0: never)"},
+                       "maxMigrations": dict(NONNEG, description="times a request whose decoder dies mid-stream "
+                                                               "may move to another decoder (0: end its stream "
+                                                               "with an error event)"),
                        "replySplice": dict(B, description="splice chat replies' generated ids back when clients "
                                                           "re-send them, so agent turns hit the whole previous "
                                                           "context (docs/session_reuse.md)"),
