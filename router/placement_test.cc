@@ -8,6 +8,7 @@
 #include <map>
 
 #include "router/inflight_loads.h"
+#include "router/prediction_scale.h"
 
 namespace ds41 {
 namespace {
@@ -265,6 +266,25 @@ TEST(PrefixAffinityIndexTest, TenantsChainsNeverMeet) {
   PrefixAffinityIndex idx(16);
   idx.Record("n", a);
   EXPECT_EQ(idx.Matched("n", b), 0);
+}
+
+TEST(PredictionScaleTest, ObservedOverPredictedOverTheWindowNeverBelowOne) {
+  PredictionScale scale(/*window=*/4, /*min_samples=*/2, /*max_scale=*/10);
+  EXPECT_EQ(scale.Scale(), 1.0);
+  scale.Add(1.0, 3.0);
+  EXPECT_EQ(scale.Scale(), 1.0);  // too few samples
+  scale.Add(1.0, 1.0);
+  EXPECT_DOUBLE_EQ(scale.Scale(), 2.0);  // (3 + 1) / (1 + 1)
+  scale.Add(2.0, 1.0);
+  scale.Add(2.0, 1.0);
+  EXPECT_DOUBLE_EQ(scale.Scale(), 1.0);  // 6 / 6
+  scale.Add(1.0, 0.1);                   // faster than predicted: never below 1 (4 newest: 3.1 / 6)
+  EXPECT_DOUBLE_EQ(scale.Scale(), 1.0);
+  for (int i = 0; i < 4; ++i) scale.Add(0.1, 50.0);  // the window forgets; the scale is capped
+  EXPECT_DOUBLE_EQ(scale.Scale(), 10.0);
+  scale.Add(0.0, 1.0);  // not a sample
+  scale.Add(1.0, -1.0);
+  EXPECT_DOUBLE_EQ(scale.Scale(), 10.0);
 }
 
 TEST(InflightLoadsTest, RaisesStalePolledLoadsToWhatThisRouterSent) {

@@ -178,7 +178,10 @@ void RouterCore::RecordEnd(const RouteResult& res, Clock::time_point t0) {
     metrics_->CompletionTokens(usage.completion_tokens);
   }
   // A migrated request's TTFT was its first attempt's, on another placement: no sample for the rate.
-  if (res.migrations == 0) placer_.LearnEncoderRate(res.placement, usage.computed_tokens, usage.ttft_seconds);
+  if (res.migrations == 0) {
+    placer_.LearnEncoderRate(res.placement, usage.computed_tokens, usage.ttft_seconds);
+    if (res.status.ok()) prediction_scale_.Add(usage.predicted_ttft_seconds, usage.ttft_seconds);
+  }
 }
 
 RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) {
@@ -297,12 +300,13 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
   // Overload: a new request (not a retry or a migration, already admitted) that would wait behind
   // more queued work than max_queue_seconds is refused now, quickly, with the predicted excess as
   // its retry-after hint; what is admitted keeps a bounded time to the first token.
-  if (opt_.max_queue_seconds > 0 && res->attempts == 0 && p.queue_seconds > opt_.max_queue_seconds) {
+  const double wait = p.queue_seconds * prediction_scale_.Scale();
+  if (opt_.max_queue_seconds > 0 && res->attempts == 0 && wait > opt_.max_queue_seconds) {
     if (metrics_) metrics_->Rejection("queue");
-    res->retry_after_s = static_cast<int>(std::clamp(std::ceil(p.queue_seconds - opt_.max_queue_seconds), 1.0, 60.0));
+    res->retry_after_s = static_cast<int>(std::clamp(std::ceil(wait - opt_.max_queue_seconds), 1.0, 60.0));
     char msg[200];
     std::snprintf(msg, sizeof msg, "overloaded: the predicted wait behind queued work, %.1f s, exceeds the router's %.1f s",
-                  p.queue_seconds, opt_.max_queue_seconds);
+                  wait, opt_.max_queue_seconds);
     res->status = ResourceExhaustedError(msg);
     return false;
   }

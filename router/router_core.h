@@ -37,6 +37,7 @@
 #include "router/inflight_loads.h"
 #include "router/node_table.h"
 #include "router/placement.h"
+#include "router/prediction_scale.h"
 #include "router/router_metrics.h"
 #include "router/session_bindings.h"
 #include "util/cancel_token.h"
@@ -92,7 +93,8 @@ struct RouterOptions {
   int max_attempts = 3;              // decoder calls per request before its first token
   int max_migrations = 2;            // resumptions per request after its decoder died mid-stream (0: none)
   int max_running = 256;            // back-pressure: beyond this, RESOURCE_EXHAUSTED
-  // Overload: a new request whose predicted wait behind queued work (Placement::queue_seconds)
+  // Overload: a new request whose predicted wait behind queued work (Placement::queue_seconds,
+  // scaled by how much longer first tokens have lately taken than predicted: PredictionScale)
   // exceeds this is refused with RESOURCE_EXHAUSTED and a retry-after hint, so the requests admitted
   // keep a bounded time to first token however much is offered (0: never refused for it).
   double max_queue_seconds = 60;
@@ -170,6 +172,7 @@ class RouterCore {
   std::atomic<bool> draining_{false};
   Placer placer_;
   InflightLoads inflight_;
+  PredictionScale prediction_scale_;  // overload shedding judges queue waits by what requests saw
   SessionBindings bindings_;
 
   mutable std::mutex mu_;
