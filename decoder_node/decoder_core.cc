@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/sampling.h"
+#include "node_client/node_codec.h"
 #include "unit/state_units.h"
 #include "util/clock.h"
 
@@ -168,15 +169,9 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t N = static_cast<int64_t>(in.tokens.size());
   const int U = in.unit_tokens;
-  if (N == 0) return InvalidArgumentError("generate: empty prompt");
-  if (in.cached_tokens < 0 || in.cached_tokens >= N) return InvalidArgumentError("generate: cached_tokens must be in [0, N)");
-  if (in.sampling.max_tokens == 0) return InvalidArgumentError("generate: max_tokens must be at least 1");
-  if (in.encoder.empty()) return InvalidArgumentError("generate: no encoder given");
+  DS41_RETURN_IF_ERROR(CheckGenerateInput(in, c));
   const SamplingParams sampling{in.sampling.temperature, in.sampling.top_p, in.sampling.seed};
   DS41_RETURN_IF_ERROR(sampling.Validate());
-  DS41_RETURN_IF_ERROR(UnitLayout::FromConfig(c, U).status());
-  for (int32_t t : in.tokens)
-    if (t < 0 || t >= c.vocab_size) return InvalidArgumentError("generate: token " + std::to_string(t) + " outside the vocabulary");
   {
     std::lock_guard<std::mutex> l(mu_);
     if (static_cast<int64_t>(running_.size()) + waiting_.load() > opt_.max_running)
