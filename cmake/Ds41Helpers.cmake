@@ -10,6 +10,18 @@ if(DS41_SANITIZE)
   add_link_options(-fsanitize=${DS41_SANITIZE})
 endif()
 
+# The fuzzing build (scripts/fuzz.sh, docs/fuzzing.md): every target gets libFuzzer's coverage
+# instrumentation and ASan + UBSan, with UBSan findings fatal so the fuzzer stops on them; the
+# harnesses alone link libFuzzer's main (fuzz/CMakeLists.txt).
+if(DS41_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "DS41_FUZZ needs clang (libFuzzer): configure with -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  list(APPEND DS41_COMMON_FLAGS -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+       -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
 function(ds41_apply_flags target)
   target_compile_options(${target} PRIVATE ${DS41_WARNINGS} ${DS41_COMMON_FLAGS})
 endfunction()
