@@ -2,8 +2,9 @@
 # The fuzzing campaign (docs/fuzzing.md): configures ./build-fuzz with clang and -DDS41_FUZZ=ON
 # (libFuzzer, ASan, UBSan on every target), builds the harnesses of fuzz/, runs each for --seconds
 # seeded from its committed corpus (fuzz/corpus/<name>), and prints executions and findings per
-# harness and in total. New inputs the fuzzer keeps go to build-fuzz/corpus/<name>, findings
-# (crash-*, leak-*, timeout-*, oom-*) with their logs to build-fuzz/findings/<name>.
+# harness and in total. New inputs the fuzzer keeps go to build-fuzz/corpus/<name> (kept from run
+# to run), findings (crash-*, leak-*, timeout-*, oom-*) with their logs to build-fuzz/findings/<name>
+# (replaced by the next run).
 #
 #   scripts/fuzz.sh [--seconds N] [--jobs J] [--only a,b] [--no-build]
 #     --seconds N   time per harness (default 60)
@@ -51,6 +52,7 @@ done
 run_one() {
   local n=$1
   local work="$bdir/corpus/$n" out="$bdir/findings/$n"
+  rm -rf "$out"  # the last run's findings: this run reports its own
   mkdir -p "$work" "$out"
   local rc=0
   "$bdir/fuzz/${n}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
@@ -69,8 +71,8 @@ total_findings=0
 printf '%-16s %14s %10s %8s %9s\n' harness executions "exec/s" corpus findings
 for n in "${names[@]}"; do
   out="$bdir/findings/$n"
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$out/log.txt" | tail -1 | awk '{print $2}')
-  rate=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$out/log.txt" | tail -1 | awk '{print $2}')
+  execs=$(grep -a 'stat::number_of_executed_units:' "$out/log.txt" | tail -1 | awk '{print $2}')
+  rate=$(grep -a 'stat::average_exec_per_sec:' "$out/log.txt" | tail -1 | awk '{print $2}')
   corpus=$(find "$bdir/corpus/$n" -type f | wc -l)
   findings=$(find "$out" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
   rc=$(cat "$out/rc")
