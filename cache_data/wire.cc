@@ -79,10 +79,15 @@ StatusOr<PutView> ParsePut(std::string_view body) {
   if (body.size() < kPutFixed) return InvalidArgumentError("PUT body too short");
   const uint8_t has_parent = U8(body)[kNamespaceBytes + kKeyBytes];
   if (has_parent > 1) return InvalidArgumentError("PUT parent flag must be 0 or 1");
+  const std::string_view parent = body.substr(kNamespaceBytes + kKeyBytes + 1, kKeyBytes);
+  // Zeros when there is none (as EncodePutPrefix writes): bytes there would be read by nobody, and
+  // a frame must mean one thing to every reader.
+  if (!has_parent && parent.find_first_not_of('\0') != std::string_view::npos)
+    return InvalidArgumentError("PUT without a parent carries parent bytes");
   PutView v;
   v.ns = GetNamespace(body);
   v.key = body.substr(kNamespaceBytes, kKeyBytes);
-  if (has_parent) v.parent = body.substr(kNamespaceBytes + kKeyBytes + 1, kKeyBytes);
+  if (has_parent) v.parent = parent;
   v.unit = body.substr(kPutFixed);
   return v;
 }

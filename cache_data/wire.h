@@ -9,7 +9,7 @@
 //   4  u8  version (kWireVersion)                 12  u32 body length
 //   5  u8  opcode   6  u8 flags (kFlagFatal on ERROR only)   7  u8 reserved (0)
 // Namespace block (98 B): 32 B id | 64 B fingerprint (hex ASCII) | u16 unit format version.
-//   PUT    0x01  ns | 32 B key | u8 has_parent | 32 B parent (zeros if none) | unit bytes
+//   PUT    0x01  ns | 32 B key | u8 has_parent | 32 B parent (zeros if none: checked) | unit bytes
 //   GET    0x02  ns | u32 count | count x 32 B key
 //   PUT_OK 0x81  (empty): the unit is committed, as durable as an acknowledged gRPC Put
 //   UNIT   0x82  32 B key | u8 result (0 miss, 1 found, 2 read failed) | unit bytes or message

@@ -38,6 +38,16 @@ TEST(WireTest, PutRoundTrip) {
   EXPECT_TRUE(ParsePut(std::string_view(full).substr(kHeaderBytes))->parent.empty());
 }
 
+// Found by fuzz/cache_wire_fuzzer.cc (regression input in fuzz/corpus/cache_wire): a PUT without a
+// parent whose parent field held bytes parsed as if they were zeros.
+TEST(WireTest, PutWithoutParentMustCarryZerosThere) {
+  std::string frame = EncodePutPrefix(1, {kId, kFp, 3}, kKey, "", 0);
+  const size_t parent_at = kHeaderBytes + kNamespaceBytes + kKeyBytes + 1;
+  ASSERT_TRUE(ParsePut(std::string_view(frame).substr(kHeaderBytes)).ok());
+  frame[parent_at + 31] = 'D';
+  EXPECT_EQ(ParsePut(std::string_view(frame).substr(kHeaderBytes)).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(WireTest, GetUnitAndErrorRoundTrip) {
   const std::string keys = kKey + kParent;
   const std::string get = EncodeGet(9, {kId, kFp, 3}, keys);

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "cache_data/wire.h"
+#include "cache_service/grpc_requests.h"
 #include "rpc/status_map.h"
 #include "unit/unit_key.h"
 
@@ -21,10 +22,6 @@ CacheService::CacheService(UnitStore* store, StoreMetrics* metrics, CacheService
       opt_(std::move(options)),
       checks_(opt_.model_fingerprint, opt_.max_keys_per_request),
       io_(std::make_unique<ThreadPool>(std::max(2, opt_.io_threads), ThreadPool::Idle::kSleep, "cache-grpc-io")) {}
-
-Status CacheService::CheckNamespace(const pb::Namespace& ns, Key32* id) const {
-  return checks_.CheckNamespace({ns.id(), ns.model_fingerprint(), ns.format_version()}, id);
-}
 
 grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWriter<pb::PutAck, pb::PutRequest>* stream) {
   // Units go to the store in groups (UnitStore::PutMany: one segment write, one index write), at
@@ -63,9 +60,7 @@ grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWrite
   };
   pb::PutRequest req;
   while (stream->Read(&req)) {
-    const pb::Namespace& n = req.ns();
-    auto put = checks_.CheckPut({n.id(), n.model_fingerprint(), n.format_version()}, req.ref().key(), req.ref().parent(),
-                                req.unit());
+    auto put = CheckPutRequest(checks_, req);
     if (!put.ok()) return ToGrpc(put.status());
     pending.push_back({*put, std::move(*req.mutable_unit())});
     while (!groups.empty() && groups.front().wait_for(std::chrono::seconds(0)) == std::future_status::ready && !gone)
@@ -85,12 +80,10 @@ grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWrite
 }
 
 grpc::Status CacheService::Get(grpc::ServerContext* ctx, const pb::GetRequest* req, grpc::ServerWriter<pb::GetResponse>* w) {
-  Key32 ns;
-  if (Status s = CheckNamespace(req->ns(), &ns); !s.ok()) return ToGrpc(s);
-  if (Status s = checks_.CheckKeyCount(req->refs_size()); !s.ok()) return ToGrpc(s);
-  std::vector<Key32> keys(req->refs_size());
-  for (int i = 0; i < req->refs_size(); ++i)
-    if (!ToKey(req->refs(i).key(), &keys[i])) return ToGrpc(InvalidArgumentError("unit key must be 32 bytes"));
+  auto checked = CheckGetRequest(checks_, *req);
+  if (!checked.ok()) return ToGrpc(checked.status());
+  const Key32 ns = checked->ns;
+  const std::vector<Key32>& keys = checked->keys;
   // A window of reads in flight, answered in request order, handed to the I/O pool several keys per
   // task: one thread hand-off per unit cost more than the read itself on small machines, and the
   // store reads a task's neighbouring units in one device read. Abandoned reads (error, cancel)
@@ -127,14 +120,9 @@ grpc::Status CacheService::Get(grpc::ServerContext* ctx, const pb::GetRequest* r
 }
 
 grpc::Status CacheService::Lookup(grpc::ServerContext*, const pb::LookupRequest* req, pb::LookupResponse* resp) {
-  Key32 ns;
-  if (Status s = CheckNamespace(req->ns(), &ns); !s.ok()) return ToGrpc(s);
-  if (Status s = checks_.CheckKeyCount(req->keys_size()); !s.ok()) return ToGrpc(s);
-  if (req->first_is_root() && req->keys_size() == 0) return ToGrpc(InvalidArgumentError("first_is_root without keys"));
-  std::vector<Key32> keys(req->keys_size());
-  for (int i = 0; i < req->keys_size(); ++i)
-    if (!ToKey(req->keys(i), &keys[i])) return ToGrpc(InvalidArgumentError("key must be 32 bytes"));
-  auto res = store_->Lookup(ns, keys);
+  auto checked = CheckLookupRequest(checks_, *req);
+  if (!checked.ok()) return ToGrpc(checked.status());
+  auto res = store_->Lookup(checked->ns, checked->keys);
   if (!res.ok()) return ToGrpc(res.status());
   size_t units = 0, present = 0;
   uint64_t hit_tokens = 0;
@@ -175,9 +163,9 @@ grpc::Status CacheService::Lookup(grpc::ServerContext*, const pb::LookupRequest*
 
 grpc::Status CacheService::DeleteNamespace(grpc::ServerContext*, const pb::DeleteNamespaceRequest* req,
                                            pb::DeleteNamespaceResponse* resp) {
-  Key32 ns;
-  if (Status s = CheckNamespace(req->ns(), &ns); !s.ok()) return ToGrpc(s);
-  auto n = store_->DeleteNamespace(ns);
+  auto ns = CheckDeleteNamespaceRequest(checks_, *req);
+  if (!ns.ok()) return ToGrpc(ns.status());
+  auto n = store_->DeleteNamespace(*ns);
   if (!n.ok()) return ToGrpc(n.status());
   resp->set_units_deleted(*n);
   return grpc::Status::OK;

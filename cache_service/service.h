@@ -1,6 +1,6 @@
 // CacheService: the gRPC face of the unit store. Every handler validates first (namespace, key and
-// unit sizes, unit framing and checksum, model fingerprint: cache_service/request_checks.h, shared
-// with the bulk data path), then executes; anything malformed, oversized or from a foreign
+// unit sizes, unit framing and checksum, model fingerprint: cache_service/grpc_requests.h over
+// request_checks.h, which the bulk data path shares), then executes; anything malformed, oversized or from a foreign
 // namespace is INVALID_ARGUMENT and touches nothing.
 //
 // Uses gRPC's synchronous API on purpose: handlers block on disk I/O, which the sync server's
@@ -50,8 +50,6 @@ class CacheService final : public ds41::cache::v1::Cache::Service {
                      ds41::cache::v1::StatsResponse* resp) override;
 
  private:
-  Status CheckNamespace(const ds41::cache::v1::Namespace& ns, Key32* id) const;
-
   UnitStore* store_;
   StoreMetrics* metrics_;
   CacheServiceOptions opt_;

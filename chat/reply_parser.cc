@@ -15,7 +15,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr std::string_view kCallsOpen = "<｜DSML｜ calls>";
-constexpr std::string_view kCallsOpenNl = "\n\n<｜DSML｜ calls>";
 constexpr std::string_view kCallsClose = "</｜DSML｜ calls>";
 constexpr std::string_view kInvokeOpen = "<｜DSML｜ invoke name=\"";
 constexpr std::string_view kInvokeClose = "</｜DSML｜ invoke>";
@@ -202,7 +201,12 @@ void ReplyStreamParser::Drain(ReplyDelta& out, bool final) {
         mode_ = Mode::kDone;
         return;
       }
-      size_t hold = PartialTagSuffix(pending_, {kCallsOpenNl, kCallsOpen, kEos});
+      // Hold a partial tag and the newlines (up to two) right before it: should the tag complete as
+      // a calls block, those newlines belong to the block (above), so they cannot go out as content
+      // yet. Holding only "\n\n" + a partial tag let a single newline out early, and the streamed
+      // content then differed from the one-shot parse (found by fuzz/reply_parser_fuzzer.cc).
+      size_t hold = PartialTagSuffix(pending_, {kCallsOpen, kEos});
+      for (int nl = 0; nl < 2 && hold < pending_.size() && pending_[pending_.size() - hold - 1] == '\n'; ++nl) ++hold;
       size_t emit = pending_.size() - hold;
       emit -= IncompleteUtf8Suffix(std::string_view(pending_).substr(0, emit));
       out.content_delta += pending_.substr(0, emit);

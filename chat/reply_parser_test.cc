@@ -137,6 +137,11 @@ TEST(ReplyStreamParser, EverySplitMatchesOneShot) {
   CheckAllSplits("truncated reasoning </thi", true);
   CheckAllSplits("A\n\n<｜DSML｜ calls>\ngarbage\n</｜DSML｜ calls>B", false);
   CheckAllSplits("", true);
+  // Found by fuzz/reply_parser_fuzzer.cc (regression input in fuzz/corpus/reply_parser): one
+  // newline before the block, a chunk ending inside the tag; the newline went out as content while
+  // the one-shot parse gave it to the block.
+  CheckAllSplits("Checking.\n" + kCallsBlock.substr(2) + "after" + kEos, false);
+  CheckAllSplits("Checking.\n\n" + kCallsBlock.substr(2) + kEos, true);
 }
 
 // Replies stitched from tag fragments and text by a fixed pseudo-random sequence: no input may
@@ -207,3 +212,4 @@ TEST(ReplyStreamParser, EmitsEarlyAndHoldsOnlyPartialTags) {
 
 }  // namespace
 }  // namespace ds41::chat
+

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "engine/sampling.h"
+#include "node_client/node_codec.h"
 #include "unit/state_units.h"
 #include "util/clock.h"
 
@@ -169,20 +170,13 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t N = static_cast<int64_t>(in.tokens.size());
   const int U = in.unit_tokens;
-  if (N == 0) return InvalidArgumentError("generate: empty prompt");
+  DS41_RETURN_IF_ERROR(CheckGenerateInput(in, c));
   // A migrated request (in.resumed > 0) holds the prompt [0, P) and then the R tokens its failed
   // attempt streamed; everything up to the first token concerns the prompt alone, as it did then.
   const int64_t R = in.resumed;
-  if (R < 0 || R >= N) return InvalidArgumentError("generate: resumed tokens must be in [0, N)");
   const int64_t P = N - R;
-  if (in.cached_tokens < 0 || in.cached_tokens >= P) return InvalidArgumentError("generate: cached_tokens must be in [0, N - resumed)");
-  if (in.sampling.max_tokens == 0) return InvalidArgumentError("generate: max_tokens must be at least 1");
-  if (in.encoder.empty()) return InvalidArgumentError("generate: no encoder given");
   const SamplingParams sampling{in.sampling.temperature, in.sampling.top_p, in.sampling.seed};
   DS41_RETURN_IF_ERROR(sampling.Validate());
-  DS41_RETURN_IF_ERROR(UnitLayout::FromConfig(c, U).status());
-  for (int32_t t : in.tokens)
-    if (t < 0 || t >= c.vocab_size) return InvalidArgumentError("generate: token " + std::to_string(t) + " outside the vocabulary");
   {
     std::lock_guard<std::mutex> l(mu_);
     if (static_cast<int64_t>(running_.size()) + waiting_.load() > opt_.max_running)

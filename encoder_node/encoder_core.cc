@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "node_client/node_codec.h"
 #include "unit/state_units.h"
 #include "util/clock.h"
 
@@ -145,11 +146,7 @@ StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in, CancelToken
   const ModelConfig& c = model_.config();
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t N = static_cast<int64_t>(in.tokens.size());
-  if (N == 0) return InvalidArgumentError("prefill: empty prompt");
-  if (in.cached_tokens < 0 || in.cached_tokens >= N) return InvalidArgumentError("prefill: cached_tokens must be in [0, N)");
-  DS41_RETURN_IF_ERROR(UnitLayout::FromConfig(c, in.unit_tokens).status());
-  for (int32_t t : in.tokens)
-    if (t < 0 || t >= c.vocab_size) return InvalidArgumentError("prefill: token " + std::to_string(t) + " outside the vocabulary");
+  DS41_RETURN_IF_ERROR(CheckPrefillInput(in, c));
 
   SequenceState st = SequenceState::Create(c);
   PrefillOutput out;

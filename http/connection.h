@@ -1,4 +1,4 @@
-// Internal: one accepted TCP connection. Reads and parses requests with http_parser, dispatches
+// Internal: one accepted TCP connection. Reads, parses requests (http/request_parser.h), dispatches
 // them one at a time (pipelined requests wait their turn, so responses keep request order), and
 // owns the per-connection write queue.
 //
@@ -13,13 +13,13 @@
 #include <vector>
 
 #include "util/asio_include.h"
-#include "http/http_parser_include.h"
 #include "http/http_responder.h"
+#include "http/request_parser.h"
 #include "http/server_shared.h"
 
 namespace ds41::http_internal {
 
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection : public std::enable_shared_from_this<Connection>, private HttpParseEvents {
  public:
   Connection(asio::ip::tcp::socket socket, std::shared_ptr<ServerShared> shared);
   ~Connection();
@@ -37,14 +37,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   enum class TimerKind { kNone, kIdle, kHeader, kBody, kLinger };
 
-  static const http_parser_settings& Settings();
-  static int OnMessageBegin(http_parser* p);
-  static int OnUrl(http_parser* p, const char* at, size_t n);
-  static int OnHeaderField(http_parser* p, const char* at, size_t n);
-  static int OnHeaderValue(http_parser* p, const char* at, size_t n);
-  static int OnHeadersComplete(http_parser* p);
-  static int OnBody(http_parser* p, const char* at, size_t n);
-  static int OnMessageComplete(http_parser* p);
+  // HttpParseEvents: the parser's steps arm and disarm the request timers.
+  void OnRequestBegin() override;
+  void OnHeadersComplete(bool send_continue) override;
+  void OnRequestComplete() override;
 
   void DoRead();
   void OnRead(std::error_code ec, size_t n);
@@ -59,7 +55,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void ArmTimer(TimerKind kind, std::chrono::milliseconds d);
   void DisarmTimer();
   void OnTimer();
-  bool AddHeaderBytes(size_t n);
 
   asio::ip::tcp::socket socket_;
   asio::strand<asio::any_io_executor> strand_;
@@ -67,22 +62,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<ServerShared> shared_;
   std::string remote_;
 
-  http_parser parser_;
+  HttpRequestParser parser_;
   std::string pending_;  // received, not yet parsed
   char rbuf_[16 * 1024];
   bool reading_ = false;
   bool read_eof_ = false;
-
-  // Request being parsed.
-  HttpRequest cur_;
-  std::string url_;
-  std::vector<std::pair<std::string, std::string>> raw_headers_;
-  bool in_field_ = false;
-  size_t header_bytes_ = 0;
-  bool in_request_ = false;
-  bool request_ready_ = false;
-  int error_status_ = 0;  // set by a callback that failed the parse on purpose (413/417/431)
-  bool keep_alive_ = true;
+  bool keep_alive_ = true;  // for the request being answered
 
   // Response side.
   bool busy_ = false;  // a request was dispatched and its response is not complete

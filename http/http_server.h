@@ -38,6 +38,9 @@ class HttpServer {
 
   // Registers a route (exact path match). Call before Start().
   void Handle(std::string method, std::string path, Handler handler);
+  // The routing table Handle adds to, for code that also routes without a server (the fuzz
+  // harness). Add routes before Start() only.
+  HttpRouter* routes() { return &router_; }
 
   // Binds, listens and starts the io threads. Errors: bind/listen failures, second Start().
   Status Start();

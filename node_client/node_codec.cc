@@ -1,6 +1,7 @@
 #include "node_client/node_codec.h"
 
 #include "node_client/node_protocol.h"
+#include "unit/unit_format.h"
 
 namespace ds41 {
 
@@ -130,6 +131,42 @@ GenerateUsage DecodeUsage(const pb::Usage& u) {
   out.swa_source = u.swa_source();
   out.ttft_seconds = u.ttft_seconds();
   return out;
+}
+
+namespace {
+
+// The checks both calls share; `what` names the call in the message ("prefill", "generate").
+Status CheckPromptAndUnits(const char* what, const std::vector<int32_t>& tokens, int64_t cached_tokens, int unit_tokens,
+                           const ModelConfig& c) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  if (n == 0) return InvalidArgumentError(std::string(what) + ": empty prompt");
+  if (cached_tokens < 0 || cached_tokens >= n)
+    return InvalidArgumentError(std::string(what) + ": cached_tokens must be in [0, N)");
+  DS41_RETURN_IF_ERROR(UnitLayout::FromConfig(c, unit_tokens).status());
+  for (int32_t t : tokens)
+    if (t < 0 || t >= c.vocab_size)
+      return InvalidArgumentError(std::string(what) + ": token " + std::to_string(t) + " outside the vocabulary");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckPrefillInput(const PrefillInput& in, const ModelConfig& model) {
+  return CheckPromptAndUnits("prefill", in.tokens, in.cached_tokens, in.unit_tokens, model);
+}
+
+Status CheckGenerateInput(const GenerateInput& in, const ModelConfig& model) {
+  DS41_RETURN_IF_ERROR(CheckPromptAndUnits("generate", in.tokens, in.cached_tokens, in.unit_tokens, model));
+  // A migrated request holds the prompt and then the tokens its failed attempt streamed (resumed);
+  // its cached prefix lies inside the prompt.
+  const int64_t n = static_cast<int64_t>(in.tokens.size());
+  if (in.resumed < 0 || in.resumed >= n) return InvalidArgumentError("generate: resumed tokens must be in [0, N)");
+  if (in.cached_tokens >= n - in.resumed) {
+    return InvalidArgumentError("generate: cached_tokens must be in [0, N - resumed)");
+  }
+  if (in.sampling.max_tokens == 0) return InvalidArgumentError("generate: max_tokens must be at least 1");
+  if (in.encoder.empty()) return InvalidArgumentError("generate: no encoder given");
+  return Status::Ok();
 }
 
 void EncodeSwaStateRequest(const UnitKey& ns, const UnitKey& prefix_key, int64_t position, const std::string& fingerprint,

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "engine/config/config.h"
 #include "node.pb.h"
 #include "node_client/node_messages.h"
 #include "util/status.h"
@@ -25,6 +26,14 @@ void EncodeGenerateRequest(const GenerateInput& in, const std::string& fingerpri
 Status DecodeGenerateRequest(const ds41::node::v1::GenerateRequest& req, const std::string& fingerprint, GenerateInput* in);
 void EncodeUsage(const GenerateUsage& u, ds41::node::v1::Usage* out);
 GenerateUsage DecodeUsage(const ds41::node::v1::Usage& u);
+
+// What a serving node checks in a decoded request, against its model, before any work: a prompt
+// of ids inside the vocabulary, cached_tokens in [0, N), a unit size the model's unit layout
+// accepts; for Generate also max_tokens >= 1 and an encoder named (the sampling ranges are the
+// engine's SamplingParams::Validate, which the decoder runs after this). INVALID_ARGUMENT naming
+// the field. Kept here, beside the decoding, so the fuzz harness runs the nodes' own checks.
+Status CheckPrefillInput(const PrefillInput& in, const ModelConfig& model);
+Status CheckGenerateInput(const GenerateInput& in, const ModelConfig& model);
 
 void EncodeSwaStateRequest(const UnitKey& ns, const UnitKey& prefix_key, int64_t position, const std::string& fingerprint,
                            ds41::node::v1::SwaStateRequest* req);

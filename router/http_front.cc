@@ -79,12 +79,12 @@ void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::sh
   });
 }
 
-void HttpFront::Register(HttpServer* server) {
-  server->Handle("POST", "/v1/chat/completions",
+void HttpFront::Register(HttpRouter* routes) {
+  routes->Add("POST", "/v1/chat/completions",
                  [this](const HttpRequest& r, std::shared_ptr<HttpResponder> w) { Api("chat", r, std::move(w)); });
-  server->Handle("POST", "/v1/completions",
+  routes->Add("POST", "/v1/completions",
                  [this](const HttpRequest& r, std::shared_ptr<HttpResponder> w) { Api("completions", r, std::move(w)); });
-  server->Handle("GET", "/v1/models", [this](const HttpRequest& r, std::shared_ptr<HttpResponder> w) {
+  routes->Add("GET", "/v1/models", [this](const HttpRequest& r, std::shared_ptr<HttpResponder> w) {
     auto tenant = tenants_->Resolve(std::string(r.headers.Get("authorization").value_or("")));
     if (!tenant.ok()) {
       Reply("models", *w, OpenAiApi::FromStatus(tenant.status()));
@@ -94,7 +94,7 @@ void HttpFront::Register(HttpServer* server) {
     out.body = api_->Models();
     Reply("models", *w, out);
   });
-  server->Handle("GET", "/health", [this](const HttpRequest&, std::shared_ptr<HttpResponder> w) {
+  routes->Add("GET", "/health", [this](const HttpRequest&, std::shared_ptr<HttpResponder> w) {
     Json nodes = Json::array();
     int healthy_decoders = 0;
     for (const NodeView& n : nodes_->All()) {
@@ -108,7 +108,7 @@ void HttpFront::Register(HttpServer* server) {
     const char* status = draining ? "shutting down" : code == 200 ? "ok" : "no healthy decoder";
     w->Send(code, "application/json", WireJson({{"status", status}, {"nodes", nodes}}));
   });
-  server->Handle("GET", "/metrics", [this](const HttpRequest&, std::shared_ptr<HttpResponder> w) {
+  routes->Add("GET", "/metrics", [this](const HttpRequest&, std::shared_ptr<HttpResponder> w) {
     if (metrics_) {
       std::map<std::string, std::map<std::string, int>> counts;
       for (const NodeView& n : nodes_->All()) ++counts[NodeRoleName(n.role)][NodeStateName(n.state)];

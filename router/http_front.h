@@ -21,7 +21,9 @@ class HttpFront {
  public:
   HttpFront(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes, RouterMetrics* metrics,
             std::shared_ptr<prometheus::Registry> registry, ThreadPool* workers);
-  void Register(HttpServer* server);
+  void Register(HttpServer* server) { Register(server->routes()); }
+  // The same routes on a bare table: fuzz/http_request_fuzzer.cc drives them without sockets.
+  void Register(HttpRouter* routes);
 
  private:
   void Api(const std::string& endpoint, const HttpRequest& req, std::shared_ptr<HttpResponder> resp);

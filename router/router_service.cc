@@ -63,6 +63,24 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
 
 }  // namespace
 
+StatusOr<CheckedApiRequest> CheckApiRequest(const TenantTable& tenants, const pb::ApiRequest& req) {
+  CheckedApiRequest c;
+  DS41_ASSIGN_OR_RETURN(c.tenant, tenants.Resolve(req.api_key()));
+  std::optional<Json> parsed = ParseRequestJson(req.body_json());
+  if (!parsed || !parsed->is_object()) return InvalidArgumentError("body_json is not a JSON object");
+  if (req.session_id().size() > 256) return InvalidArgumentError("session_id too long");
+  c.session_id = req.session_id();
+  c.body = std::move(*parsed);
+  c.body["stream"] = true;
+  return c;
+}
+
+StatusOr<NodeRole> CheckRegisterNodeRole(const pb::RegisterNodeRequest& req) {
+  if (req.role() == "encoder") return NodeRole::kEncoder;
+  if (req.role() == "decoder") return NodeRole::kDecoder;
+  return InvalidArgumentError("role must be \"encoder\" or \"decoder\"");
+}
+
 RouterService::RouterService(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes, ThreadPool* workers)
     : api_(api), tenants_(tenants), nodes_(nodes), workers_(workers) {}
 
@@ -79,16 +97,10 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServe
     reactor->Finish(s);
     return reactor;
   };
-  auto tenant = tenants_->Resolve(req->api_key());
-  if (!tenant.ok()) return refuse(ToGrpc(tenant.status()));
-  std::optional<Json> parsed = ParseRequestJson(req->body_json());
-  if (!parsed || !parsed->is_object()) {
-    return refuse(ToGrpc(InvalidArgumentError("body_json is not a JSON object")));
-  }
-  if (req->session_id().size() > 256) return refuse(ToGrpc(InvalidArgumentError("session_id too long")));
-  Json body = std::move(*parsed);
-  body["stream"] = true;
-  reactor->Run(workers_, [this, chat, tenant = std::move(*tenant), session = req->session_id(), body = std::move(body),
+  StatusOr<CheckedApiRequest> checked = CheckApiRequest(*tenants_, *req);
+  if (!checked.ok()) return refuse(ToGrpc(checked.status()));
+  reactor->Run(workers_, [this, chat, tenant = std::move(checked->tenant), session = std::move(checked->session_id),
+                          body = std::move(checked->body),
                           deadline](const std::shared_ptr<CancelToken>& cancel, const ChunkSink& sink) {
     const ApiContext ctx{tenant, session, cancel, deadline};
     ApiOutcome out;
@@ -118,15 +130,9 @@ grpc::Status RouterService::ListModels(grpc::ServerContext*, const pb::ListModel
 }
 
 grpc::Status RouterService::RegisterNode(grpc::ServerContext*, const pb::RegisterNodeRequest* req, pb::RegisterNodeResponse* resp) {
-  NodeRole role;
-  if (req->role() == "encoder") {
-    role = NodeRole::kEncoder;
-  } else if (req->role() == "decoder") {
-    role = NodeRole::kDecoder;
-  } else {
-    return ToGrpc(InvalidArgumentError("role must be \"encoder\" or \"decoder\""));
-  }
-  const Status s = nodes_->Register(role, req->address());
+  const StatusOr<NodeRole> role = CheckRegisterNodeRole(*req);
+  if (!role.ok()) return ToGrpc(role.status());
+  const Status s = nodes_->Register(*role, req->address());
   if (s.code() == StatusCode::kInvalidArgument) return ToGrpc(s);
   resp->set_state(s.ok() ? "healthy" : s.code() == StatusCode::kFailedPrecondition ? "refused" : "down");
   resp->set_error(s.ok() ? "" : s.message());

@@ -11,6 +11,20 @@
 
 namespace ds41 {
 
+// An ApiRequest checked as the streaming calls check it before any work: the tenant its api_key
+// names, the body a JSON object (forced to stream), a session id of at most 256 bytes. Errors are
+// the tenant table's (UNAUTHENTICATED) or INVALID_ARGUMENT. Pure: fuzz/grpc_request_fuzzer.cc runs
+// it on messages parsed from arbitrary bytes, then the OpenAiApi call the service would make.
+struct CheckedApiRequest {
+  Tenant tenant;
+  std::string session_id;
+  Json body;
+};
+StatusOr<CheckedApiRequest> CheckApiRequest(const TenantTable& tenants, const ds41::router::v1::ApiRequest& req);
+
+// The role a RegisterNodeRequest names, or INVALID_ARGUMENT.
+StatusOr<NodeRole> CheckRegisterNodeRole(const ds41::router::v1::RegisterNodeRequest& req);
+
 using RouterServiceBase = ds41::router::v1::Router::WithCallbackMethod_ChatCompletions<
     ds41::router::v1::Router::WithCallbackMethod_Completions<ds41::router::v1::Router::Service>>;
 

@@ -66,12 +66,14 @@ struct Unit {
 
 std::string EncodeUnit(const UnitLayout& layout, const Unit& unit);
 
-// Decodes and checks everything: magic, version, checksum, layout against `layout`, sizes.
-// DataLoss for a corrupted unit, InvalidArgument for one of another layout or model.
+// Decodes and checks everything: magic, version, checksum, flags (the tail flag set exactly when
+// the unit holds fewer than unit_tokens tokens), layout against `layout`, sizes. DataLoss for a
+// corrupted unit, InvalidArgument for one of another layout or model. A unit that decodes encodes
+// back to the same bytes (fuzz/unit_fuzzer.cc checks it).
 StatusOr<Unit> DecodeUnit(const UnitLayout& layout, std::string_view bytes);
 
-// What a store can check without knowing the model: framing, version and checksum; returns the
-// header fields it needs.
+// What a store can check without knowing the model: framing, version, flags (none but the tail
+// flag) and checksum; returns the header fields it needs.
 struct UnitHeader {
   Fingerprint model{};
   int64_t first_position = 0;

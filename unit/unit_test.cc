@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "engine/config/presets.h"
 #include "unit/unit_format.h"
 #include "unit/unit_key.h"
+#include "util/crc32c.h"
 
 namespace ds41 {
 namespace {
@@ -69,6 +72,26 @@ TEST(UnitFormatTest, EveryFlippedByteIsCaught) {
   EXPECT_FALSE(DecodeUnit(l, "").ok());
   auto other = *UnitLayout::FromConfig(ReleaseConfig(), 64);
   EXPECT_EQ(DecodeUnit(other, b).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Found by fuzz/unit_fuzzer.cc (regression inputs in fuzz/corpus/unit): with a valid checksum, a
+// unit with flag bits no writer sets, or a tail flag that disagrees with its token count, used to
+// decode; the store would then file it by its flag and the engine use it by its token count.
+TEST(UnitFormatTest, UnknownFlagsAndAWrongTailFlagAreRefused) {
+  auto l = *UnitLayout::FromConfig(TinyConfig(), 64);
+  auto with_flags = [](std::string b, uint32_t flags) {
+    std::memcpy(b.data() + 12, &flags, 4);  // after the magic, the version and the header size
+    const uint32_t crc = Crc32c(b.data(), b.size() - 4);
+    std::memcpy(b.data() + b.size() - 4, &crc, 4);
+    return b;
+  };
+  const std::string full = EncodeUnit(l, MakeUnit(l, 64, 1)), tail = EncodeUnit(l, MakeUnit(l, 36, 1));
+  ASSERT_TRUE(DecodeUnit(l, with_flags(full, 0)).ok());
+  ASSERT_TRUE(DecodeUnit(l, with_flags(tail, 1)).ok());
+  EXPECT_EQ(VerifyUnitBytes(with_flags(full, 0x100)).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeUnit(l, with_flags(tail, 0xffffff01)).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeUnit(l, with_flags(full, 1)).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(DecodeUnit(l, with_flags(tail, 0)).status().code(), StatusCode::kDataLoss);
 }
 
 TEST(UnitKeyTest, FixedVectorIsStable) {

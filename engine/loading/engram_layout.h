@@ -57,8 +57,5 @@ std::vector<std::vector<int64_t>> EngramModuli(const ModelConfig& config);
 int64_t NextUnusedPrime(int64_t start, const std::vector<int64_t>& used);
 bool IsPrime(uint64_t n);
 
-// Loads engram_token_map.json: vocab_size compressed ids whose distinct count must equal
-// engram_compressed_vocab_size (the release asserts this; every multiplier derives from it).
-StatusOr<std::vector<int32_t>> LoadEngramTokenMap(const std::string& path, const ModelConfig& config);
 
 }  // namespace ds41

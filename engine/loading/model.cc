@@ -1,6 +1,7 @@
 #include "engine/loading/model.h"
 
 #include "engine/config/fingerprint.h"
+#include "engine/loading/engram_token_map.h"
 
 namespace ds41 {
 

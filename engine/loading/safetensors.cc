@@ -1,5 +1,6 @@
 #include "engine/loading/safetensors.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
 
@@ -67,10 +68,7 @@ const TensorView* SafetensorsCheckpoint::Find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
-Status SafetensorsCheckpoint::AddShard(const std::string& dir, const std::string& file) {
-  DS41_ASSIGN_OR_RETURN(MappedFile mf, MappedFile::Open(dir + "/" + file));
-  const uint8_t* base = mf.data();
-  const size_t size = mf.size();
+StatusOr<std::vector<TensorView>> ParseSafetensorsShard(const uint8_t* base, size_t size, const std::string& file) {
   if (size < 8) return DataLossError(file + ": truncated (" + std::to_string(size) + " bytes, no header)");
   uint64_t header_len = 0;
   for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(base[i]) << (8 * i);
@@ -82,6 +80,7 @@ Status SafetensorsCheckpoint::AddShard(const std::string& dir, const std::string
   if (header.is_discarded() || !header.is_object()) return DataLossError(file + ": header is not a JSON object");
   const uint8_t* data = base + 8 + header_len;
   const size_t data_size = size - 8 - header_len;
+  std::vector<TensorView> views;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") continue;
     const std::string& name = it.key();
@@ -114,8 +113,34 @@ Status SafetensorsCheckpoint::AddShard(const std::string& dir, const std::string
     if (esize > 0 && static_cast<uint64_t>(elems) * esize != v.nbytes)
       return bad(v.Describe() + " needs " + std::to_string(elems * esize) + " bytes, entry holds " + std::to_string(v.nbytes));
     v.data = data + b;
-    if (tensors_.count(name)) return DataLossError("tensor " + name + " appears in " + tensors_[name].file + " and " + file);
-    tensors_.emplace(name, std::move(v));
+    views.push_back(std::move(v));
+  }
+  return views;
+}
+
+StatusOr<std::vector<std::pair<std::string, std::string>>> ParseSafetensorsIndex(std::string_view text,
+                                                                                  const std::string& path) {
+  json index = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+    return DataLossError(path + ": expected an object with a weight_map");
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
+    if (!it.value().is_string()) return DataLossError(path + ": weight_map[" + it.key() + "] is not a file name");
+    const std::string f = it.value().get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+      return DataLossError(path + ": weight_map[" + it.key() + "] = \"" + f + "\" is not a plain file name");
+    entries.emplace_back(it.key(), f);
+  }
+  return entries;
+}
+
+Status SafetensorsCheckpoint::AddShard(const std::string& dir, const std::string& file) {
+  DS41_ASSIGN_OR_RETURN(MappedFile mf, MappedFile::Open(dir + "/" + file));
+  DS41_ASSIGN_OR_RETURN(std::vector<TensorView> views, ParseSafetensorsShard(mf.data(), mf.size(), file));
+  for (TensorView& v : views) {
+    if (tensors_.count(v.name)) return DataLossError("tensor " + v.name + " appears in " + tensors_[v.name].file + " and " + file);
+    std::string name = v.name;
+    tensors_.emplace(std::move(name), std::move(v));
   }
   files_.push_back(std::move(mf));
   return Status::Ok();
@@ -131,26 +156,15 @@ StatusOr<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(const std::string& d
     return ck;
   }
   DS41_ASSIGN_OR_RETURN(std::string text, ReadFileToString(index_path));
-  json index = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
-    return DataLossError(index_path + ": expected an object with a weight_map");
+  DS41_ASSIGN_OR_RETURN(auto entries, ParseSafetensorsIndex(text, index_path));
   std::vector<std::string> shards;
-  for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-    if (!it.value().is_string()) return DataLossError(index_path + ": weight_map[" + it.key() + "] is not a file name");
-    const std::string f = it.value().get<std::string>();
-    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
-      return DataLossError(index_path + ": weight_map[" + it.key() + "] = \"" + f + "\" is not a plain file name");
+  for (const auto& [tensor, f] : entries)
     if (std::find(shards.begin(), shards.end(), f) == shards.end()) shards.push_back(f);
-  }
   for (const std::string& f : shards) DS41_RETURN_IF_ERROR(ck.AddShard(dir, f));
-  for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-    const TensorView* v = ck.Find(it.key());
-    if (v == nullptr)
-      return DataLossError(index_path + " lists tensor " + it.key() + " in " + it.value().get<std::string>() +
-                           ", which does not hold it");
-    if (v->file != it.value().get<std::string>())
-      return DataLossError(index_path + " lists tensor " + it.key() + " in " + it.value().get<std::string>() +
-                           " but it is in " + v->file);
+  for (const auto& [tensor, f] : entries) {
+    const TensorView* v = ck.Find(tensor);
+    if (v == nullptr) return DataLossError(index_path + " lists tensor " + tensor + " in " + f + ", which does not hold it");
+    if (v->file != f) return DataLossError(index_path + " lists tensor " + tensor + " in " + f + " but it is in " + v->file);
   }
   return ck;
 }

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "util/mapped_file.h"
@@ -31,6 +33,18 @@ struct TensorView {
 
   std::string Describe() const;  // "F8_E4M3 [512, 4096]"
 };
+
+// The parsers Open runs on each file, on bytes already in memory (the fuzz harness feeds them
+// arbitrary bytes). Pure; thread-safe.
+//
+// One shard: the 8-byte little-endian header length, the JSON header, the data. Every entry is
+// checked (dtype, shape, offsets inside the data, size agreeing with the shape); the views point
+// into `bytes`. DATA_LOSS naming `file` and the tensor.
+StatusOr<std::vector<TensorView>> ParseSafetensorsShard(const uint8_t* bytes, size_t size, const std::string& file);
+// model.safetensors.index.json: each tensor's shard, in the index's order; every shard a plain
+// file name (no '/', ".", ".."). DATA_LOSS naming `path` otherwise.
+StatusOr<std::vector<std::pair<std::string, std::string>>> ParseSafetensorsIndex(std::string_view text,
+                                                                                  const std::string& path);
 
 class SafetensorsCheckpoint {
  public:
