@@ -768,7 +768,10 @@ TEST(RouterClusterTest, SigtermDrainsThenCancelsWhatIsLeft) {
   Cluster c;
   for (const int grace : {30, 1}) {
     c.StartRouter({"--shutdown-grace-seconds", std::to_string(grace)});
-    const json body = {{"prompt", RandomTokens(200, grace)}, {"max_tokens", 400}, {"ignore_eos", true}};
+    // With the long grace the reply finishes inside it; with the short one it must still be running
+    // when the grace ends (about 3 ms a token here: 5,000 tokens outlast 1 s by far).
+    const int max_tokens = grace == 30 ? 400 : 5000;
+    const json body = {{"prompt", RandomTokens(200, grace)}, {"max_tokens", max_tokens}, {"ignore_eos", true}};
     auto inflight = std::async(std::launch::async, [&] { return c.Post("/v1/completions", body); });
     std::this_thread::sleep_for(std::chrono::milliseconds(800));  // generating
     const auto term = std::chrono::steady_clock::now();
