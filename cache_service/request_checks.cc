@@ -44,20 +44,13 @@ StatusOr<CheckedPut> RequestChecks::CheckPut(const NamespaceFields& ns, std::str
   p.tail = !parent.empty();
   if (p.tail && !ToKey(parent, &p.parent)) return InvalidArgumentError("parent key must be 32 bytes");
   if (unit.size() > kMaxUnitBytes) return InvalidArgumentError("unit exceeds " + std::to_string(kMaxUnitBytes) + " bytes");
-  if (IsReplyRecord(unit)) {
-    // A reply record (unit/reply_record.h) rides beside the units: same budget, TTL and namespace.
-    auto r = VerifyReplyRecordBytes(unit);
-    if (!r.ok()) return InvalidArgumentError("malformed reply record: " + r.status().message());
-    if (p.tail) return InvalidArgumentError("a reply record takes no parent key");
-    if (model != r->model) return InvalidArgumentError("reply record was made by another model than its namespace");
-    p.tokens = r->count;
-    return p;
-  }
-  auto h = VerifyUnitBytes(unit);
+  // A unit, or a reply record (unit/reply_record.h) riding beside the units: same budget, TTL and
+  // namespace, filed as a full unit.
+  auto h = VerifyStoredBytes(unit);
   if (!h.ok()) return InvalidArgumentError("malformed unit: " + h.status().message());
-  if (h->tail != p.tail) return InvalidArgumentError("a tail unit needs a parent key and a full unit none");
+  if (h->tail != p.tail) return InvalidArgumentError("a tail unit needs a parent key, and a full unit or reply record none");
   if (model != h->model) return InvalidArgumentError("unit was made by another model than its namespace");
-  p.tokens = static_cast<uint32_t>(h->tokens);
+  p.tokens = h->tokens;
   return p;
 }
 

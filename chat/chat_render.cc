@@ -386,8 +386,7 @@ StatusOr<int> ParseReasoningEffort(const nlohmann::ordered_json& value) {
 
 StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& messages,
                                               const nlohmann::ordered_json& tools,
-                                              const ChatRenderOptions& options,
-                                              std::vector<AssistantSpan>* spans) {
+                                              const ChatRenderOptions& options, ReplySpans* replies) {
   if (options.reasoning_effort < 1 || options.reasoning_effort > 100) {
     return Bad("reasoning_effort", "must be in [1, 100]");
   }
@@ -430,7 +429,7 @@ StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& mess
     bool reasoning_rendered;
   };
   std::vector<Pending> pending;  // assistant messages right after a generation cue
-  bool after_cue = false;
+  bool after_cue = false, last_think = false;
   if (options.add_bos) AppendControl(p, kBos);
   for (int i = 0; i < n; ++i) {
     const Msg& m = msgs[i];
@@ -484,33 +483,29 @@ StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& mess
     bool think = options.thinking && (!drop || i >= last_user);
     AppendControl(p, think ? kThinkStart : kThinkEnd);
     after_cue = true;
+    last_think = think;
   }
-  if (spans != nullptr) {
+  if (replies != nullptr) {
     // One pass over the pieces; each span's digest continues the context hash at its first piece.
-    spans->clear();
-    Sha256 context;
+    *replies = ReplySpans{};
     size_t next = 0;
     for (const Pending& s : pending) {
-      for (; next < s.begin; ++next) HashPiece(context, p[next]);
-      Sha256 h = context;
-      if (HashIdentity(h, msgs[s.msg], s.reasoning_rendered)) spans->push_back({s.begin, s.end, Finish(h)});
+      for (; next < s.begin; ++next) HashPiece(replies->prompt, p[next]);
+      Sha256 h = replies->prompt;
+      if (HashIdentity(h, msgs[s.msg], s.reasoning_rendered)) replies->spans.push_back({s.begin, s.end, Finish(h)});
     }
+    for (; next < p.size(); ++next) HashPiece(replies->prompt, p[next]);
+    if (after_cue) replies->cue = last_think;
   }
   return p;
 }
 
-StatusOr<ReplyDigest> GeneratedReplyDigest(const std::vector<PromptPiece>& prompt, const nlohmann::ordered_json& message,
-                                           bool thinking) {
-  const size_t n = prompt.size();
-  if (n < 2 || !prompt[n - 2].control || prompt[n - 2].text != kAssistant || !prompt[n - 1].control ||
-      prompt[n - 1].text != (thinking ? kThinkStart : kThinkEnd)) {
-    return FailedPreconditionError("the prompt does not end in a generation cue");
-  }
+StatusOr<ReplyDigest> GeneratedReplyDigest(const ReplySpans& rendered, const nlohmann::ordered_json& message) {
+  if (!rendered.cue) return FailedPreconditionError("the prompt does not end in a generation cue");
   DS41_ASSIGN_OR_RETURN(std::vector<Msg> msgs, Normalize(Json::array({message})));
   if (msgs.size() != 1 || msgs[0].role != Role::kAssistant) return InvalidArgumentError("not an assistant message");
-  Sha256 h;
-  for (const PromptPiece& piece : prompt) HashPiece(h, piece);
-  if (!HashIdentity(h, msgs[0], thinking)) return InvalidArgumentError("tool-call arguments are not canonical JSON");
+  Sha256 h = rendered.prompt;
+  if (!HashIdentity(h, msgs[0], *rendered.cue)) return InvalidArgumentError("tool-call arguments are not canonical JSON");
   return Finish(h);
 }
 

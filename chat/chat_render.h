@@ -9,11 +9,13 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "chat/prompt_piece.h"
+#include "util/sha256.h"
 #include "util/status.h"
 
 namespace ds41::chat {
@@ -45,21 +47,26 @@ struct AssistantSpan {
   ReplyDigest digest{};
 };
 
+// What session reuse needs of a rendering: the assistant spans a recorded reply may replace, in
+// order, and the whole prompt hashed once, which the digest of the reply it generates continues.
+struct ReplySpans {
+  std::vector<AssistantSpan> spans;
+  Sha256 prompt;            // every piece, its kind and bytes
+  std::optional<bool> cue;  // the prompt ends in a generation cue: true "<think>", false "</think>"
+};
+
 // `messages`: the request's messages array. `tools`: its tools array, or null. Parse the request
-// with ordered_json: tool schemas are rendered with their keys in the client's order. `spans`, when
-// given, receives the assistant messages a recorded reply may replace, in order.
+// with ordered_json: tool schemas are rendered with their keys in the client's order. `replies`,
+// when given, is filled for session reuse.
 StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& messages,
                                               const nlohmann::ordered_json& tools,
-                                              const ChatRenderOptions& options,
-                                              std::vector<AssistantSpan>* spans = nullptr);
+                                              const ChatRenderOptions& options, ReplySpans* replies = nullptr);
 
-// The digest of a reply generated for `prompt` (RenderChat's pieces, ending in the generation
-// cue), from the message as the client got it ({"role":"assistant", content, reasoning_content,
-// tool_calls}); `thinking` is the mode the prompt was rendered in. A later request that sends the
-// message back after the same context renders an AssistantSpan with this digest.
-// FailedPrecondition when the prompt does not end in a generation cue of that mode (a continued
+// The digest of a reply generated for a rendered prompt, in the mode of its cue, from the message
+// as the client got it ({"role":"assistant", content, reasoning_content, tool_calls}). A later
+// request that sends the message back after the same context renders an AssistantSpan with this
+// digest. FailedPrecondition when the prompt does not end in a generation cue (a continued
 // assistant message is not a reply of its own).
-StatusOr<ReplyDigest> GeneratedReplyDigest(const std::vector<PromptPiece>& prompt,
-                                           const nlohmann::ordered_json& message, bool thinking);
+StatusOr<ReplyDigest> GeneratedReplyDigest(const ReplySpans& rendered, const nlohmann::ordered_json& message);
 
 }  // namespace ds41::chat

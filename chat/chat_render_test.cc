@@ -319,20 +319,20 @@ TEST(RenderChat, ArgumentsThatAreNotJsonRenderAsOneRawParameter) {
 // Spans and digests: what session reuse over chat (docs/session_reuse.md) matches on.
 struct Rendered {
   std::vector<PromptPiece> pieces;
-  std::vector<AssistantSpan> spans;
+  ReplySpans replies;
 };
 
 Rendered RenderSpans(const Json& messages, const Json& tools, ChatRenderOptions o) {
   Rendered r;
-  auto p = RenderChat(messages, tools, o, &r.spans);
+  auto p = RenderChat(messages, tools, o, &r.replies);
   EXPECT_TRUE(p.ok()) << p.status().ToString();
   if (p.ok()) r.pieces = *p;
   return r;
 }
 
 std::string SpanText(const Rendered& r, size_t i) {
-  return ToString(std::vector<PromptPiece>(r.pieces.begin() + static_cast<ptrdiff_t>(r.spans[i].begin),
-                                           r.pieces.begin() + static_cast<ptrdiff_t>(r.spans[i].end)));
+  return ToString(std::vector<PromptPiece>(r.pieces.begin() + static_cast<ptrdiff_t>(r.replies.spans[i].begin),
+                                           r.pieces.begin() + static_cast<ptrdiff_t>(r.replies.spans[i].end)));
 }
 
 const char* kAgentTools = R"([{"type":"function","function":{"name":"read_file","parameters":{"type":"object"}}}])";
@@ -342,11 +342,11 @@ TEST(ReplyDigest, AReplySentBackIsRecognizedAfterTheSameContext) {
   const Json tools = Json::parse(kAgentTools);
   Json turn1 = Json::parse(R"([{"role":"system","content":"agent"},{"role":"user","content":"fix the bug"}])");
   Rendered r1 = RenderSpans(turn1, tools, o);
-  EXPECT_TRUE(r1.spans.empty());
+  EXPECT_TRUE(r1.replies.spans.empty());
   // The reply as the router returned it: arguments as the parser wrote them.
   const Json reply = Json::parse(R"({"role":"assistant","content":null,"reasoning_content":"look first",
       "tool_calls":[{"id":"call_1","type":"function","function":{"name":"read_file","arguments":"{\"path\": \"a.cc\", \"lines\": 10.0}"}}]})");
-  auto recorded = GeneratedReplyDigest(r1.pieces, reply, /*thinking=*/true);
+  auto recorded = GeneratedReplyDigest(r1.replies, reply);
   ASSERT_TRUE(recorded.ok()) << recorded.status().ToString();
 
   // The client sends it back re-serialized (JSON.stringify: no spaces, 10 not 10.0, keys
@@ -356,14 +356,14 @@ TEST(ReplyDigest, AReplySentBackIsRecognizedAfterTheSameContext) {
       "tool_calls":[{"id":"x","type":"function","function":{"name":"read_file","arguments":"{\"lines\":10,\"path\":\"a.cc\"}"}}]})"));
   turn2.push_back(Json::parse(R"({"role":"tool","tool_call_id":"x","content":"int main() {}"})"));
   Rendered r2 = RenderSpans(turn2, tools, o);
-  ASSERT_EQ(r2.spans.size(), 1u);
-  EXPECT_EQ(r2.spans[0].digest, *recorded);
+  ASSERT_EQ(r2.replies.spans.size(), 1u);
+  EXPECT_EQ(r2.replies.spans[0].digest, *recorded);
   // The span is exactly the reply's rendering between the cue and the end-of-sentence.
   EXPECT_EQ(SpanText(r2, 0).rfind("look first" + kTe, 0), 0u);
-  EXPECT_EQ(r2.pieces[r2.spans[0].end].text, kE);
-  EXPECT_EQ(r2.pieces[r2.spans[0].begin - 1].text, kTs);
+  EXPECT_EQ(r2.pieces[r2.replies.spans[0].end].text, kE);
+  EXPECT_EQ(r2.pieces[r2.replies.spans[0].begin - 1].text, kTs);
   // The context before the span is the turn-1 prompt, piece for piece.
-  EXPECT_EQ(std::vector<PromptPiece>(r2.pieces.begin(), r2.pieces.begin() + static_cast<ptrdiff_t>(r2.spans[0].begin)),
+  EXPECT_EQ(std::vector<PromptPiece>(r2.pieces.begin(), r2.pieces.begin() + static_cast<ptrdiff_t>(r2.replies.spans[0].begin)),
             r1.pieces);
 }
 
@@ -374,13 +374,13 @@ TEST(ReplyDigest, AnythingRenderedThatDiffersIsNotRecognized) {
   Rendered r1 = RenderSpans(turn1, tools, o);
   const Json reply = Json::parse(R"({"role":"assistant","content":"done","reasoning_content":"r",
       "tool_calls":[{"id":"c","type":"function","function":{"name":"read_file","arguments":"{\"path\":\"a\"}"}}]})");
-  const ReplyDigest recorded = *GeneratedReplyDigest(r1.pieces, reply, true);
+  const ReplyDigest recorded = *GeneratedReplyDigest(r1.replies, reply);
   auto digest_of = [&](const Json& message, const Json& before = Json()) {
     Json msgs = before.is_null() ? turn1 : before;
     msgs.push_back(message);
     msgs.push_back(Json::parse(R"({"role":"user","content":"next"})"));
     Rendered r = RenderSpans(msgs, tools, o);
-    return r.spans.empty() ? ReplyDigest{} : r.spans.back().digest;
+    return r.replies.spans.empty() ? ReplyDigest{} : r.replies.spans.back().digest;
   };
   EXPECT_EQ(digest_of(reply), recorded);
   auto edited = [&](const char* path, const Json& value) {
@@ -404,8 +404,8 @@ TEST(ReplyDigest, AnythingRenderedThatDiffersIsNotRecognized) {
                                     ChatRenderOptions c;
                                     c.thinking = false;
                                     return c;
-                                  }()).pieces,
-                                  reply, false),
+                                  }()).replies,
+                                  reply),
             recorded);
 }
 
@@ -417,9 +417,9 @@ TEST(ReplyDigest, OnlyMessagesAfterAGenerationCueHaveSpans) {
   Rendered r = RenderSpans(Json::parse(R"([{"role":"assistant","content":"a"},{"role":"user","content":"u"},
       {"role":"assistant","content":"b"},{"role":"assistant","content":"c"}])"),
                            Json(), o);
-  ASSERT_EQ(r.spans.size(), 1u);
+  ASSERT_EQ(r.replies.spans.size(), 1u);
   EXPECT_EQ(SpanText(r, 0), "b");
-  EXPECT_EQ(GeneratedReplyDigest(r.pieces, Json::parse(R"({"role":"assistant","content":"d"})"), false).status().code(),
+  EXPECT_EQ(GeneratedReplyDigest(r.replies, Json::parse(R"({"role":"assistant","content":"d"})")).status().code(),
             StatusCode::kFailedPrecondition);
 }
 
@@ -428,15 +428,15 @@ TEST(ReplyDigest, ThinkingWithoutToolsDropsEarlierReasoningSoOnlyTheLastTurnMatc
   const Json turn1 = Json::parse(R"([{"role":"user","content":"q1"}])");
   Rendered r1 = RenderSpans(turn1, Json(), o);
   const Json reply = Json::parse(R"({"role":"assistant","content":"a1","reasoning_content":"r1"})");
-  const ReplyDigest recorded = *GeneratedReplyDigest(r1.pieces, reply, true);
+  const ReplyDigest recorded = *GeneratedReplyDigest(r1.replies, reply);
   Json turn2 = turn1;
   turn2.push_back(reply);
   turn2.push_back(Json::parse(R"({"role":"user","content":"q2"})"));
   Rendered r2 = RenderSpans(turn2, Json(), o);
   // The first reply now renders without its reasoning after a "</think>" cue: not what was
   // generated, so it is not recognized (and the cache cannot hit through it either).
-  ASSERT_EQ(r2.spans.size(), 1u);
-  EXPECT_NE(r2.spans[0].digest, recorded);
+  ASSERT_EQ(r2.replies.spans.size(), 1u);
+  EXPECT_NE(r2.replies.spans[0].digest, recorded);
   EXPECT_EQ(SpanText(r2, 0), "a1");
 }
 

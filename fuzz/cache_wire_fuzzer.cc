@@ -14,6 +14,7 @@
 #include "cache_data/wire.h"
 #include "cache_service/request_checks.h"
 #include "fuzz/fuzz_support.h"
+#include "unit/reply_record.h"
 
 namespace {
 
@@ -58,7 +59,7 @@ bool ClientFrame(const wire::Header& h, std::string_view frame) {
       auto v = wire::ParseUnit(body);
       if (!v.ok()) return false;
       DS41_FUZZ_CHECK(wire::EncodeUnitPrefix(h.id, v->key, v->result, v->bytes.size()) + std::string(v->bytes) == frame);
-      if (v->result == wire::UnitResult::kFound) (void)ds41::VerifyUnitBytes(v->bytes);
+      if (v->result == wire::UnitResult::kFound) (void)ds41::VerifyStoredBytes(v->bytes);
       return true;
     }
     case wire::Op::kError: {

@@ -20,6 +20,7 @@
 #include "node_client/node_codec.h"
 #include "node_client/node_protocol.h"
 #include "router/router_service.h"
+#include "unit/reply_record.h"
 #include "unit/unit_format.h"
 
 namespace {
@@ -57,7 +58,7 @@ void Cache(int which, const uint8_t* data, size_t size) {
         return;
       }
       DS41_FUZZ_CHECK(put->tail == !req.ref().parent().empty() && req.unit().size() <= ds41::kMaxUnitBytes);
-      DS41_FUZZ_CHECK(ds41::VerifyUnitBytes(req.unit()).ok());
+      DS41_FUZZ_CHECK(ds41::VerifyStoredBytes(req.unit()).ok());  // a unit or a reply record
       return;
     }
     case 1: {

@@ -210,12 +210,13 @@ ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, c
   auto effort = chat::ParseReasoningEffort(body.contains("reasoning_effort") ? body["reasoning_effort"] : Json(nullptr));
   if (!effort.ok()) return FromStatus(effort.status());
   opt.reasoning_effort = *effort;
-  std::vector<chat::AssistantSpan> spans;
-  auto pieces = chat::RenderChat(body["messages"], tools, opt, replies_ != nullptr ? &spans : nullptr);
+  chat::ReplySpans rendered;
+  auto pieces = chat::RenderChat(body["messages"], tools, opt, replies_ != nullptr ? &rendered : nullptr);
   if (!pieces.ok()) return FromStatus(pieces.status());
-  auto prompt = ChatPromptIds(*pieces, spans, ctx.tenant.salt);
+  auto prompt = ChatPromptIds(*pieces, rendered.spans, ctx.tenant.salt);
   if (!prompt.ok()) return FromStatus(prompt.status());
-  return Run(ctx, body, std::move(*prompt), &*pieces, opt.thinking, sink);
+  return Run(ctx, body, std::move(*prompt), /*chat_mode=*/true, opt.thinking, replies_ != nullptr ? &rendered : nullptr,
+             sink);
 }
 
 StatusOr<std::vector<int32_t>> OpenAiApi::ChatPromptIds(const std::vector<chat::PromptPiece>& pieces,
@@ -274,7 +275,7 @@ ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const
   } else {
     return Error(StatusCode::kInvalidArgument, "\"prompt\" must be a string or an array of token ids", "prompt");
   }
-  return Run(ctx, body, std::move(prompt), /*chat_prompt=*/nullptr, false, sink);
+  return Run(ctx, body, std::move(prompt), /*chat_mode=*/false, /*thinking=*/false, /*rendered=*/nullptr, sink);
 }
 
 namespace {
@@ -465,12 +466,12 @@ class ReplyStream {
     return msg;
   }
 
-  // The ids the model generated for the whole reply the client got (its end-of-sentence dropped:
-  // the rendering writes one after every assistant message); nullopt when the client got less
-  // than the ids say (a stop string cut it, the client left) or something else than a reply (an
-  // end-of-sentence inside, which ignore_eos lets through).
-  std::optional<std::vector<int32_t>> WholeReplyIds(const RouteResult& r) const {
-    if (!chat_ || !r.status.ok() || cutter_.stopped() || client_gone_) return std::nullopt;
+  // Once generation ended well: the ids the model generated for the whole reply the client got
+  // (its end-of-sentence dropped: the rendering writes one after every assistant message); nullopt
+  // when the client got less than the ids say (a stop string cut it, the client left) or something
+  // else than a reply (an end-of-sentence inside, which ignore_eos lets through).
+  std::optional<std::vector<int32_t>> WholeReplyIds() const {
+    if (cutter_.stopped() || client_gone_) return std::nullopt;
     std::vector<int32_t> ids = out_ids_;
     if (!ids.empty() && ids.back() == kEosId) ids.pop_back();
     if (ids.empty() || ids.size() > kMaxReplyRecordIds) return std::nullopt;
@@ -564,9 +565,8 @@ std::optional<ApiOutcome> OpenAiApi::CheckRequest(const ApiContext& ctx, const J
   return std::nullopt;
 }
 
-ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt,
-                          const std::vector<chat::PromptPiece>* chat_prompt, bool thinking, const ChunkSink& sink) {
-  const bool chat_mode = chat_prompt != nullptr;
+ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode,
+                          bool thinking, const chat::ReplySpans* rendered, const ChunkSink& sink) {
   if (std::optional<ApiOutcome> refused = CheckRequest(ctx, body, prompt)) return *std::move(refused);
   Sampling s;
   if (std::optional<ApiOutcome> refused = ParseSampling(body, static_cast<int64_t>(prompt.size()), max_context_, &s)) {
@@ -583,11 +583,11 @@ ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<i
   }
   reply.Finish();
   if (!r.status.ok()) return FromStatus(r.status);  // after some output: the stream ends with the error
-  if (replies_ != nullptr && chat_mode) {
+  if (rendered != nullptr) {
     // Recorded before the last chunk goes out, so the client's next turn finds it. A reply that
     // cannot be recorded costs the next turn only its cache hit through this reply.
-    if (std::optional<std::vector<int32_t>> ids = reply.WholeReplyIds(r)) {
-      auto digest = chat::GeneratedReplyDigest(*chat_prompt, reply.Message(), thinking);
+    if (std::optional<std::vector<int32_t>> ids = reply.WholeReplyIds()) {
+      auto digest = chat::GeneratedReplyDigest(*rendered, reply.Message());
       if (digest.ok()) (void)replies_->Record(ctx.tenant.salt, *digest, *ids);
     }
   }

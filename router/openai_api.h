@@ -90,9 +90,9 @@ class OpenAiApi {
   StatusOr<std::vector<int32_t>> ChatPromptIds(const std::vector<chat::PromptPiece>& pieces,
                                                const std::vector<chat::AssistantSpan>& spans,
                                                const std::string& tenant_salt) const;
-  // `chat_prompt`: the rendered pieces of a chat request (its reply is recorded), else nullptr.
-  ApiOutcome Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt,
-                 const std::vector<chat::PromptPiece>* chat_prompt, bool thinking, const ChunkSink& sink);
+  // `rendered`: a chat request's rendering when its reply is to be recorded (replies_ set), else nullptr.
+  ApiOutcome Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode, bool thinking,
+                 const chat::ReplySpans* rendered, const ChunkSink& sink);
 
   RouterCore* core_;
   const Tokenizer* tok_;

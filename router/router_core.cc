@@ -300,8 +300,8 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
   // Overload: a new request (not a retry or a migration, already admitted) that would wait behind
   // more queued work than max_queue_seconds is refused now, quickly, with the predicted excess as
   // its retry-after hint; what is admitted keeps a bounded time to the first token.
-  const double wait = p.queue_seconds * prediction_scale_.Scale();
-  if (opt_.max_queue_seconds > 0 && res->attempts == 0 && wait > opt_.max_queue_seconds) {
+  const double wait = opt_.max_queue_seconds > 0 && res->attempts == 0 ? p.queue_seconds * prediction_scale_.Scale() : 0;
+  if (wait > opt_.max_queue_seconds && opt_.max_queue_seconds > 0) {
     if (metrics_) metrics_->Rejection("queue");
     res->retry_after_s = static_cast<int>(std::clamp(std::ceil(wait - opt_.max_queue_seconds), 1.0, 60.0));
     char msg[200];

@@ -57,8 +57,13 @@ StatusOr<ReplyRecordHeader> VerifyReplyRecordBytes(std::string_view b) {
   return h;
 }
 
-Status VerifyStoredBytes(std::string_view b) {
-  return IsReplyRecord(b) ? VerifyReplyRecordBytes(b).status() : VerifyUnitBytes(b).status();
+StatusOr<StoredHeader> VerifyStoredBytes(std::string_view b) {
+  if (IsReplyRecord(b)) {
+    DS41_ASSIGN_OR_RETURN(ReplyRecordHeader r, VerifyReplyRecordBytes(b));
+    return StoredHeader{r.model, r.count, false};
+  }
+  DS41_ASSIGN_OR_RETURN(UnitHeader u, VerifyUnitBytes(b));
+  return StoredHeader{u.model, static_cast<uint32_t>(u.tokens), u.tail};
 }
 
 StatusOr<std::vector<int32_t>> DecodeReplyRecord(std::string_view b, const Fingerprint& model, int32_t vocab) {

@@ -37,8 +37,14 @@ struct ReplyRecordHeader {
 // for anything else malformed.
 StatusOr<ReplyRecordHeader> VerifyReplyRecordBytes(std::string_view bytes);
 
-// What a store checks of any value it holds, a unit or a reply record: framing, version, checksum.
-Status VerifyStoredBytes(std::string_view bytes);
+// What a store checks of any value it holds, a unit or a reply record (framing, version,
+// checksum), and what it files it by. A reply record is a full value (no parent) of `count` tokens.
+struct StoredHeader {
+  Fingerprint model{};
+  uint32_t tokens = 0;
+  bool tail = false;
+};
+StatusOr<StoredHeader> VerifyStoredBytes(std::string_view bytes);
 
 // Every check: the record must be of `model` and each id below `vocab`.
 StatusOr<std::vector<int32_t>> DecodeReplyRecord(std::string_view bytes, const Fingerprint& model, int32_t vocab);

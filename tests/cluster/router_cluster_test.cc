@@ -156,12 +156,8 @@ TEST(RouterClusterTest, AgentSessionHitsWholeContextSameBitsAndSurvivesRouterRes
   }
 }
 
-// GET a metrics listener's /metrics (a node's or the cache's: prometheus-cpp's civetweb listener).
-std::string ScrapeMetrics(const std::string& host_port) {
-  testing::HttpTestClient c;
-  if (!c.Connect(PortOf(host_port))) return "";
-  auto r = c.Request("GET", "/metrics");
-  return r && r->status == 200 ? r->body : "";
+std::string RouterMetricsText(const Cluster& c) {
+  return testing::HttpGet("127.0.0.1:" + std::to_string(c.http_port), "/metrics");
 }
 
 TEST(RouterClusterTest, TenantsNeverSeeEachOthersHitsWorkOrSecrets) {
@@ -202,17 +198,9 @@ TEST(RouterClusterTest, TenantsNeverSeeEachOthersHitsWorkOrSecrets) {
   EXPECT_EQ(c.Post("/v1/completions", body, "Authorization: Bearer sk-key-a-5ecret9\r\n").status, 401);
 
   // No metrics page names a key or a salt (tenant names may appear; secrets never).
-  std::vector<std::string> pages;
-  {
-    testing::HttpTestClient h;
-    ASSERT_TRUE(h.Connect(c.http_port));
-    auto r = h.Request("GET", "/metrics");
-    ASSERT_TRUE(r.has_value());
-    pages.push_back(r->body);
-  }
-  pages.push_back(ScrapeMetrics(c.cache->fields()["metrics"]));
+  std::vector<std::string> pages = {RouterMetricsText(c), testing::HttpGet(c.cache->fields()["metrics"], "/metrics")};
   for (auto* group : {&c.encoders, &c.decoders}) {
-    for (auto& n : *group) pages.push_back(ScrapeMetrics(n->fields()["metrics"]));
+    for (auto& n : *group) pages.push_back(testing::HttpGet(n->fields()["metrics"], "/metrics"));
   }
   for (const std::string& page : pages) {
     ASSERT_FALSE(page.empty());
@@ -234,8 +222,8 @@ TEST(RouterClusterTest, MetricsListenersRefuseOversizedRequestsAndStayUp) {
     auto r = h.ReadResponse();
     EXPECT_TRUE(!r.has_value() || r->status >= 400) << r->status;
   }
-  EXPECT_NE(ScrapeMetrics(addr).find("ds41_decoder_"), std::string::npos);
-  EXPECT_NE(ScrapeMetrics(c.cache->fields()["metrics"]).find("ds41_store_"), std::string::npos);
+  EXPECT_NE(testing::HttpGet(addr, "/metrics").find("ds41_decoder_"), std::string::npos);
+  EXPECT_NE(testing::HttpGet(c.cache->fields()["metrics"], "/metrics").find("ds41_store_"), std::string::npos);
 }
 
 TEST(RouterClusterTest, MalformedRequestsGet4xxAndTheRouterStaysUp) {
@@ -365,11 +353,18 @@ struct SseReader {
     }
     return events.size() >= n || ended;
   }
+  // The completion's text from the events before [DONE], and its last chunk (with the usage) in
+  // *last; an error event is a fatal failure.
+  void Text(std::string* text, json* last) const {
+    for (const auto& [at, payload] : events) {
+      if (payload == "[DONE]") break;
+      *last = json::parse(payload);
+      ASSERT_FALSE(last->contains("error")) << payload;
+      *text += (*last)["choices"][0]["text"].get<std::string>();
+    }
+  }
 };
 
-std::string RouterMetricsText(const Cluster& c) {
-  return testing::HttpGet("127.0.0.1:" + std::to_string(c.http_port), "/metrics");
-}
 
 // The decoder computing a sequence now (its running-sequences gauge), or -1.
 int BusyDecoder(const Cluster& c) {
@@ -419,12 +414,7 @@ TEST(RouterClusterTest, ADecoderKilledMidStreamIsReplacedAndTheClientGetsTheWhol
   }
   std::string text;
   json last;
-  for (const auto& [at, payload] : sse.events) {
-    if (payload == "[DONE]") break;
-    last = json::parse(payload);
-    ASSERT_FALSE(last.contains("error")) << payload;
-    text += last["choices"][0]["text"].get<std::string>();
-  }
+  ASSERT_NO_FATAL_FAILURE(sse.Text(&text, &last));
   EXPECT_EQ(sse.events.back().second, "[DONE]");
   EXPECT_EQ(text, expect);
   const json& u = last["usage"];
@@ -516,12 +506,7 @@ TEST(RouterClusterTest, ALaterTurnsDecoderKilledMidStreamStillGivesTheHealthyRep
   ASSERT_TRUE(sse.ended) << sse.raw;
   std::string text;
   json last;
-  for (const auto& [at, payload] : sse.events) {
-    if (payload == "[DONE]") break;
-    last = json::parse(payload);
-    ASSERT_FALSE(last.contains("error")) << payload;
-    text += last["choices"][0]["text"].get<std::string>();
-  }
+  ASSERT_NO_FATAL_FAILURE(sse.Text(&text, &last));
   EXPECT_EQ(text, expect);
   const json& u = last["usage"];
   EXPECT_EQ(u["ds41"]["migrations"], 1) << u.dump();
@@ -687,7 +672,7 @@ TEST(RouterClusterTest, APromptThatCannotMeetItsDeadlineIsRefusedUpFront) {
   // With time enough (the official client's header), a prompt is served.
   auto ok = c.Post("/v1/completions", {{"prompt", RandomTokens(300, 4)}, {"max_tokens", 4}}, "x-stainless-timeout: 600\r\n");
   EXPECT_EQ(ok.status, 200) << ok.body;
-  const std::string metrics = testing::HttpGet("127.0.0.1:" + std::to_string(c.http_port), "/metrics");
+  const std::string metrics = RouterMetricsText(c);
   EXPECT_NE(metrics.find("ds41_router_rejections_total{reason=\"deadline\"} 1"), std::string::npos) << metrics;
 }
 
@@ -718,7 +703,7 @@ TEST(RouterClusterTest, ARequestThatWouldQueueTooLongIsRefusedQuicklyWithRetryAf
   EXPECT_EQ(err["error"]["type"], "rate_limit_error") << refused.body;
   EXPECT_NE(err["error"]["message"].get<std::string>().find("predicted wait behind queued work"), std::string::npos);
   for (auto& f : busy) EXPECT_EQ(f.get().status, 200);
-  const std::string metrics = testing::HttpGet("127.0.0.1:" + std::to_string(c.http_port), "/metrics");
+  const std::string metrics = RouterMetricsText(c);
   EXPECT_NE(metrics.find("ds41_router_rejections_total{reason=\"queue\"} 1"), std::string::npos) << metrics;
   // Once the queue drains, the same request is served.
   EXPECT_EQ(c.Post("/v1/completions", {{"prompt", RandomTokens(300, 50)}, {"max_tokens", 2}}).status, 200);

@@ -98,14 +98,7 @@ done
 gave_up_ms=$(($(now_ms) - t1))
 grep -q "decoder1 .*: 3 failures in a row, .*giving up on it" "$DS41_CLUSTER_LOG" || fail "no give-up message"
 grep -q "a role could not be kept running; stopping the cluster" "$DS41_CLUSTER_LOG" || fail "no stop message"
-left=$(/usr/bin/python3 -c 'import os, sys
-n = 0
-for p in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        n += os.getpgid(int(p)) == int(sys.argv[1])
-    except OSError:
-        pass
-print(n)' "$DS41_CLUSTER_PID")
+left=$(/usr/bin/python3 "$(dirname "$0")/processes_in_group.py" "$DS41_CLUSTER_PID")
 [ "$left" = 0 ] || fail "$left processes of the cluster are left"
 echo "decoder1 unable to start (port taken): run.sh gave up and stopped the cluster after $gave_up_ms ms," \
   "$(cat "$run/restarts/decoder1") restarts in all"

@@ -34,14 +34,7 @@ for _ in $(seq 1 $((bound * 10 + 100))); do
   sleep 0.1
 done
 elapsed_ms=$((($(date +%s%N) - start) / 1000000))
-left=$(/usr/bin/python3 -c 'import os, sys
-n = 0
-for p in filter(str.isdigit, os.listdir("/proc")):
-    try:
-        n += os.getpgid(int(p)) == int(sys.argv[1])
-    except OSError:
-        pass
-print(n)' "$DS41_CLUSTER_PID")
+left=$(/usr/bin/python3 "$(dirname "$0")/processes_in_group.py" "$DS41_CLUSTER_PID")
 echo "run.sh exited $elapsed_ms ms after SIGTERM (grace $grace s, bound $bound s); processes left in its group: $left"
 if kill -0 "$DS41_CLUSTER_PID" 2>/dev/null || [ "$left" -ne 0 ]; then
   echo "FAIL: the cluster did not stop" >&2

@@ -202,8 +202,10 @@ console.log(`summary: ${rows.length} turns in ${sessions} session(s), ${wall.toF
 console.log(`  cache hit ratio: ${pct(hit, prompt)} of ${prompt} prompt tokens (turns > 1: ${pct(sum((r) => r.hit, later), sum((r) => r.prompt, later))})`);
 // Session reuse: how much of what the previous turn already computed (its prompt and its reply as
 // fed) the next turn hit; 100 % when replies are spliced back (docs/session_reuse.md).
-console.log(`  previous-context hit (turns > 1): ${pct(sum((r) => Math.min(r.hit, r.context), later), sum((r) => r.context, later))} `
-  + `of ${sum((r) => r.context, later)} tokens (lowest turn: ${later.length ? pct(...later.map((r) => [Math.min(r.hit, r.context), r.context]).reduce((a, b) => (a[0] * b[1] <= b[0] * a[1] ? a : b))) : 'n/a'})`);
+const ctxHit = (r) => Math.min(r.hit, r.context);
+const lowest = later.length ? Math.min(...later.map((r) => ctxHit(r) / r.context)) : NaN;
+console.log(`  previous-context hit (turns > 1): ${pct(sum(ctxHit, later), sum((r) => r.context, later))} `
+  + `of ${sum((r) => r.context, later)} tokens (lowest turn: ${later.length ? pct(lowest, 1) : 'n/a'})`);
 console.log(`  encoder-computed tokens: ${sum((r) => r.computed)}, replay tokens: encoder ${sum((r) => r.enc_replay)}, decoder ${sum((r) => r.dec_replay)}`);
 console.log(`  mean TTFT (client): ${mean((r) => r.ttft_ms, rows).toFixed(1)} ms (turn 1: ${mean((r) => r.ttft_ms, first).toFixed(1)} ms, turns > 1: ${mean((r) => r.ttft_ms, later).toFixed(1)} ms)`);
 console.log(`  mean TTFT (server ds41.ttft_seconds): ${mean((r) => r.server_ttft_ms, rows).toFixed(1)} ms`);
