@@ -123,8 +123,9 @@ TEST(NodeProcessTest, ACancelledPrefillStopsAtTheNextStepAndKeepsItsUnits) {
                               "cache_service ready");
   ASSERT_TRUE(cache.ready());
   const std::string cache_addr = cache.fields()["grpc"];
-  // One token a step makes a 1,200-token prefill take seconds; the retry goes to a second encoder
+  // One token a step makes a 4,000-token prefill take seconds; the retry goes to a second encoder
   // with the default step, as a router would place it.
+  constexpr int kPrompt = 4000;
   testing::ChildProcess enc({testing::BinaryDir() + "/encoder_node/encoder_node", "--model", testing::TinyCheckpoint(),
                              "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--cache", cache_addr,
                              "--step-tokens", "1", "--threads", "1"},
@@ -144,16 +145,26 @@ TEST(NodeProcessTest, ACancelledPrefillStopsAtTheNextStepAndKeepsItsUnits) {
 
   PrefillInput in;
   in.ns = NamespaceRoot(*ParseFingerprint(fp), kUnitFormatVersion, "t");
-  in.tokens = Tokens(1200, 5);
+  in.tokens = Tokens(kPrompt, 5);
   in.unit_tokens = 32;
   CancelToken cancel;
   auto call = std::async(std::launch::async, [&] {
     return client.Prefill(enc_addr, in, std::chrono::steady_clock::now() + std::chrono::seconds(60), &cancel);
   });
+  // Cancel once two units' worth is computed, however fast this machine is: a fixed sleep let a
+  // faster engine finish the whole prompt before the cancel came.
+  auto remaining = [&] {
+    auto st = client.Status(NodeRole::kEncoder, enc_addr, std::chrono::seconds(2));
+    return st.ok() && st->running == 1 ? st->queued_tokens : int64_t{-1};
+  };
   const auto start = std::chrono::steady_clock::now();
-  while (running() != 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(10))
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // some steps in
+  int64_t left = remaining();
+  while ((left < 0 || left > kPrompt - 2 * in.unit_tokens) &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    left = remaining();
+  }
+  ASSERT_GT(left, kPrompt / 2) << "the prefill should still be early when it is cancelled";
   cancel.Cancel();
   const StatusOr<PrefillOutput> out = call.get();
   EXPECT_EQ(out.status().code(), StatusCode::kCancelled) << out.status().ToString();
@@ -181,7 +192,7 @@ TEST(NodeProcessTest, ACancelledPrefillStopsAtTheNextStepAndKeepsItsUnits) {
     if (H == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_GT(H, 0);
-  EXPECT_LE(H, 600);  // cut off early: a prefill run to its end would have stored 1,184
+  EXPECT_LE(H, kPrompt / 2);  // cut off early: a prefill run to its end would have stored 3,968
   EXPECT_EQ(H % in.unit_tokens, 0);
 
   // A retry of the same prompt computes only what is left.
@@ -190,7 +201,7 @@ TEST(NodeProcessTest, ACancelledPrefillStopsAtTheNextStepAndKeepsItsUnits) {
       client.Prefill(enc2.fields()["grpc"], in, std::chrono::steady_clock::now() + std::chrono::seconds(120));
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->cached_tokens, H);
-  EXPECT_EQ(again->computed_tokens, 1200 - H);
+  EXPECT_EQ(again->computed_tokens, kPrompt - H);
 }
 
 // SIGTERM in the middle of a long prefill (issue 30): the server's shutdown cancels the call when the
