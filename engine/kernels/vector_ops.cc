@@ -308,6 +308,36 @@ HWY_ATTR void RoundBf16InPlace(float* x, int64_t n) {
   for (; i < n; ++i) x[i] = RoundBf16(x[i]);
 }
 
+// The indexer's combination with the keys as the lanes (gathered from their rows of H): per head
+// in head order, RoundBf16(max(RoundBf16(qk), 0) * w[h]) added to a float64 sum from 0.0, the sum
+// rounded to float and then to bf16. Each lane is the scalar expression's chain, so the same bits.
+// max(r, 0) is "0 if r < 0 else r", as std::max(r, 0.0f) is: -0 and NaN pass.
+HWY_ATTR void IndexerKeyScores(const float* qk, int H, int nkeys, const float* w, float* score) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
+  const int L = static_cast<int>(hn::Lanes(dd));
+  auto bf16 = [&](hn::Vec<decltype(df)> v) { return hn::BitCast(df, RoundBf16Bits(du, hn::BitCast(du, v))); };
+  const auto rows = hn::Mul(hn::Iota(di, 0), hn::Set(di, H));
+  int k = 0;
+  for (; k + L <= nkeys; k += L) {
+    const float* base = qk + static_cast<size_t>(k) * H;
+    auto sum = hn::Zero(dd);
+    for (int h = 0; h < H; ++h) {
+      const auto r = bf16(hn::GatherIndex(df, base + h, rows));
+      const auto t = bf16(hn::Mul(hn::IfThenZeroElse(hn::Lt(r, hn::Zero(df)), r), hn::Set(df, w[h])));
+      sum = hn::Add(sum, hn::PromoteTo(dd, t));
+    }
+    hn::StoreU(bf16(hn::DemoteTo(df, sum)), df, score + k);
+  }
+  for (; k < nkeys; ++k) {
+    double sum = 0.0;
+    for (int h = 0; h < H; ++h) sum += RoundBf16(std::max(RoundBf16(qk[static_cast<size_t>(k) * H + h]), 0.0f) * w[h]);
+    score[k] = RoundBf16(static_cast<float>(sum));
+  }
+}
+
 // ExpF of float lanes (DF: floats rebound to a double tag), bit for bit. Highway's float64 exp is
 // within 1 ulp of exp(x), as glibc's is, so the two round to the same float unless a float
 // rounding boundary lies between them: lanes whose double is within 128 of its ulps of one (low 29
@@ -414,6 +444,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ds41 {
 HWY_EXPORT(HeadScores);
+HWY_EXPORT(IndexerKeyScores);
 HWY_EXPORT(BlockPv);
 HWY_EXPORT(QuantizeQdq8Blocks);
 HWY_EXPORT(DotF32Weights);
@@ -426,6 +457,9 @@ HWY_EXPORT(Bf16ExponentRange);
 
 void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores) {
   HWY_DYNAMIC_DISPATCH(HeadScores)(qT, H, hd, keys, nkeys, scores);
+}
+void IndexerKeyScores(const float* qk, int H, int nkeys, const float* w, float* score) {
+  HWY_DYNAMIC_DISPATCH(IndexerKeyScores)(qk, H, nkeys, w, score);
 }
 void BlockPv(const double* p, int H, int nk, const float* keys, int hd, double* pv) {
   HWY_DYNAMIC_DISPATCH(BlockPv)(p, H, nk, keys, hd, pv);

@@ -13,6 +13,10 @@ namespace ds41 {
 // keys ([nkeys][hd]); qT is q transposed, [hd][H] (H a multiple of 16 is fastest; any H works).
 void HeadScores(const float* qT, int H, int hd, const float* keys, int nkeys, float* scores);
 
+// The indexer's score of each key (MODEL.md §6.6): score[k] = RoundBf16(float(0.0 + t_0 + ... +
+// t_{H-1})) in float64, t_h = RoundBf16(max(RoundBf16(qk[k * H + h]), 0) * w[h]) (HeadScores' layout).
+void IndexerKeyScores(const float* qk, int H, int nkeys, const float* w, float* score);
+
 // One attention block's P.V for H heads in float64: pv[h * hd + d] = 0.0 + p[h * nk + k] * keys[k * hd + d]
 // added for k = 0 .. nk - 1 in order (p [H][nk], keys [nk][hd]); hd a multiple of 32.
 void BlockPv(const double* p, int H, int nk, const float* keys, int hd, double* pv);

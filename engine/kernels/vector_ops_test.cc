@@ -70,6 +70,39 @@ TEST_P(VectorOpsTargetsTest, HeadScoresAndBlockPvMatchTheCanonicalLoops) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+// The indexer's combination: scores of every sign and scale, ties on the bf16 grid, signed zeros and
+// NaN, for head counts below, at and above a vector's lanes and key counts no width divides.
+TEST(VectorOpsTest, IndexerKeyScoresMatchTheScalarCombinationOnEveryTarget) {
+  std::mt19937 rng(13);
+  for (int H : {1, 3, 4, 7, 16, 64}) {
+    const int nkeys = 1001;
+    std::vector<float> qk(static_cast<size_t>(nkeys) * H), w(H);
+    for (auto& v : qk) v = std::ldexp(std::normal_distribution<float>(0.0f, 1.0f)(rng), static_cast<int>(rng() % 40) - 20);
+    for (size_t i = 0; i < qk.size(); i += 17) {  // exact ties: the low half 0x8000
+      uint32_t u;
+      std::memcpy(&u, &qk[i], 4);
+      u = (u & 0xFFFF0000u) | 0x8000u;
+      std::memcpy(&qk[i], &u, 4);
+    }
+    qk[5 % qk.size()] = -0.0f;
+    qk[11 % qk.size()] = std::nanf("");
+    for (auto& v : w) v = RoundBf16(std::normal_distribution<float>(0.0f, 0.5f)(rng));
+    std::vector<float> want(nkeys);
+    for (int k = 0; k < nkeys; ++k) {
+      double sum = 0.0;
+      for (int h = 0; h < H; ++h) sum += RoundBf16(std::max(RoundBf16(qk[static_cast<size_t>(k) * H + h]), 0.0f) * w[h]);
+      want[k] = RoundBf16(static_cast<float>(sum));
+    }
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      std::vector<float> got(nkeys);
+      IndexerKeyScores(qk.data(), H, nkeys, w.data(), got.data());
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * 4)) << hwy::TargetName(target) << " H " << H;
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
 // Blocks of random bit patterns (every exponent, subnormals, NaN and infinities), of normal values
 // at every scale, of exact rounding ties on both grids, of signed zeros.
 TEST(VectorOpsTest, QuantizeQdq8BlocksMatchesTheScalarQuantizerOnEveryTarget) {

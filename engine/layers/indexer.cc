@@ -4,31 +4,14 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/layers/forward.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/numerics.h"
 #include "engine/kernels/vector_ops.h"
+#include "engine/layers/forward.h"
+#include "engine/layers/top_k.h"
 #include "util/thread_pool.h"
 
 namespace ds41 {
-namespace {
-
-// Indices of the `k` best of `score` (higher first, ties to the lower index); -inf never qualifies
-// (masked out or unreachable), +inf is the pinned newest block.
-std::vector<int32_t> TopKByScore(const std::vector<float>& score, int k) {
-  std::vector<int32_t> idx;
-  idx.reserve(score.size());
-  for (size_t j = 0; j < score.size(); ++j)
-    if (score[j] > -INFINITY) idx.push_back(static_cast<int32_t>(j));
-  auto better = [&](int32_t a, int32_t b) { return score[a] > score[b] || (score[a] == score[b] && a < b); };
-  if (static_cast<int>(idx.size()) > k) {
-    std::nth_element(idx.begin(), idx.begin() + k, idx.end(), better);
-    idx.resize(k);
-  }
-  return idx;
-}
-
-}  // namespace
 
 void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<float>& cq) {
   const LayerRole& role = c_.roles[L];
@@ -74,12 +57,8 @@ void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<fl
         for (int d = 0; d < ihd; ++d) qT[static_cast<size_t>(d) * nh + h] = qi[(static_cast<size_t>(r) * nh + h) * ihd + d];
       qk.resize(static_cast<size_t>(V) * nh);
       HeadScores(qT.data(), nh, ihd, keys.data(), static_cast<int>(V), qk.data());
-      for (int64_t j = 0; j < V; ++j) {
-        double sum = 0.0;
-        for (int h = 0; h < nh; ++h)  // bf16(q.k), relu, bf16(x w), summed over heads, bf16 (REF's roundings)
-          sum += RoundBf16(std::max(RoundBf16(qk[static_cast<size_t>(j) * nh + h]), 0.0f) * hw[static_cast<size_t>(r) * nh + h]);
-        score[j] = RoundBf16(static_cast<float>(sum));
-      }
+      // bf16(q.k), relu, bf16(x w), summed over heads, bf16 (REF's roundings).
+      IndexerKeyScores(qk.data(), nh, static_cast<int>(V), &hw[static_cast<size_t>(r) * nh], score.data());
       CountWork(static_cast<uint64_t>(V) * nh * ihd, 0);
       if (role.candidate_publisher) {
         // Blocks of candidate_block_size positions scored by their best position; the newest
@@ -97,9 +76,7 @@ void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<fl
         for (int64_t j = 0; j < V; ++j)
           if (j / bs >= static_cast<int64_t>(candidates_[r].size()) || !candidates_[r][j / bs]) score[j] = -INFINITY;
       }
-      std::vector<int32_t> picks = TopKByScore(score, c_.index_topk);
-      std::sort(picks.begin(), picks.end());
-      topk_[r] = std::move(picks);
+      topk_[r] = TopKByScore(score, c_.index_topk);  // ascending, as attention reads them
     };
     if (pool_) {
       pool_->ParallelFor(seg.n(), score_row);
