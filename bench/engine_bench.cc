@@ -59,6 +59,10 @@ int main(int argc, char** argv) {
   app.add_option("--model", model_dir, "checkpoint (bench/slice_config.sh writes the real-width slice)")->required();
   app.add_option("--threads", threads, "engine threads");
   app.add_option("--prefill", prefill, "prefill length");
+  int prefill_chunk = 0;
+  app.add_option("--prefill-chunk", prefill_chunk,
+                 "prefill in calls of this many tokens and print each call's time per token (the cost "
+                 "of a token against its position); 0: one call");
   app.add_option("--ced-prompt", ced, "prompt length for CED vs exact");
   app.add_option("--decode-steps", steps, "timed decode steps per figure");
   std::vector<int> batches{1, 8, 32};
@@ -121,9 +125,17 @@ int main(int argc, char** argv) {
   if (want("prefill")) {
     SequenceState st = SequenceState::Create(c);
     std::vector<float> lg;
+    const std::vector<int32_t> prompt = Prompt(prefill, c.vocab_size, 2);
+    const int chunk = prefill_chunk > 0 ? prefill_chunk : prefill;
     ResetWorkCounters();
     const auto t0 = Steady::now();
-    Check(engine.Prefill(&st, {Prompt(prefill, c.vocab_size, 2), {}, {}}, false, &lg));
+    for (int p = 0; p < prefill; p += chunk) {
+      const int n = std::min(chunk, prefill - p);
+      const auto tc = Steady::now();
+      Check(engine.Prefill(&st, {std::vector<int32_t>(prompt.begin() + p, prompt.begin() + p + n), {}, {}}, false, &lg));
+      if (prefill_chunk > 0)
+        std::printf("prefill chunk [%d, %d): %.3f s, %.3f ms/token\n", p, p + n, Seconds(tc), Seconds(tc) * 1e3 / n);
+    }
     const double t = Seconds(t0);
     const double flops = 2.0 * static_cast<double>(ReadWorkCounters().macs);
     std::printf("prefill %d tokens: %.2f s, %.1f GFLOP useful -> %.1f GFLOP/s = %.3f of peak FMA%s\n", prefill, t,
