@@ -727,6 +727,10 @@ class Oracle:
         return logits, torch.stack(streams, dim=1)
 
     # ------------------------------------------------------------------------------------ DSpark
+    # The draft layers' ring in position order instead of REF's slot order: wrong once the window
+    # exceeds 64 keys and the ring has wrapped (tests/CMakeLists.txt oracle_dspark_detects_key_order).
+    dspark_position_order = os.environ.get("DS41_ORACLE_DSPARK_POSITION_ORDER") == "1"
+
     def dspark_reset(self):
         self.dwin = {k: {} for k in range(self.cfg.n_mtp)}  # per draft layer: position -> (values, bytes)
         self.dend = 0
@@ -757,6 +761,8 @@ class Oracle:
         valid = torch.zeros(T, nring + T, dtype=torch.bool)
         for sl in range(nring):  # REF's list: ring slots 0..min(W, end)-1 in slot order
             pos = sl + (end - 1 - sl) // W * W
+            if self.dspark_position_order:  # a deliberately wrong list (proves the check can fail)
+                pos = end - nring + sl
             if pos in self.dwin[k]:
                 keys[:, sl] = self.dwin[k][pos][0]
                 valid[:, sl] = True
