@@ -34,6 +34,58 @@ std::vector<int64_t> Engine::HistoryBefore(const TokenSpan& prompt, int64_t pos)
   return h;
 }
 
+Status Engine::CaptureDspark(ForwardPass* pass, int first_layer, std::vector<float>* out, const char* what) const {
+  if (out == nullptr) return Status::Ok();
+  const ModelConfig& c = model_.config();
+  if (!c.has_dspark()) return FailedPreconditionError(std::string(what) + ": the model has no DSpark layers");
+  for (int L : c.dspark_target_layer_ids)
+    if (L < first_layer)
+      return FailedPreconditionError(std::string(what) + ": DSpark target layer " + std::to_string(L) +
+                                     " does not run in this pass (it starts at layer " + std::to_string(first_layer) + ")");
+  if (pass == nullptr) return Status::Ok();  // checks only
+  out->assign(static_cast<size_t>(pass->rows()) * c.dspark_target_layer_ids.size() * c.dim, 0.0f);
+  pass->dspark_hidden = out;
+  return Status::Ok();
+}
+
+Status Engine::DsparkAppend(DsparkState* state, int64_t start, const std::vector<float>& hidden) const {
+  const ModelConfig& c = model_.config();
+  if (!c.has_dspark()) return FailedPreconditionError("dspark: the model has no DSpark layers");
+  if (state->rings.size() != static_cast<size_t>(c.n_mtp_layers))
+    return InvalidArgumentError("dspark: the state was not made for this model");
+  if (start < 0) return InvalidArgumentError("dspark: negative start position");
+  const size_t width = c.dspark_target_layer_ids.size() * static_cast<size_t>(c.dim);
+  if (hidden.size() % width != 0)
+    return InvalidArgumentError("dspark: hidden rows must be [n, " + std::to_string(width) + "]");
+  ds41::DsparkAppend(model_, state, start, hidden.data(), static_cast<int64_t>(hidden.size() / width), pool_);
+  return Status::Ok();
+}
+
+Status Engine::DsparkDraft(const std::vector<DraftRequest>& requests, const DraftPicker& pick,
+                           std::vector<Draft>* drafts) const {
+  const ModelConfig& c = model_.config();
+  if (!c.has_dspark()) return FailedPreconditionError("dspark: the model has no DSpark layers");
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const DraftRequest& r = requests[i];
+    if (r.state == nullptr || r.state->rings.size() != static_cast<size_t>(c.n_mtp_layers))
+      return InvalidArgumentError("dspark: request " + std::to_string(i) + " has no state for this model");
+    if (r.state->end() < 1)
+      return FailedPreconditionError("dspark: request " + std::to_string(i) + " has no target position appended");
+    if (r.last_token < 0 || r.last_token >= c.vocab_size)
+      return InvalidArgumentError("dspark: request " + std::to_string(i) + ": token " + std::to_string(r.last_token) +
+                                  " is outside the vocabulary");
+    for (size_t j = 0; j < i; ++j)
+      if (requests[j].state == r.state) return InvalidArgumentError("dspark: a state appears twice in one draft pass");
+  }
+  const int V = c.vocab_size;
+  DraftPicker greedy = [V](size_t, int, const float* logits) { return GreedyDraftPick(logits, V); };
+  ds41::DsparkPropose(model_, requests, pick ? pick : greedy, drafts, pool_);
+  for (const Draft& d : *drafts)
+    for (int32_t t : d.tokens)
+      if (t < 0 || t >= V) return InvalidArgumentError("dspark: the picker returned token " + std::to_string(t));
+  return Status::Ok();
+}
+
 void Engine::Observe(ForwardPass* pass, int64_t first_pos) {
   if (!observer_) return;
   pass->on_layer_done = [this, first_pos, pass](int layer, const std::vector<float>& X) {
@@ -54,7 +106,8 @@ Segment MakeSegment(SequenceState* s, int64_t start, const TokenSpan& span, size
 }
 }  // namespace
 
-Status Engine::Prefill(SequenceState* state, const TokenSpan& span, bool all_logits, std::vector<float>* logits) {
+Status Engine::Prefill(SequenceState* state, const TokenSpan& span, bool all_logits, std::vector<float>* logits,
+                       std::vector<float>* dspark_hidden) {
   const ModelConfig& c = model_.config();
   DS41_RETURN_IF_ERROR(CheckSpan(span, "prefill"));
   if (span.tokens.empty()) return InvalidArgumentError("prefill: no tokens");
@@ -66,6 +119,7 @@ Status Engine::Prefill(SequenceState* state, const TokenSpan& span, bool all_log
   std::vector<Segment> segs{MakeSegment(state, start, span, 0, span.tokens.size(), c.dim)};
   ForwardPass pass(model_, &segs, pool_, experts_);
   Observe(&pass, start);
+  DS41_RETURN_IF_ERROR(CaptureDspark(&pass, 0, dspark_hidden, "prefill"));
   pass.Embed();
   state->length = start + static_cast<int64_t>(span.tokens.size());
   pass.RunLayers(0, c.n_layers);
@@ -80,7 +134,7 @@ Status Engine::Prefill(SequenceState* state, const TokenSpan& span, bool all_log
 }
 
 Status Engine::DecodeBatch(const std::vector<SequenceState*>& states, const std::vector<int32_t>& tokens,
-                           std::vector<float>* logits) {
+                           std::vector<float>* logits, std::vector<float>* dspark_hidden) {
   const ModelConfig& c = model_.config();
   if (states.size() != tokens.size()) return InvalidArgumentError("decode: one token per sequence");
   if (states.empty()) return InvalidArgumentError("decode: empty batch");
@@ -97,6 +151,7 @@ Status Engine::DecodeBatch(const std::vector<SequenceState*>& states, const std:
   }
   ForwardPass pass(model_, &segs, pool_, experts_);
   Observe(&pass, segs.size() == 1 ? segs[0].start : -1);
+  DS41_RETURN_IF_ERROR(CaptureDspark(&pass, 0, dspark_hidden, "decode"));
   pass.Embed();
   for (SequenceState* s : states) ++s->length;
   pass.RunLayers(0, c.n_layers);
@@ -195,7 +250,7 @@ StatusOr<EncoderHandoff> Engine::EncodePrefill(SequenceState* state, const Token
 }
 
 Status Engine::DecoderReplay(SequenceState* state, const TokenSpan& prompt, const EncoderHandoff& handoff,
-                             int64_t s, std::vector<float>* logits, bool all_rows) {
+                             int64_t s, std::vector<float>* logits, bool all_rows, std::vector<float>* dspark_hidden) {
   const ModelConfig& c = model_.config();
   if (!c.ced_capable) return FailedPreconditionError("CED is not possible with this configuration: " + c.ced_problem);
   DS41_RETURN_IF_ERROR(CheckSpan(prompt, "replay"));
@@ -207,6 +262,8 @@ Status Engine::DecoderReplay(SequenceState* state, const TokenSpan& prompt, cons
                                 std::to_string(handoff.stream_start) + ", " + std::to_string(n) + ")");
   if (state->length != n) return FailedPreconditionError("replay: the state does not hold the prompt's global KV");
   const int E = c.ced_split, hc = c.hc_mult, HD = c.hc_dim();
+  std::vector<float> probe;  // the capture's checks, before the state changes
+  if (dspark_hidden != nullptr) DS41_RETURN_IF_ERROR(CaptureDspark(nullptr, E, &probe, "replay"));
   for (int L = E + 1; L < c.n_layers; ++L) state->rings[L].floor = state->rings[L].end = s;  // bounded replay at s
 
   std::vector<Segment> segs{MakeSegment(state, s, prompt, s, n, c.dim)};
@@ -214,6 +271,7 @@ Status Engine::DecoderReplay(SequenceState* state, const TokenSpan& prompt, cons
   segs[0].ced_window = &handoff.window;
   ForwardPass pass(model_, &segs, pool_, experts_);
   Observe(&pass, s);
+  DS41_RETURN_IF_ERROR(CaptureDspark(&pass, E, dspark_hidden, "replay"));
   const size_t off = static_cast<size_t>(s - handoff.stream_start);
   pass.SetStream(std::vector<uint16_t>(handoff.x.begin() + off * HD, handoff.x.end()),
                  std::vector<float>(handoff.pre.begin() + off * hc, handoff.pre.end()));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/expert_cache.h"
+#include "engine/layers/dspark.h"
 #include "engine/layers/forward.h"
 #include "engine/loading/model.h"
 #include "engine/layers/state.h"
@@ -68,12 +69,24 @@ class Engine {
   void set_expert_cache(ExpertCache* cache) { experts_ = cache; }
 
   // Exact path: all layers over `span` appended at state->length. `logits` gets [rows, vocab] for every
-  // row when all_logits, else for the last row only.
-  Status Prefill(SequenceState* state, const TokenSpan& span, bool all_logits, std::vector<float>* logits);
+  // row when all_logits, else for the last row only. `dspark_hidden`, when given, gets every row's
+  // DSpark input [rows, targets * dim] (what DsparkAppend takes; FailedPrecondition without DSpark).
+  Status Prefill(SequenceState* state, const TokenSpan& span, bool all_logits, std::vector<float>* logits,
+                 std::vector<float>* dspark_hidden = nullptr);
 
-  // One exact decode step for each sequence (one token each), batched: logits [batch, vocab].
+  // One exact decode step for each sequence (one token each), batched: logits [batch, vocab];
+  // `dspark_hidden` as for Prefill, [batch, targets * dim].
   Status DecodeBatch(const std::vector<SequenceState*>& states, const std::vector<int32_t>& tokens,
-                     std::vector<float>* logits);
+                     std::vector<float>* logits, std::vector<float>* dspark_hidden = nullptr);
+
+  // DSpark (engine/layers/dspark.h, MODEL.md §9.3). DsparkAppend feeds target positions [start,
+  // start + rows) from a pass's `dspark_hidden` to the draft layers' rings (start below the state's
+  // end rolls back: what speculation needs after a rejection). DsparkDraft drafts a block for each
+  // request in one batched pass; `pick` null: greedy. FailedPrecondition without DSpark layers or
+  // with an empty state; InvalidArgument for foreign states, tokens or sizes.
+  Status DsparkAppend(DsparkState* state, int64_t start, const std::vector<float>& hidden) const;
+  Status DsparkDraft(const std::vector<DraftRequest>& requests, const DraftPicker& pick,
+                     std::vector<Draft>* drafts) const;
 
   // CED step 1-2: encoder layers plus the CED source's projection over `span` = positions [h, n) with
   // h = state->length. The handoff carries the stream for [max(n - window, first kept), n) and the
@@ -90,8 +103,10 @@ class Engine {
   // CED step 3: decoder layers over [replay_start, n) with bounded replay at replay_start for the
   // layers after the CED source (MODEL.md §10.4); `prompt` holds positions [0, n). `logits` gets the
   // logits of position n - 1, or of every replayed position [replay_start, n) when all_rows.
+  // `dspark_hidden` gets the DSpark input of the replayed rows (targets must be decoder layers).
   Status DecoderReplay(SequenceState* state, const TokenSpan& prompt, const EncoderHandoff& handoff,
-                       int64_t replay_start, std::vector<float>* logits, bool all_rows = false);
+                       int64_t replay_start, std::vector<float>* logits, bool all_rows = false,
+                       std::vector<float>* dspark_hidden = nullptr);
 
   // Encoder replay (MODEL.md §10.7): recompute the encoder layers over [start, h), h = state->length,
   // with bounded replay at start, rebuilding encoder rings, the CED source window, the open compressor
@@ -105,6 +120,7 @@ class Engine {
   Status CheckSpan(const TokenSpan& span, const char* what) const;
   std::vector<int64_t> HistoryBefore(const TokenSpan& prompt, int64_t pos) const;
   void Observe(ForwardPass* pass, int64_t first_pos);
+  Status CaptureDspark(ForwardPass* pass, int first_layer, std::vector<float>* out, const char* what) const;
 
   const Model& model_;
   ThreadPool* pool_;

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   bool quiet = false;
   app.add_option("--out", out, "output folder")->required();
-  app.add_option("--preset", preset, "base configuration: tiny or release");
+  app.add_option("--preset", preset, "base configuration: tiny, tiny-dspark, small or release");
   app.add_option("--config", config_path, "base configuration from an HF config.json instead of a preset");
   app.add_option("--set", sets, "override a text_config key: key=JSON (e.g. num_hidden_layers=4)");
   app.add_option("--seed", seed, "weight seed");

@@ -1,6 +1,7 @@
 // ds41: the single-process engine on the command line.
 //   ds41 generate --model DIR --tokens 1,2,3 [--max-tokens N] [--temperature T --top-p P --seed S] [--mode exact|ced]
 //   ds41 logits   --model DIR --tokens 1,2,3 [--mode exact|ced] [--decode K] --out FILE.npy [--dump DIR]
+//                 [--dspark DIR]   (DSpark drafts after the prompt and after every decode step)
 //   ds41 info     --model DIR
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <sstream>
 
 #include "engine/engine.h"
@@ -111,21 +113,72 @@ struct RunResult {
   std::vector<int32_t> ids;    // greedy/sampled ids after the prompt
 };
 
+// DSpark drafts of `logits --dspark`: one greedy draft block after the prompt and after each decode
+// step (REF's flow: the target's step records its hidden rows, they are appended, then the block
+// [sampled token, noise ...] is drafted).
+struct DsparkRun {
+  ds41::DsparkState state;
+  std::vector<ds41::Draft> drafts;
+  std::vector<float> hidden;  // every appended position's target rows [positions, targets * dim]
+
+  Status Step(ds41::Engine* engine, int64_t start, const std::vector<float>& rows, int32_t last) {
+    DS41_RETURN_IF_ERROR(engine->DsparkAppend(&state, start, rows));
+    hidden.insert(hidden.end(), rows.begin(), rows.end());
+    std::vector<ds41::Draft> d;
+    DS41_RETURN_IF_ERROR(engine->DsparkDraft({{&state, last}}, nullptr, &d));
+    drafts.push_back(std::move(d[0]));
+    return Status::Ok();
+  }
+
+  Status Write(const std::string& dir, const ds41::ModelConfig& c) const {
+    const int64_t n = static_cast<int64_t>(drafts.size()), B = c.dspark_block_size;
+    std::vector<int32_t> ids;
+    std::vector<float> logits, conf;
+    std::vector<int32_t> starts;
+    for (const ds41::Draft& d : drafts) {
+      ids.insert(ids.end(), d.tokens.begin(), d.tokens.end());
+      logits.insert(logits.end(), d.logits.begin(), d.logits.end());
+      conf.insert(conf.end(), d.confidence.begin(), d.confidence.end());
+      starts.push_back(static_cast<int32_t>(d.start));
+    }
+    DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/dspark_tokens.npy", {n, B}, ids.data()));
+    DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/dspark_logits.npy", {n, B, c.vocab_size}, logits.data()));
+    DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/dspark_confidence.npy", {n, B}, conf.data()));
+    DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/dspark_starts.npy", {n}, starts.data()));
+    const int64_t width = static_cast<int64_t>(c.dspark_target_layer_ids.size()) * c.dim;
+    DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/dspark_hidden.npy", {static_cast<int64_t>(hidden.size()) / width, width},
+                                        hidden.data()));
+    const int eb = c.window_entry_bytes(), W = c.window_size;
+    for (int k = 0; k < c.n_mtp_layers; ++k) {  // ring slots in position order, as the backbone's dump
+      const auto& ring = state.rings[k];
+      std::vector<uint8_t> ordered;
+      for (int64_t p = ring.first_valid(W); p < ring.end; ++p)
+        ordered.insert(ordered.end(), ring.slots.begin() + (p % W) * eb, ring.slots.begin() + (p % W + 1) * eb);
+      DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/dspark_window_M" + std::to_string(k) + ".npy",
+                                          {static_cast<int64_t>(ordered.size() / eb), eb}, ordered.data()));
+    }
+    return Status::Ok();
+  }
+};
+
 // Prompt (exact or CED), then `steps` decode steps feeding the sampled tokens back.
 Status Run(const ds41::Model& model, ds41::Engine* engine, ds41::SequenceState* st, const ds41::TokenSpan& span,
            const std::string& mode, int64_t replay_start, int steps, const ds41::SamplingParams& sp, bool all_logits,
-           bool stop_at_eos, RunResult* out) {
+           bool stop_at_eos, RunResult* out, DsparkRun* dspark = nullptr) {
   const ds41::ModelConfig& c = model.config();
   const std::vector<int32_t>& tokens = span.tokens;
-  std::vector<float> logits;
+  std::vector<float> logits, hidden;
+  std::vector<float>* capture = dspark != nullptr ? &hidden : nullptr;
+  int64_t hidden_start = 0;
   const int V = c.vocab_size;
   if (mode == "exact") {
-    DS41_RETURN_IF_ERROR(engine->Prefill(st, span, all_logits, &logits));
+    DS41_RETURN_IF_ERROR(engine->Prefill(st, span, all_logits, &logits, capture));
   } else if (mode == "ced") {
     DS41_ASSIGN_OR_RETURN(ds41::EncoderHandoff h, engine->EncodePrefill(st, span));
     const int64_t n = static_cast<int64_t>(tokens.size());
     const int64_t s = replay_start >= 0 ? replay_start : ds41::DefaultReplayStart(c, n);
-    DS41_RETURN_IF_ERROR(engine->DecoderReplay(st, span, h, s, &logits, all_logits));
+    DS41_RETURN_IF_ERROR(engine->DecoderReplay(st, span, h, s, &logits, all_logits, capture));
+    hidden_start = s;
     if (all_logits) {
       // Positions before the replay start are not computed by CED (the decoder runs only [s, n)).
       std::vector<float> full(static_cast<size_t>(n) * V, NAN);
@@ -139,12 +192,15 @@ Status Run(const ds41::Model& model, ds41::Engine* engine, ds41::SequenceState* 
   ds41::Rng rng(sp.seed);
   int32_t next = ds41::SampleToken(&logits[logits.size() - V], V, sp, &rng);
   out->ids.push_back(next);
+  if (dspark != nullptr) DS41_RETURN_IF_ERROR(dspark->Step(engine, hidden_start, hidden, next));
   for (int k = 0; k < steps; ++k) {
     if (stop_at_eos && next == c.eos_token_id) break;
-    DS41_RETURN_IF_ERROR(engine->DecodeBatch({st}, {next}, &logits));
+    const int64_t pos = st->length;
+    DS41_RETURN_IF_ERROR(engine->DecodeBatch({st}, {next}, &logits, capture));
     out->logits.insert(out->logits.end(), logits.begin(), logits.end());
     next = ds41::SampleToken(logits.data(), V, sp, &rng);
     out->ids.push_back(next);
+    if (dspark != nullptr) DS41_RETURN_IF_ERROR(dspark->Step(engine, pos, hidden, next));
   }
   return Status::Ok();
 }
@@ -184,8 +240,10 @@ int main(int argc, char** argv) {
   lg->add_option("--replay-start", replay_start, "CED decoder replay start (default: n - window)");
   lg->add_option("--out", out_path, "output .npy")->required();
   lg->add_option("--dump", dump_dir, "also write per-layer streams and caches (.npy) into this folder");
-  std::string image_span;
+  std::string image_span, dspark_dir;
   uint64_t image_seed = 7;
+  lg->add_option("--dspark", dspark_dir, "also draft with DSpark after the prompt and every step; write the drafts "
+                 "(dspark_*.npy) into this folder");
   lg->add_option("--image-span", image_span, "flag positions START:END as an image span (random embeddings)");
   lg->add_option("--image-seed", image_seed, "seed of the image-span embeddings");
 
@@ -210,6 +268,12 @@ int main(int argc, char** argv) {
       std::printf("  L%-3d ratio %d  %-8s kv %-3d topk %-3d%s%s%s\n", L, r.ratio, kMode[static_cast<int>(r.mode)], r.kv_source,
                   r.topk_source, r.candidate_publisher ? "  pool-publisher" : "", r.candidate_consumer ? "  pool-consumer" : "",
                   r.engram_slot >= 0 ? "  engram" : "");
+    }
+    if (c.has_dspark()) {
+      std::cout << "dspark " << c.n_mtp_layers << " draft layers (mtp.0-" << c.n_mtp_layers - 1 << "), block "
+                << c.dspark_block_size << ", targets";
+      for (int L : c.dspark_target_layer_ids) std::cout << " " << L;
+      std::cout << ", experts " << c.dspark_active() << " of " << c.dspark_experts() << "\n";
     }
     return 0;
   }
@@ -243,8 +307,17 @@ int main(int argc, char** argv) {
       if (first_pos >= 0) sd.Record(layer, first_pos, rows, X);
     });
   ds41::SamplingParams greedy;
-  Status s = Run(model, &engine, &st, span, mode, replay_start, decode, greedy, true, false, &res);
+  std::unique_ptr<DsparkRun> dspark;
+  if (!dspark_dir.empty()) {
+    if (!c.has_dspark()) return Fail(ds41::FailedPreconditionError("--dspark: the model has no DSpark layers"));
+    dspark = std::make_unique<DsparkRun>();
+    dspark->state = ds41::DsparkState::Create(c);
+  }
+  Status s = Run(model, &engine, &st, span, mode, replay_start, decode, greedy, true, false, &res, dspark.get());
   if (!s.ok()) return Fail(s);
+  if (dspark) {
+    if (Status w = dspark->Write(dspark_dir, c); !w.ok()) return Fail(w);
+  }
   const int64_t rows = static_cast<int64_t>(res.logits.size() / c.vocab_size);
   if (Status w = ds41::WriteNpy(out_path, {rows, c.vocab_size}, res.logits.data()); !w.ok()) return Fail(w);
   if (!dump_dir.empty()) {

@@ -201,6 +201,12 @@ StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& json_text) {
   r.Int("engram_pad_token_id", &c.engram_pad_id, false);
   r.Int("engram_compressed_vocab_size", &c.engram_compressed_vocab_size, false);
   r.Int("num_nextn_predict_layers", &c.n_mtp_layers, false);
+  r.Int("dspark_block_size", &c.dspark_block_size, false);
+  r.Int("dspark_noise_token_id", &c.dspark_noise_token_id, false);
+  r.IntList("dspark_target_layer_ids", &c.dspark_target_layer_ids, false);
+  r.Int("dspark_markov_rank", &c.dspark_markov_rank, false);
+  r.Int("dspark_n_routed_experts", &c.dspark_n_routed_experts, false);
+  r.Int("dspark_num_experts_per_tok", &c.dspark_n_activated_experts, false);
   DS41_RETURN_IF_ERROR(r.status());
   if (rs != nullptr) {
     FieldReader y(*rs, "text_config.rope_scaling.");
@@ -262,6 +268,29 @@ Status ModelConfig::Validate() {
   DS41_RETURN_IF_ERROR(need(hc_sinkhorn_iters >= 1, "text_config.hc_sinkhorn_iters must be at least 1"));
   DS41_RETURN_IF_ERROR(need(hc_eps >= 0.0, "text_config.hc_eps must not be negative"));
   DS41_RETURN_IF_ERROR(need(n_mtp_layers >= 0, "text_config.num_nextn_predict_layers must not be negative"));
+  if (n_mtp_layers > 0) {
+    // DSpark (MODEL.md §9.3): ratio-0 draft layers after the backbone, fed by the target layers.
+    for (int k = 0; k < n_mtp_layers; ++k) {
+      const size_t i = static_cast<size_t>(n_layers + k);
+      DS41_RETURN_IF_ERROR(need(i >= compress_ratios.size() || compress_ratios[i] == 0,
+                                "text_config.compress_ratios[" + std::to_string(i) + "] (DSpark layer " +
+                                    std::to_string(k) + ") must be 0"));
+    }
+    DS41_RETURN_IF_ERROR(need(dspark_block_size >= 1, "text_config.dspark_block_size must be at least 1 with DSpark layers"));
+    DS41_RETURN_IF_ERROR(need(dspark_noise_token_id >= 0 && dspark_noise_token_id < vocab_size,
+                              "text_config.dspark_noise_token_id must be a token id"));
+    DS41_RETURN_IF_ERROR(need(!dspark_target_layer_ids.empty(), "text_config.dspark_target_layer_ids must not be empty"));
+    if (!StrictlyIncreasing(dspark_target_layer_ids))
+      return Bad("text_config.dspark_target_layer_ids must be strictly increasing");
+    for (int id : dspark_target_layer_ids)
+      DS41_RETURN_IF_ERROR(need(id >= 0 && id < n_layers, "text_config.dspark_target_layer_ids names layer " +
+                                                              std::to_string(id) + ", out of range"));
+    DS41_RETURN_IF_ERROR(multiple(dspark_markov_rank, 32, "dspark_markov_rank"));
+    DS41_RETURN_IF_ERROR(need(dspark_n_routed_experts >= 0 && dspark_n_activated_experts >= 0,
+                              "text_config.dspark expert counts must not be negative"));
+    DS41_RETURN_IF_ERROR(need(dspark_active() >= 1 && dspark_active() <= dspark_experts(),
+                              "text_config.dspark_num_experts_per_tok must be in [1, dspark_n_routed_experts]"));
+  }
 
   // KV and index sources.
   auto check_sources = [&](const std::vector<int>& ids, const char* key) -> Status {
@@ -429,6 +458,14 @@ std::string ModelConfig::ToJson() const {
   t["engram_pad_token_id"] = engram_pad_id;
   t["engram_compressed_vocab_size"] = engram_compressed_vocab_size;
   t["num_nextn_predict_layers"] = n_mtp_layers;
+  if (n_mtp_layers > 0) {  // only then: configs without DSpark keep their JSON (and fingerprints)
+    t["dspark_block_size"] = dspark_block_size;
+    t["dspark_noise_token_id"] = dspark_noise_token_id;
+    t["dspark_target_layer_ids"] = dspark_target_layer_ids;
+    t["dspark_markov_rank"] = dspark_markov_rank;
+    t["dspark_n_routed_experts"] = dspark_n_routed_experts;
+    t["dspark_num_experts_per_tok"] = dspark_n_activated_experts;
+  }
 
   json root;
   root["architectures"] = {"DeepseekV41ForCausalLM"};

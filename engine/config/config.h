@@ -83,7 +83,14 @@ struct ModelConfig {
   int engram_head_dim = 0;
   int engram_pad_id = 2;
   int engram_compressed_vocab_size = 0;
-  int n_mtp_layers = 0;         // num_nextn_predict_layers (DSpark; not run by this engine)
+  int n_mtp_layers = 0;         // num_nextn_predict_layers: DSpark draft layers (mtp.*), MODEL.md §9.3
+  // DSpark (read only when n_mtp_layers > 0).
+  int dspark_block_size = 0;            // tokens drafted per pass
+  int dspark_noise_token_id = 0;        // fills draft slots 1..block-1
+  std::vector<int> dspark_target_layer_ids;  // backbone layers whose input stream feeds stage 0
+  int dspark_markov_rank = 256;
+  int dspark_n_routed_experts = 0;      // 0: n_routed_experts (REF get_moe_config)
+  int dspark_n_activated_experts = 0;   // dspark_num_experts_per_tok; 0: num_experts_per_tok
   int bos_token_id = 0;
   int eos_token_id = 1;
   int pad_token_id = 2;
@@ -106,6 +113,10 @@ struct ModelConfig {
   int index_key_bytes() const { return index_head_dim / 2 + index_head_dim / 32; }
   int window_entry_bytes() const { return head_dim + head_dim / 32; }
   int num_kv_sources() const { return static_cast<int>(kv_source_layers.size()); }
+  // DSpark layers' MoE shape (REF falls back to the backbone's counts when the dspark_* ones are 0).
+  int dspark_experts() const { return dspark_n_routed_experts > 0 ? dspark_n_routed_experts : n_routed_experts; }
+  int dspark_active() const { return dspark_n_activated_experts > 0 ? dspark_n_activated_experts : n_activated_experts; }
+  bool has_dspark() const { return n_mtp_layers > 0; }
 
   // Parses an HF config.json (top level with text_config) and validates it.
   static StatusOr<ModelConfig> FromJson(const std::string& json_text);

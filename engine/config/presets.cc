@@ -54,6 +54,12 @@ ModelConfig ReleaseConfig() {
   c.engram_pad_id = 2;
   c.engram_compressed_vocab_size = 99092;
   c.n_mtp_layers = 3;
+  c.dspark_block_size = 5;
+  c.dspark_noise_token_id = 128799;
+  c.dspark_target_layer_ids = {37, 38, 39};
+  c.dspark_markov_rank = 256;
+  c.dspark_n_routed_experts = 128;
+  c.dspark_n_activated_experts = 3;
   c.image_token_id = 129264;
   c.vision = true;
   Status s = c.Validate();
@@ -129,13 +135,31 @@ ModelConfig SmallConfig() {
   return c;
 }
 
-std::vector<std::string> PresetNames() { return {"release", "small", "tiny"}; }
+ModelConfig TinyDsparkConfig() {
+  ModelConfig c = TinyConfig();
+  // The release's DSpark shape at tiny width: three draft layers over the last three backbone
+  // layers (as 37-39 of 40), a block of 5, top-3 of a smaller expert set than the backbone's.
+  c.n_mtp_layers = 3;
+  c.compress_ratios.insert(c.compress_ratios.end(), {0, 0, 0});
+  c.dspark_block_size = 5;
+  c.dspark_noise_token_id = 500;
+  c.dspark_target_layer_ids = {5, 6, 7};
+  c.dspark_markov_rank = 64;
+  c.dspark_n_routed_experts = 4;
+  c.dspark_n_activated_experts = 3;
+  Status s = c.Validate();
+  DS41_CHECK(s.ok(), s.ToString());
+  return c;
+}
+
+std::vector<std::string> PresetNames() { return {"release", "small", "tiny", "tiny-dspark"}; }
 
 StatusOr<ModelConfig> PresetConfig(const std::string& name) {
   if (name == "release") return ReleaseConfig();
   if (name == "tiny") return TinyConfig();
   if (name == "small") return SmallConfig();
-  return NotFoundError("unknown preset \"" + name + "\" (known: release, small, tiny)");
+  if (name == "tiny-dspark") return TinyDsparkConfig();
+  return NotFoundError("unknown preset \"" + name + "\" (known: release, small, tiny, tiny-dspark)");
 }
 
 }  // namespace ds41

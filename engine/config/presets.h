@@ -13,6 +13,7 @@ namespace ds41 {
 ModelConfig ReleaseConfig();  // DeepSeek-V4.1-Flash as published (40 layers, 5120 wide)
 ModelConfig TinyConfig();     // 8 layers, 256 wide: every mechanism at toy size
 ModelConfig SmallConfig();    // tiny's width with the release's window, top-k and candidate pool
+ModelConfig TinyDsparkConfig();  // tiny + 3 DSpark layers over layers 5-7 (MODEL.md §9.3)
 
 // "release", "tiny", ... ; NotFound for an unknown name.
 StatusOr<ModelConfig> PresetConfig(const std::string& name);

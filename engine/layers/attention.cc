@@ -45,24 +45,31 @@ void DecodeIndexKey(const uint8_t* e, int ihd, float* out) {
   DecodeFp4Groups<32>(e, [&](int g) { return E8m0ToF32(e[ihd / 2 + g]); }, ihd, out);
 }
 
-void ForwardPass::ProduceWindowEntries(int L, const std::vector<float>& x, std::vector<uint8_t>* entries) const {
-  const LayerWeights& w = model_.weights().layers[L];
-  const int hd = c_.head_dim, rd = c_.rope_head_dim, eb = c_.window_entry_bytes();
-  std::vector<float> kv(static_cast<size_t>(rows_) * hd), kvn;
-  Lin8(x.data(), rows_, w.wkv, kv.data(), &qa_, pool_);
-  NormRows(kv, w.kv_norm, &kvn);
-  const RopeTable& rope = model_.rope(c_.roles[L].yarn);
-  entries->assign(static_cast<size_t>(rows_) * eb, 0);
-  ForRows(rows_, hd, [&](int64_t r0, int64_t r1) {
+void ProduceWindowKv(const ModelConfig& c, const LayerWeights& w, const RopeTable& rope, const float* x, int64_t rows,
+                     const int64_t* pos, uint8_t* entries, QuantActs* qa, ThreadPool* pool) {
+  const int hd = c.head_dim, rd = c.rope_head_dim, eb = c.window_entry_bytes();
+  const float eps = static_cast<float>(c.norm_eps);
+  std::vector<float> kv(static_cast<size_t>(rows) * hd), kvn(kv.size());
+  Lin8(x, rows, w.wkv, kv.data(), qa, pool);
+  ForRanges(pool, rows, std::max<int64_t>(1, kParallelGrain / hd), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) RmsNormRow(&kv[r * hd], w.kv_norm, hd, eps, &kvn[r * hd]);
+  });
+  ForRanges(pool, rows, std::max<int64_t>(1, kParallelGrain / hd), [&](int64_t r0, int64_t r1) {
     std::vector<float> cs(rd / 2), sn(rd / 2);
     for (int64_t r = r0; r < r1; ++r) {
       float* v = &kvn[static_cast<size_t>(r) * hd];
-      rope.Angles(pos_[r], cs.data(), sn.data());
+      rope.Angles(pos[r], cs.data(), sn.data());
       ApplyRope(v + (hd - rd), rd / 2, cs.data(), sn.data(), /*inverse=*/false);
-      uint8_t* e = &(*entries)[static_cast<size_t>(r) * eb];
+      uint8_t* e = &entries[static_cast<size_t>(r) * eb];
       for (int g = 0; g < hd / 32; ++g) e[hd + g] = QuantizeQdq8(v + g * 32, 32, e + g * 32).scale_e8m0;
     }
   });
+}
+
+void ForwardPass::ProduceWindowEntries(int L, const std::vector<float>& x, std::vector<uint8_t>* entries) const {
+  entries->assign(static_cast<size_t>(rows_) * c_.window_entry_bytes(), 0);
+  ProduceWindowKv(c_, model_.weights().layers[L], model_.rope(c_.roles[L].yarn), x.data(), rows_, pos_.data(),
+                  entries->data(), &qa_, pool_);
 }
 
 const uint8_t* ForwardPass::WindowEntry(int L, const Segment& seg, int64_t p, const std::vector<uint8_t>& nw) const {
@@ -116,9 +123,8 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
 
   // Per-thread buffers that only grow: a prefill attends every row, and fresh zero-filled vectors
   // of ~2 MB per row (keys, scores, transposed query) cost more than filling them.
-  thread_local std::vector<float> keys, qT, s;
+  thread_local std::vector<float> keys;
   thread_local std::vector<int> slot;
-  thread_local std::vector<double> pb, pv;
   auto at_least = [](auto& v, size_t n) {
     if (v.size() < n) v.resize(n);
   };
@@ -146,6 +152,16 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
     }
   }
 
+  AttendKeyList(q, H, hd, keys.data(), slot.data(), nkeys, w.attn_sink, o);
+}
+
+void AttendKeyList(const float* q, int H, int hd, const float* keys, const int* slot, int nkeys, const F32View& sink,
+                   float* o) {
+  thread_local std::vector<float> qT, s;
+  thread_local std::vector<double> pb, pv;
+  auto at_least = [](auto& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+  };
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   CountWork(2ull * static_cast<uint64_t>(H) * nkeys * hd, 0);  // q.k and p.v
   // Scores of every head for every key: heads are the SIMD lanes (q transposed to [hd][H]).
@@ -153,7 +169,7 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
   at_least(s, static_cast<size_t>(nkeys) * H);
   for (int h = 0; h < H; ++h)
     for (int d = 0; d < hd; ++d) qT[static_cast<size_t>(d) * H + h] = q[static_cast<size_t>(h) * hd + d];
-  HeadScores(qT.data(), H, hd, keys.data(), nkeys, s.data());
+  HeadScores(qT.data(), H, hd, keys, nkeys, s.data());
   ScaleInPlace(s.data(), static_cast<int64_t>(nkeys) * H, scale);
   // Online softmax block by block, every head at once (each head's arithmetic is its own, in the
   // order of MODEL.md §6.9): the block's P.V is then one pass over its keys for all heads.
@@ -171,7 +187,7 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
     a = b;
   }
   for (int h = 0; h < H; ++h) {
-    const float lh = l[h] + ExpF(w.attn_sink.at(h) - m[h]);  // the sink joins the denominator only
+    const float lh = l[h] + ExpF(sink.at(h) - m[h]);  // the sink joins the denominator only
     for (int d = 0; d < hd; ++d) o[static_cast<size_t>(h) * hd + d] = RoundBf16(acc[static_cast<size_t>(h) * hd + d] / lh);
   }
 }
@@ -183,23 +199,9 @@ void ForwardPass::Attention(int L, const std::vector<float>& x, std::vector<floa
   const RopeTable& rope = model_.rope(role.yarn);
 
   // Query path (§6.1); cq is shared with the indexer.
-  std::vector<float> cq_raw(static_cast<size_t>(rows_) * c_.q_lora_rank), cq;
-  Lin8(x.data(), rows_, w.wq_a, cq_raw.data(), &qa_, pool_);
-  NormRows(cq_raw, w.q_norm, &cq);
-  // q_ and o_ are the pass's largest buffers (a prefill's are hundreds of MB): kept across layers
-  // rather than allocated, zeroed and faulted in again by each one.
+  std::vector<float> cq, cs, sn;
+  QueryPath(w, rope, x, &cq, &cs, &sn);
   std::vector<float>& q = q_;
-  q.resize(static_cast<size_t>(rows_) * H * hd);
-  Lin8(cq.data(), rows_, w.wq_b, q.data(), &qa_, pool_);
-  std::vector<float> cs(static_cast<size_t>(rows_) * (rd / 2)), sn(cs.size());
-  ForRows(rows_, static_cast<int64_t>(H) * rd, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      rope.Angles(pos_[r], &cs[static_cast<size_t>(r) * (rd / 2)], &sn[static_cast<size_t>(r) * (rd / 2)]);
-      for (int h = 0; h < H; ++h)
-        ApplyRope(&q[(static_cast<size_t>(r) * H + h) * hd + nope], rd / 2, &cs[static_cast<size_t>(r) * (rd / 2)],
-                  &sn[static_cast<size_t>(r) * (rd / 2)], false);
-    }
-  });
 
   // KV: window entries for every row (§6.3), then the compressor and indexer (§6.4-§6.8).
   std::vector<uint8_t> nw;
@@ -226,6 +228,37 @@ void ForwardPass::Attention(int L, const std::vector<float>& x, std::vector<floa
   }
   CommitWindow(L, nw);
 
+  OutputProjection(w, out);
+}
+
+void ForwardPass::QueryPath(const LayerWeights& w, const RopeTable& rope, const std::vector<float>& x,
+                            std::vector<float>* cq, std::vector<float>* cs_out, std::vector<float>* sn_out) {
+  const int H = c_.n_heads, hd = c_.head_dim, rd = c_.rope_head_dim, nope = hd - rd;
+  std::vector<float> cq_raw(static_cast<size_t>(rows_) * c_.q_lora_rank);
+  Lin8(x.data(), rows_, w.wq_a, cq_raw.data(), &qa_, pool_);
+  NormRows(cq_raw, w.q_norm, cq);
+  // q_ and o_ are the pass's largest buffers (a prefill's are hundreds of MB): kept across layers
+  // rather than allocated, zeroed and faulted in again by each one.
+  std::vector<float>& q = q_;
+  q.resize(static_cast<size_t>(rows_) * H * hd);
+  Lin8(cq->data(), rows_, w.wq_b, q.data(), &qa_, pool_);
+  std::vector<float>& cs = *cs_out;
+  std::vector<float>& sn = *sn_out;
+  cs.assign(static_cast<size_t>(rows_) * (rd / 2), 0.0f);
+  sn.assign(cs.size(), 0.0f);
+  ForRows(rows_, static_cast<int64_t>(H) * rd, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      rope.Angles(pos_[r], &cs[static_cast<size_t>(r) * (rd / 2)], &sn[static_cast<size_t>(r) * (rd / 2)]);
+      for (int h = 0; h < H; ++h)
+        ApplyRope(&q[(static_cast<size_t>(r) * H + h) * hd + nope], rd / 2, &cs[static_cast<size_t>(r) * (rd / 2)],
+                  &sn[static_cast<size_t>(r) * (rd / 2)], false);
+    }
+  });
+}
+
+void ForwardPass::OutputProjection(const LayerWeights& w, std::vector<float>* out) {
+  const int H = c_.n_heads, hd = c_.head_dim;
+  const std::vector<float>& o = o_;
   // Grouped low-rank output projection: wo_a is block diagonal over groups of heads, applied to
   // bf16 activations without quantization (§6.9), then wo_b as Lin8.
   const int G = c_.o_groups, in_g = c_.heads_per_group() * hd, olr = c_.o_lora_rank;

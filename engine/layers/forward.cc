@@ -23,6 +23,9 @@ ForwardPass::ForwardPass(const Model& model, std::vector<Segment>* segments, Thr
   }
   topk_.assign(rows_, {});
   candidates_.assign(rows_, {});
+  dspark_slot_.assign(c_.n_layers, -1);
+  if (c_.has_dspark())
+    for (size_t i = 0; i < c_.dspark_target_layer_ids.size(); ++i) dspark_slot_[c_.dspark_target_layer_ids[i]] = static_cast<int>(i);
 }
 
 void ForwardPass::Embed() {
@@ -199,6 +202,7 @@ void ForwardPass::RunLayers(int begin, int end) {
   for (int L = begin; L < end; ++L) {
     const LayerWeights& w = model_.weights().layers[L];
     if (c_.roles[L].engram_slot >= 0) EngramBlock(L);
+    if (dspark_hidden != nullptr && dspark_slot_[L] >= 0) RecordDsparkHidden(dspark_slot_[L]);
     Mixes am = HcMixes(w.hc_attn_fn, w.hc_attn_base, w.hc_attn_scale);
     Collapse(pre_, &h);
     NormRows(h, w.attn_norm, &x);
@@ -212,6 +216,23 @@ void ForwardPass::RunLayers(int begin, int end) {
     pre_ = std::move(fm.pre);  // ... and the FFN site's pre collapses the next layer's input
     if (L == c_.ced_split - 1) RecordEncoderOutput();
     if (on_layer_done) on_layer_done(L, X_);
+  }
+}
+
+void ForwardPass::RecordDsparkHidden(int slot) {
+  // REF: the mean over the hc copies of the layer's input stream (a bf16 mean: fp32 sum in copy
+  // order, divided, rounded once); MODEL.md §9.3.
+  const int hc = c_.hc_mult, D = c_.dim;
+  const size_t width = c_.dspark_target_layer_ids.size() * static_cast<size_t>(D);
+  if (dspark_hidden->size() != static_cast<size_t>(rows_) * width) dspark_hidden->assign(static_cast<size_t>(rows_) * width, 0.0f);
+  for (int r = 0; r < rows_; ++r) {
+    const float* X = &X_[static_cast<size_t>(r) * hc * D];
+    float* out = &(*dspark_hidden)[static_cast<size_t>(r) * width + static_cast<size_t>(slot) * D];
+    for (int d = 0; d < D; ++d) {
+      float s = X[d];
+      for (int i = 1; i < hc; ++i) s = s + X[static_cast<size_t>(i) * D + d];
+      out[d] = RoundBf16(s / static_cast<float>(hc));
+    }
   }
 }
 

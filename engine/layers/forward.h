@@ -29,7 +29,7 @@ struct CedWindow {
 };
 
 struct Segment {
-  SequenceState* state = nullptr;
+  SequenceState* state = nullptr;  // null in a DSpark draft pass
   int64_t start = 0;               // position of the first row
   std::vector<int32_t> tokens;     // [n] token ids
   std::vector<uint8_t> image;      // [n] image-span flags (bias_vl, Engram DEAD), or empty
@@ -73,6 +73,22 @@ class ForwardPass {
   // Observer called after each layer with the stream X [rows, hc, dim] (bf16 values).
   std::function<void(int layer, const std::vector<float>& X)> on_layer_done;
 
+  // When set, RunLayers records DSpark's input for every row (MODEL.md §9.3): the mean of the hc
+  // copies of the stream entering each dspark_target_layer_ids layer (after its Engram), bf16
+  // values, targets side by side -> [rows, targets * dim]. Sized on first use; a target outside the
+  // layers run is left as it was. Not owned.
+  std::vector<float>* dspark_hidden = nullptr;
+
+  // ---- DSpark draft pass (engine/layers/dspark.cc, MODEL.md §9.3) ----
+  // A pass whose segments are draft blocks: segment s holds [last token, noise x (block - 1)] at
+  // positions [rings[s]'s end, + block), state null. Embeds them (no Engram), runs the draft layers
+  // (each attends its ring of the target's KV and the whole block), then the heads.
+  void EmbedDraft();
+  void RunDraftLayers(const std::vector<const std::vector<WindowRing>*>& rings);
+  // Collapse with the last draft layer's pre -> hidden [rows, dim] (bf16 values) and its normed
+  // logits through the shared head [rows, vocab] (fp32, no Markov bias yet).
+  void DraftHidden(std::vector<float>* hidden, std::vector<float>* logits) const;
+
   const std::vector<float>& stream() const { return X_; }
   const std::vector<float>& pre() const { return pre_; }
 
@@ -91,15 +107,28 @@ class ForwardPass {
 
   void ComputeEngramRows();
   void EngramBlock(int layer);
+  void RecordDsparkHidden(int slot);
   void Attention(int layer, const std::vector<float>& x, std::vector<float>* out);
+  // Query path (§6.1) of every row: cq [rows, q_lora_rank], q_ [rows, heads, head_dim] with RoPE at
+  // the row's position; the angles are left in cs/sn [rows, rope_head_dim / 2].
+  void QueryPath(const LayerWeights& w, const RopeTable& rope, const std::vector<float>& x, std::vector<float>* cq,
+                 std::vector<float>* cs, std::vector<float>* sn);
+  // The grouped low-rank output projection (§6.9) of the de-rotated o_ -> out [rows, dim].
+  void OutputProjection(const LayerWeights& w, std::vector<float>* out);
   // KV production of one layer for every row: window entries, and for a KV source the compressor.
   void ProduceWindowEntries(int layer, const std::vector<float>& x, std::vector<uint8_t>* entries) const;
+  void DraftAttention(int k, const std::vector<const std::vector<WindowRing>*>& rings, const std::vector<float>& x,
+                      std::vector<float>* out);
   void Compress(int layer, const std::vector<float>& x);
   void Index(int layer, const std::vector<float>& x, const std::vector<float>& cq);
   void AttendRow(int layer, const Segment& seg, int row, const float* q, const std::vector<uint8_t>& new_window,
                  float* o) const;
   void CommitWindow(int layer, const std::vector<uint8_t>& new_window);
   void Moe(int layer, const std::vector<float>& x, std::vector<float>* out) const;
+  // The MoE of one block's weights with `active` of its experts per row; `cache_layer` names the
+  // block to the expert cache (-1: read the mapping).
+  void MoeOf(const LayerWeights& w, int active, int cache_layer, const std::vector<float>& x,
+             std::vector<float>* out) const;
   void RecordEncoderOutput();
 
   // Window KV entry of position p for segment `seg` at `layer`, from the call's new entries, the
@@ -112,6 +141,7 @@ class ForwardPass {
   int rows_ = 0;
   std::vector<int64_t> pos_;        // [rows]
   std::vector<int> seg_of_row_;     // [rows]
+  std::vector<int> dspark_slot_;    // [n_layers]: index in dspark_target_layer_ids, or -1
   std::vector<uint8_t> image_;      // [rows]
   std::vector<int64_t> engram_rows_;  // [rows, engram layers, cols]
   std::vector<float> X_;            // [rows, hc, dim] bf16 values
@@ -130,6 +160,17 @@ class ForwardPass {
 // (MODEL.md §5). Exposed for tests.
 void SplitSinkhorn(const float* mixes, const float* scale, const float* base, int hc, int iters, float eps,
                    float* pre, float* post, float* comb);
+
+// FP8 window KV entries (MODEL.md §6.3, §10.3) of `rows` inputs x [rows, dim] at positions pos:
+// QDQ8(rope(RMSNorm_kv(Lin8(wkv, x)))) -> entries [rows][window_entry_bytes].
+void ProduceWindowKv(const ModelConfig& c, const LayerWeights& w, const RopeTable& rope, const float* x, int64_t rows,
+                     const int64_t* pos, uint8_t* entries, QuantActs* qa, ThreadPool* pool);
+
+// Sparse attention of one query row (every head) over a key list (MODEL.md §6.9): keys
+// [nkeys, head_dim] with their slot in the list (online softmax over blocks of 64 slots), the sink
+// in the denominator -> o [heads, head_dim] (bf16 values, not yet de-rotated).
+void AttendKeyList(const float* q, int heads, int head_dim, const float* keys, const int* slot, int nkeys,
+                   const F32View& sink, float* o);
 
 // Dequantizes cache entries (MODEL.md §10.3) to bf16-valued floats.
 void DecodeWindowEntry(const uint8_t* e, int head_dim, float* out);

@@ -42,8 +42,11 @@ void RunExpert(const Linear& w1, const Linear& w2, const Linear& w3, const std::
 }  // namespace
 
 void ForwardPass::Moe(int L, const std::vector<float>& x, std::vector<float>* out) const {
-  const LayerWeights& w = model_.weights().layers[L];
-  const int D = c_.dim, ne = c_.n_routed_experts, k = c_.n_activated_experts;
+  MoeOf(model_.weights().layers[L], c_.n_activated_experts, L, x, out);
+}
+
+void ForwardPass::MoeOf(const LayerWeights& w, int k, int L, const std::vector<float>& x, std::vector<float>* out) const {
+  const int D = c_.dim, ne = static_cast<int>(w.experts.size());
   const float limit = static_cast<float>(c_.swiglu_limit);
 
   // Router (Lin32, fp32 scores); the bias only selects.
@@ -85,7 +88,7 @@ void ForwardPass::Moe(int L, const std::vector<float>& x, std::vector<float>* ou
       wts[i] = rows[i].second;
     }
     std::shared_ptr<const CachedExpert> held;  // keeps a cached expert alive while it runs
-    if (experts_) held = experts_->Acquire(L, e);
+    if (experts_ && L >= 0) held = experts_->Acquire(L, e);
     const ExpertWeights& ew = held ? held->weights : w.experts[e];
     RunExpert(ew.w1, ew.w2, ew.w3, xe, n, wts.data(), limit, &ye, &qa_, pool_);
     // An expert sees a row at most once, so its rows' sums are independent.

@@ -27,8 +27,10 @@ std::vector<StoredTensor> StoredTensors(const TensorSpec& s) {
   return {};
 }
 
-bool IsIgnoredTensorName(const std::string& n) {
-  for (const char* p : {"mtp.", "vision.", "aligner.", "image_start", "image_end", "image_newline"})
+bool IsIgnoredTensorName(const ModelConfig& c, const std::string& n) {
+  // DSpark tensors are read whenever the configuration has DSpark layers (then the table lists them).
+  if (c.n_mtp_layers == 0 && n.rfind("mtp.", 0) == 0) return true;
+  for (const char* p : {"vision.", "aligner.", "image_start", "image_end", "image_newline"})
     if (n.rfind(p, 0) == 0) return true;
   return false;
 }
@@ -50,9 +52,9 @@ void ForEachTensor(const ModelConfig& c, const std::function<void(const TensorSp
   norm("norm.weight", D, 1.0);
 
   const int64_t hcd = c.hc_dim(), mix = c.mix_hc();
-  for (int L = 0; L < c.n_layers; ++L) {
-    const LayerRole& r = c.roles[L];
-    const std::string p = "layers." + std::to_string(L) + ".";
+  // One block: attention, mHC, MoE (and Engram); DSpark layers are ratio-0 blocks with their own
+  // expert count (MODEL.md §2.5).
+  auto block = [&](const std::string& p, const LayerRole& r, int n_experts) {
     norm(p + "attn_norm.weight", D, 0.025);
     norm(p + "ffn_norm.weight", D, 0.2);
     for (const char* site : {"attn", "ffn"}) {
@@ -83,10 +85,10 @@ void ForEachTensor(const ModelConfig& c, const std::function<void(const TensorSp
       proj(a + "indexer.weights_proj.weight", F::kBf16, c.index_n_heads, D, 1.0);
     }
     const std::string f = p + "ffn.";
-    proj(f + "gate.weight", F::kBf16, c.n_routed_experts, D, 2.9);
-    emit(f + "gate.bias", F::kF32, {c.n_routed_experts}, {H::kRouterBias, 0.5});
-    emit(f + "gate.bias_vl", F::kF32, {c.n_routed_experts}, {H::kRouterBias, 0.5}, /*required=*/c.vision);
-    for (int e = 0; e < c.n_routed_experts; ++e) {
+    proj(f + "gate.weight", F::kBf16, n_experts, D, 2.9);
+    emit(f + "gate.bias", F::kF32, {n_experts}, {H::kRouterBias, 0.5});
+    emit(f + "gate.bias_vl", F::kF32, {n_experts}, {H::kRouterBias, 0.5}, /*required=*/c.vision);
+    for (int e = 0; e < n_experts; ++e) {
       const std::string x = f + "experts." + std::to_string(e) + ".";
       proj(x + "w1.weight", F::kFp4Linear, c.moe_inter_dim, D, 1.5);
       proj(x + "w2.weight", F::kFp4Linear, D, c.moe_inter_dim, 1.05);
@@ -102,6 +104,25 @@ void ForEachTensor(const ModelConfig& c, const std::function<void(const TensorSp
       proj(e + "wkv.weight", F::kFp8Linear, D * (c.hc_mult + 1), int64_t{c.engram_cols()} * c.engram_head_dim, 1.0);
       emit(e + "q_weight", F::kBf16, {c.hc_mult, D}, {H::kNorm, 1.0});
       emit(e + "k_weight", F::kBf16, {c.hc_mult, D}, {H::kNorm, 1.0});
+    }
+  };
+  for (int L = 0; L < c.n_layers; ++L) block("layers." + std::to_string(L) + ".", c.roles[L], c.n_routed_experts);
+
+  // DSpark draft layers (MODEL.md §2.5, §9.3): stage 0 projects the target layers' streams, the last
+  // stage carries the final norm, the Markov head and the confidence head.
+  const LayerRole draft_role;  // ratio 0: window attention only, no Engram
+  for (int k = 0; k < c.n_mtp_layers; ++k) {
+    const std::string p = "mtp." + std::to_string(k) + ".";
+    block(p, draft_role, c.dspark_experts());
+    if (k == 0) {
+      proj(p + "main_proj.weight", F::kFp8Linear, D, D * static_cast<int64_t>(c.dspark_target_layer_ids.size()), 1.0);
+      norm(p + "main_norm.weight", D, 1.0);
+    }
+    if (k == c.n_mtp_layers - 1) {
+      norm(p + "norm.weight", D, 1.0);
+      emit(p + "markov_head.embed.weight", F::kBf16, {c.vocab_size, c.dspark_markov_rank}, {H::kEmbedding, 0.12});
+      proj(p + "markov_head.head.weight", F::kBf16, c.vocab_size, c.dspark_markov_rank, 1.0);
+      proj(p + "confidence_head.proj.weight", F::kBf16, 1, D + c.dspark_markov_rank, 1.0);
     }
   }
 }

@@ -46,11 +46,12 @@ struct StoredTensor {
 };
 std::vector<StoredTensor> StoredTensors(const TensorSpec& spec);
 
-// Every tensor of the backbone (globals, then layer by layer), in a stable order.
+// Every tensor the engine reads (globals, then the backbone layer by layer, then the DSpark layers
+// mtp.0.. when configured), in a stable order.
 void ForEachTensor(const ModelConfig& config, const std::function<void(const TensorSpec&)>& fn);
 
-// Names the engine never reads but the release ships (DSpark, vision); present tensors with these
-// prefixes are accepted and ignored.
-bool IsIgnoredTensorName(const std::string& name);
+// Names the engine never reads but the release ships (vision, and DSpark's mtp.* when `config` has
+// no DSpark layers); present tensors with these prefixes are accepted and ignored.
+bool IsIgnoredTensorName(const ModelConfig& config, const std::string& name);
 
 }  // namespace ds41

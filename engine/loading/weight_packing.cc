@@ -65,9 +65,7 @@ std::vector<Target> Targets(ModelWeights* w) {
     out.back().exponents = &v.exponents;
   };
   bf16("head", w->head);
-  for (size_t i = 0; i < w->layers.size(); ++i) {
-    LayerWeights& L = w->layers[i];
-    const std::string p = "layers." + std::to_string(i) + ".";
+  auto block = [&](const std::string& p, LayerWeights& L) {
     fp8(p + "wq_a", L.wq_a);
     fp8(p + "wq_b", L.wq_b);
     fp8(p + "wkv", L.wkv);
@@ -89,7 +87,12 @@ std::vector<Target> Targets(ModelWeights* w) {
       fp4(q + "w2", L.experts[e].w2);
       fp4(q + "w3", L.experts[e].w3);
     }
-  }
+  };
+  for (size_t i = 0; i < w->layers.size(); ++i) block("layers." + std::to_string(i) + ".", w->layers[i]);
+  // DSpark layers after the backbone, so a checkpoint without them packs exactly as before.
+  for (size_t k = 0; k < w->dspark.layers.size(); ++k) block("mtp." + std::to_string(k) + ".", w->dspark.layers[k]);
+  fp8("mtp.main_proj", w->dspark.main_proj);
+  bf16("mtp.markov_head", w->dspark.markov_head);
   return out;
 }
 

@@ -48,7 +48,7 @@ StatusOr<ModelWeights> BindWeights(const ModelConfig& c, const SafetensorsCheckp
     bound[s.name] = b;
   }
   for (const auto& [name, view] : ckpt.tensors()) {
-    if (expected.count(name) || IsIgnoredTensorName(name)) continue;
+    if (expected.count(name) || IsIgnoredTensorName(c, name)) continue;
     return InvalidArgumentError("checkpoint: unexpected tensor " + name + " (" + view.Describe() + ") in " + view.file +
                                 ": not part of this configuration; misspelt?");
   }
@@ -82,11 +82,7 @@ StatusOr<ModelWeights> BindWeights(const ModelConfig& c, const SafetensorsCheckp
   w.embed = bf16("embed.weight");
   w.head = bf16("head.weight");
   w.norm = bf16("norm.weight");
-  w.layers.resize(c.n_layers);
-  for (int L = 0; L < c.n_layers; ++L) {
-    const LayerRole& r = c.roles[L];
-    LayerWeights& lw = w.layers[L];
-    const std::string p = "layers." + std::to_string(L) + ".";
+  auto bind_block = [&](const std::string& p, const LayerRole& r, int n_experts, LayerWeights& lw) {
     const std::string a = p + "attn.", f = p + "ffn.";
     lw.attn_norm = bf16(p + "attn_norm.weight");
     lw.ffn_norm = bf16(p + "ffn_norm.weight");
@@ -118,8 +114,8 @@ StatusOr<ModelWeights> BindWeights(const ModelConfig& c, const SafetensorsCheckp
     lw.gate = bf16(f + "gate.weight");
     lw.gate_bias = f32(f + "gate.bias");
     lw.gate_bias_vl = f32(f + "gate.bias_vl");  // p == nullptr when absent
-    lw.experts.resize(c.n_routed_experts);
-    for (int e = 0; e < c.n_routed_experts; ++e) {
+    lw.experts.resize(n_experts);
+    for (int e = 0; e < n_experts; ++e) {
       const std::string x = f + "experts." + std::to_string(e) + ".";
       lw.experts[e] = {fp4(x + "w1.weight"), fp4(x + "w2.weight"), fp4(x + "w3.weight")};
     }
@@ -133,6 +129,25 @@ StatusOr<ModelWeights> BindWeights(const ModelConfig& c, const SafetensorsCheckp
       lw.engram_wkv = fp8(e + "wkv.weight");
       lw.engram_q = bf16(e + "q_weight");
       lw.engram_k = bf16(e + "k_weight");
+    }
+  };
+  w.layers.resize(c.n_layers);
+  for (int L = 0; L < c.n_layers; ++L)
+    bind_block("layers." + std::to_string(L) + ".", c.roles[L], c.n_routed_experts, w.layers[L]);
+  DsparkWeights& d = w.dspark;
+  d.layers.resize(c.n_mtp_layers);
+  for (int k = 0; k < c.n_mtp_layers; ++k) {
+    const std::string p = "mtp." + std::to_string(k) + ".";
+    bind_block(p, LayerRole{}, c.dspark_experts(), d.layers[k]);
+    if (k == 0) {
+      d.main_proj = fp8(p + "main_proj.weight");
+      d.main_norm = bf16(p + "main_norm.weight");
+    }
+    if (k == c.n_mtp_layers - 1) {
+      d.norm = bf16(p + "norm.weight");
+      d.markov_embed = bf16(p + "markov_head.embed.weight");
+      d.markov_head = bf16(p + "markov_head.head.weight");
+      d.confidence_proj = bf16(p + "confidence_head.proj.weight");
     }
   }
   return w;

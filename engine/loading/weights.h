@@ -95,9 +95,22 @@ struct LayerWeights {
   Bf16View engram_q, engram_k;                      // [hc, D]
 };
 
+// DSpark draft layers mtp.0.. (MODEL.md §2.5, §9.3): blocks like a ratio-0 backbone layer, plus
+// stage 0's projection of the target layers' streams and the last stage's heads.
+struct DsparkWeights {
+  std::vector<LayerWeights> layers;  // [n_mtp_layers]
+  Fp8Linear main_proj;               // mtp.0: [dim, dim * targets]
+  Bf16View main_norm;                // mtp.0: [dim]
+  Bf16View norm;                     // last stage: [dim]
+  Bf16View markov_embed;             // last stage: [vocab, markov_rank]
+  Bf16View markov_head;              // last stage: [vocab, markov_rank]
+  Bf16View confidence_proj;          // last stage: [1, dim + markov_rank]
+};
+
 struct ModelWeights {
   Bf16View embed, head, norm;
   std::vector<LayerWeights> layers;
+  DsparkWeights dspark;  // empty layers when the config has none
 };
 
 // Resolves every tensor of the table against the checkpoint. A missing required tensor, a wrong

@@ -15,6 +15,12 @@ With these choices, an engine that implements the same semantics agrees with thi
 
 Runs the reference's own flow: one prefill at position 0 over the whole prompt, then one-token
 decode steps; keeps every position's window KV (no ring) and every group's compressor inputs.
+
+DSpark (MODEL.md §9.3, REF DSparkBlock / Transformer.forward_spec): forward() also records, per row,
+the mean of the hc copies of the stream entering each dspark target layer (self.last_hidden);
+dspark_append() turns target rows into main_x and each draft layer's window KV; dspark_draft() runs
+the draft block [last token, noise...] through the mtp layers (ring slots in REF's slot order, then
+the block, bidirectional), the shared head, the Markov head's bias and the confidence head.
 """
 
 import json
@@ -292,6 +298,14 @@ class Config:
         self.ngram, self.engram_vocab = t.get("engram_max_ngram_size", 0), t.get("engram_vocab_size", 0)
         self.engram_heads, self.engram_hd = t.get("engram_n_heads", 0), t.get("engram_head_dim", 0)
         self.engram_pad, self.engram_cvocab = t.get("engram_pad_token_id", 2), t.get("engram_compressed_vocab_size", 0)
+        self.n_mtp = t.get("num_nextn_predict_layers", 0)
+        self.block = t.get("dspark_block_size", 0)
+        self.noise = t.get("dspark_noise_token_id", 0)
+        self.targets = t.get("dspark_target_layer_ids", [])
+        self.markov_rank = t.get("dspark_markov_rank", 256)
+        # REF get_moe_config: 0 falls back to the backbone's counts
+        self.d_exp = t.get("dspark_n_routed_experts", 0) or self.n_exp
+        self.d_topk = t.get("dspark_num_experts_per_tok", 0) or self.topk_exp
 
     def kv_source(self, L):
         return max([s for s in self.kv_sources if s <= L], default=-1)
@@ -447,9 +461,9 @@ class Oracle:
         gate = torch.where(torch.tensor(image).unsqueeze(-1), torch.zeros_like(gate), gate)
         return bf16(X + gate.unsqueeze(-1) * value.unsqueeze(1))
 
-    def hc_mixes(self, X, site, L):
+    def hc_mixes(self, X, site, L, block=None):
         cfg, w = self.cfg, self.w
-        p = f"layers.{L}.hc_{site}_"
+        p = f"{block or f'layers.{L}.'}hc_{site}_"
         z = X.reshape(X.shape[0], -1)
         r = rsqrt_c(mean_sq(z) + cfg.eps)
         m = (z.to(F64) @ w.f32(p + "fn").to(F64).T).to(F32) * r.unsqueeze(-1)
@@ -472,18 +486,19 @@ class Oracle:
             out.append(bf16(post[:, j : j + 1] * h + s))
         return torch.stack(out, dim=1)
 
-    def moe(self, L, x, image):
+    def moe(self, L, x, image, block=None, n_exp=None, topk=None):
         cfg, w = self.cfg, self.w
-        p = f"layers.{L}.ffn."
+        p = f"{block or f'layers.{L}.'}ffn."
+        n_exp, topk = n_exp or cfg.n_exp, topk or cfg.topk_exp
         z = block_linear(x, w.bf16(p + "gate.weight"))
         s = softplus_c(z).sqrt()
         bias = w.f32(p + "gate.bias").unsqueeze(0).expand_as(s)
         if w.has(p + "gate.bias_vl"):
             bias = torch.where(torch.tensor(image).unsqueeze(-1), w.f32(p + "gate.bias_vl").unsqueeze(0), bias)
-        order = torch.sort(s + bias, dim=-1, descending=True, stable=True).indices[:, : cfg.topk_exp]
+        order = torch.sort(s + bias, dim=-1, descending=True, stable=True).indices[:, :topk]
         sel = s.gather(1, order)
         total = sel.to(F64).sum(-1, keepdim=True).to(F32)
-        wts = sel / (total + 1e-20) if cfg.topk_exp > 1 else sel
+        wts = sel / (total + 1e-20) if topk > 1 else sel
         wts = wts * cfg.route_scale
 
         def expert(prefix, xs, wt, fmt):
@@ -497,7 +512,7 @@ class Oracle:
             return lin8(bf16(h), fmt(prefix + "w2.weight"))
 
         y = torch.zeros_like(x)
-        for e in range(cfg.n_exp):
+        for e in range(n_exp):
             rows, slot = torch.where(order == e)
             if rows.numel() == 0:
                 continue
@@ -596,11 +611,9 @@ class Oracle:
         cq = rms_norm(lin8(x, w.fp8(p + "wq_a.weight")), w.bf16(p + "q_norm.weight"), cfg.eps)
         q = lin8(cq, w.fp8(p + "wq_b.weight")).reshape(T, H, hd)
         q = torch.cat([q[..., : hd - rd], rope(q[..., hd - rd :], positions, fr)], dim=-1)
-        kv = rms_norm(lin8(x, w.fp8(p + "wkv.weight")), w.bf16(p + "kv_norm.weight"), cfg.eps)
-        kv = torch.cat([kv[:, : hd - rd], rope(kv[:, hd - rd :], positions, fr)], dim=-1)
-        codes, val, _, sbyte = qdq8(kv)
+        val, byts = self.window_kv(p, x, positions, fr)
         for i in range(T):
-            self.win[L].append((val[i], torch.cat([codes[i].to(torch.uint8), sbyte[i].to(torch.uint8)])))
+            self.win[L].append((val[i], byts[i]))
         if yarn:
             src = cfg.kv_source(L)
             if src == L:
@@ -624,6 +637,21 @@ class Oracle:
                     keys[i, W + k] = entries[j][0]
                     valid[i, W + k] = True
         o = self.sparse_attn(q, keys, valid, w.f32(p + "attn_sink"))
+        return self.output(p, o, positions, fr)
+
+    def window_kv(self, p, x, positions, fr):
+        """Window KV entries (§6.3) of rows x at positions: (values [T, hd], code bytes [T, hd + hd/32])."""
+        cfg, w = self.cfg, self.w
+        hd, rd = cfg.hd, cfg.rd
+        kv = rms_norm(lin8(x, w.fp8(p + "wkv.weight")), w.bf16(p + "kv_norm.weight"), cfg.eps)
+        kv = torch.cat([kv[:, : hd - rd], rope(kv[:, hd - rd :], positions, fr)], dim=-1)
+        codes, val, _, sbyte = qdq8(kv)
+        return val, torch.cat([codes.to(torch.uint8), sbyte.to(torch.uint8)], dim=-1)
+
+    def output(self, p, o, positions, fr):
+        """De-rotation at the query positions, grouped wo_a (bf16, no activation quantization), wo_b."""
+        cfg, w = self.cfg, self.w
+        T, hd, rd = o.shape[0], cfg.hd, cfg.rd
         o = torch.cat([o[..., : hd - rd], rope(o[..., hd - rd :], positions, fr, inverse=True)], dim=-1)
         G = cfg.o_groups
         codes_a, s_a = w.fp8(p + "wo_a.weight")
@@ -674,10 +702,16 @@ class Oracle:
         pre[:, 0] = 1
         hashes = self.engram_hashes(tokens, image) if cfg.engram_layers else None
         state, streams = {}, []
+        hidden = [None] * len(cfg.targets)
         for L in range(cfg.n_layers):
             p = f"layers.{L}."
             if L in cfg.engram_layers:
                 X = self.engram(L, X, hashes, image)
+            if cfg.n_mtp and L in cfg.targets:  # REF: the input stream's mean over the hc copies
+                acc = X[:, 0]
+                for i in range(1, cfg.hc):
+                    acc = acc + X[:, i]
+                hidden[cfg.targets.index(L)] = bf16(acc / cfg.hc)
             a_pre, a_post, a_comb = self.hc_mixes(X, "attn", L)
             x = rms_norm(self.collapse(X, pre), w.bf16(p + "attn_norm.weight"), cfg.eps)
             X = self.expand(X, self.attention(L, x, positions, state), a_post, a_comb)
@@ -689,7 +723,95 @@ class Oracle:
         y = rms_norm(self.collapse(X, pre), w.bf16("norm.weight"), cfg.eps)
         logits = block_linear(y, w.bf16("head.weight"))
         self.pos += T
+        self.last_hidden = torch.cat(hidden, dim=-1) if cfg.n_mtp else None
         return logits, torch.stack(streams, dim=1)
+
+    # ------------------------------------------------------------------------------------ DSpark
+    # The draft layers' ring in position order instead of REF's slot order: wrong once the window
+    # exceeds 64 keys and the ring has wrapped (tests/CMakeLists.txt oracle_dspark_detects_key_order).
+    dspark_position_order = os.environ.get("DS41_ORACLE_DSPARK_POSITION_ORDER") == "1"
+
+    def dspark_reset(self):
+        self.dwin = {k: {} for k in range(self.cfg.n_mtp)}  # per draft layer: position -> (values, bytes)
+        self.dend = 0
+
+    def dspark_append(self, start, hidden):
+        """Target rows at positions [start, ...): main_x (stage 0) and every draft layer's window KV."""
+        cfg, w = self.cfg, self.w
+        main_x = rms_norm(lin8(hidden, w.fp8("mtp.0.main_proj.weight")), w.bf16("mtp.0.main_norm.weight"), cfg.eps)
+        positions = torch.arange(start, start + hidden.shape[0])
+        for k in range(cfg.n_mtp):
+            val, byts = self.window_kv(f"mtp.{k}.attn.", main_x, positions, self.freqs[False])
+            for i in range(hidden.shape[0]):
+                self.dwin[k][start + i] = (val[i], byts[i])
+        self.dend = start + hidden.shape[0]
+
+    def dspark_attention(self, k, x, positions):
+        cfg, w = self.cfg, self.w
+        p = f"mtp.{k}.attn."
+        T, H, hd, rd, W = x.shape[0], cfg.heads, cfg.hd, cfg.rd, cfg.window
+        fr = self.freqs[False]  # ratio 0: rope_theta, no YaRN
+        cq = rms_norm(lin8(x, w.fp8(p + "wq_a.weight")), w.bf16(p + "q_norm.weight"), cfg.eps)
+        q = lin8(cq, w.fp8(p + "wq_b.weight")).reshape(T, H, hd)
+        q = torch.cat([q[..., : hd - rd], rope(q[..., hd - rd :], positions, fr)], dim=-1)
+        bval, _ = self.window_kv(p, x, positions, fr)
+        end = int(positions[0])
+        nring = min(W, end)
+        keys = torch.zeros(T, nring + T, hd)
+        valid = torch.zeros(T, nring + T, dtype=torch.bool)
+        for sl in range(nring):  # REF's list: ring slots 0..min(W, end)-1 in slot order
+            pos = sl + (end - 1 - sl) // W * W
+            if self.dspark_position_order:  # a deliberately wrong list (proves the check can fail)
+                pos = end - nring + sl
+            if pos in self.dwin[k]:
+                keys[:, sl] = self.dwin[k][pos][0]
+                valid[:, sl] = True
+        keys[:, nring:] = bval.unsqueeze(0)  # then the whole block, every query sees every draft key
+        valid[:, nring:] = True
+        o = self.sparse_attn(q, keys, valid, w.f32(p + "attn_sink"))
+        return self.output(p, o, positions, fr)
+
+    def dspark_draft(self, last):
+        """Drafts a block after the appended positions: (tokens [B], logits [B, V] with the Markov bias,
+        confidence [B] fp32)."""
+        cfg, w = self.cfg, self.w
+        B, start = cfg.block, self.dend
+        tokens = [last] + [cfg.noise] * (B - 1)
+        positions = torch.arange(start, start + B)
+        X = w.bf16("embed.weight")[torch.tensor(tokens)].unsqueeze(1).repeat(1, cfg.hc, 1)
+        pre = torch.zeros(B, cfg.hc)
+        pre[:, 0] = 1
+        for k in range(cfg.n_mtp):
+            blk = f"mtp.{k}."
+            a_pre, a_post, a_comb = self.hc_mixes(X, "attn", None, blk)
+            x = rms_norm(self.collapse(X, pre), w.bf16(blk + "attn_norm.weight"), cfg.eps)
+            X = self.expand(X, self.dspark_attention(k, x, positions), a_post, a_comb)
+            f_pre, f_post, f_comb = self.hc_mixes(X, "ffn", None, blk)
+            x = rms_norm(self.collapse(X, a_pre), w.bf16(blk + "ffn_norm.weight"), cfg.eps)
+            X = self.expand(X, self.moe(None, x, [False] * B, blk, cfg.d_exp, cfg.d_topk), f_post, f_comb)
+            pre = f_pre
+        last_blk = f"mtp.{cfg.n_mtp - 1}."
+        hid = self.collapse(X, pre)
+        logits = block_linear(rms_norm(hid, w.bf16(last_blk + "norm.weight"), cfg.eps), w.bf16("head.weight"))
+        m_embed = w.bf16(last_blk + "markov_head.embed.weight")
+        m_head = w.bf16(last_blk + "markov_head.head.weight")
+        proj = w.bf16(last_blk + "confidence_head.proj.weight")
+        out, conf, prev = [], [], last
+        for i in range(B):
+            e = m_embed[prev].unsqueeze(0)
+            logits[i] = logits[i] + block_linear(e, m_head)[0]
+            prev = int(torch.argmax(logits[i]))
+            out.append(prev)
+            conf.append(block_linear(torch.cat([hid[i : i + 1], e], dim=-1), proj)[0, 0])
+        return out, logits, torch.stack(conf)
+
+    def dspark_caches(self):
+        """Each draft layer's window entries of the last `window` appended positions (engine dump layout)."""
+        out = {}
+        for k in range(self.cfg.n_mtp):
+            ps = [p for p in sorted(self.dwin[k]) if p >= self.dend - self.cfg.window]
+            out[f"dspark_window_M{k}"] = torch.stack([self.dwin[k][p][1] for p in ps]).numpy()
+        return out
 
     def caches(self):
         """Cache bytes in the engine's dump layout: main KV / index keys per KV source, window entries
