@@ -62,7 +62,7 @@ SCENARIOS = {
                   faults=[("kill", "decoder0"), ("kill", "cache1"), ("kill", "encoder1"), ("kill", "router"),
                           ("cut", NS_ROLE, 3.0)]),
     # Every role in turn, then a slow link and a cut.
-    "long": dict(sessions=6, max_tokens=16, think=0.3, warmup=15.0, settle=12.0, deadline=30.0, max_context=1500,
+    "long": dict(sessions=6, max_tokens=48, think=0.3, warmup=15.0, settle=12.0, deadline=30.0, max_context=1500,
                  faults=[("kill", "cache0"), ("kill", "encoder0"), ("kill", "decoder0"), ("kill", "router"),
                          ("kill", "cache1"), ("kill", "encoder1"), ("kill", "decoder1"),
                          ("delay", NS_ROLE, 15.0), ("cut", NS_ROLE, 8.0)]),
@@ -458,6 +458,23 @@ def expected_alerts(kind, role):
     return []  # a slow link: nothing is down
 
 
+def wait_running(metrics_addr, pool, timeout):
+    """Polls a node's ds41_<pool>_running_sequences until it is above 0; returns the value seen last."""
+    end, value = time.time() + timeout, 0.0
+    while time.time() < end:
+        try:
+            with urllib.request.urlopen(f"http://{metrics_addr}/metrics", timeout=1) as f:
+                for line in f.read().decode().splitlines():
+                    if line.startswith(f"ds41_{pool}_running_sequences"):
+                        value = float(line.split()[-1])
+        except OSError:
+            pass
+        if value > 0:
+            return value
+        time.sleep(0.02)
+    return value
+
+
 def run_faults(cluster, netns, sc, phases):
     """Injects the faults in turn; fills phases with their times."""
     t = time.time()
@@ -470,6 +487,10 @@ def run_faults(cluster, netns, sc, phases):
         r = cluster.roles[role]
         if kind == "kill":
             readies = r.ready_count()
+            if POOL[role] in ("encoder", "decoder"):
+                # Kill it while it computes something (up to 5 s of waiting), so that a prefill or a
+                # stream is cut in the middle rather than between requests.
+                ph["running_at_kill"] = wait_running(cluster.addr[role]["metrics"], POOL[role], 5.0)
             r.kill()
             r.wait_ready(readies + 1, 120)
             ph["t_role_ready"] = time.time()
@@ -689,6 +710,8 @@ def main():
             if ph.get("probe_failures"):
                 f["probe_failures"] = ph["probe_failures"][:5]
                 f["probes_failed"] = len(ph["probe_failures"])
+            if "running_at_kill" in ph:
+                f["running_at_kill"] = ph["running_at_kill"]
             if ph.get("t_role_ready"):
                 f["role_ready_after_s"] = round(ph["t_role_ready"] - ph["t_fault"], 2)
             if base and (after is None or after < a.hit_recovery * base):
@@ -698,15 +721,19 @@ def main():
             faults.append(f)
         # 5. Alerts.
         fired = prom.firing(t_start, time.time())
+        # An alert belongs to a fault when it starts firing during it (or up to 3 s after full
+        # service): one that already fired before (since Prometheus started, or since an earlier
+        # fault, over its rate window) is not this fault's.
+        starts = [(n, m, [t for i, t in enumerate(ts) if i == 0 or t - ts[i - 1] > 1.0]) for n, m, ts in fired]
         for f, ph in zip(faults, phases[1:]):
             lo, hi = ph["t_fault"], ph["t_recovered"] + 3.0
-            seen = sorted({n + (f"{{{m.get('pool') or m.get('role') or ''}}}") for n, m, ts in fired
+            seen = sorted({n + (f"{{{m.get('pool') or m.get('role') or ''}}}") for n, m, ts in starts
                            if any(lo <= t <= hi for t in ts)})
             f["alerts_fired"] = seen
             missing = []
             for name, label, value in expected_alerts(ph["kind"], ph["role"]):
                 if not any(n == name and (label is None or m.get(label) == value) and any(lo <= t <= hi for t in ts)
-                           for n, m, ts in fired):
+                           for n, m, ts in starts):
                     missing.append(f"{name}{{{label}={value}}}" if label else name)
             f["alerts_missing"] = missing
             if missing:
@@ -715,7 +742,8 @@ def main():
         report["faults"] = faults
         report["alerts_timeline"] = [dict(alert=n, labels={k: m[k] for k in ("pool", "role", "pod") if k in m},
                                           first_s=round(min(ts) - t_start, 1), last_s=round(max(ts) - t_start, 1),
-                                          samples=len(ts)) for n, m, ts in fired]
+                                          samples=len(ts), at_s=[round(t - t_start, 1) for t in ts])
+                                     for n, m, ts in fired]
         report["fault_times_s"] = [dict(fault=ph["name"], at=round(ph["t_fault"] - t_start, 1),
                                         recovered=round(ph["t_recovered"] - t_start, 1)) for ph in phases[1:]]
         report["restarts"] = {r: cluster.roles[r].restarts for r in ROLES}
@@ -761,7 +789,8 @@ def print_report(rep):
     if "baseline_hit_share" in rep:
         print(f"  prefix-hit share before faults: {rep['baseline_hit_share']}")
     for f in rep.get("faults", []):
-        print(f"  {f['fault']:<14} full service after {f['full_service_after_s']:>5} s"
+        print(f"  {f['fault']:<14} {'(' + str(int(f['running_at_kill'])) + ' running) ' if 'running_at_kill' in f else ''}"
+              f"full service after {f['full_service_after_s']:>5} s"
               f"{' (role ready ' + str(f['role_ready_after_s']) + ' s)' if 'role_ready_after_s' in f else ''}; "
               f"hit share during {f['hit_share_during']} ({f['requests_during']} req), after {f['hit_share_after']} "
               f"({f['requests_after']} req); alerts {f.get('alerts_fired')}"
