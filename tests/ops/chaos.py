@@ -25,14 +25,17 @@ It asserts, and prints as figures (also in DIR/chaos.json):
   * no acknowledged cache unit is lost or changed: every role writes the units the shards
     acknowledged to it (--cache-ack-log) and tools/ds41-cache-audit fetches them all at the end;
     the shards' checksum-failure counters stayed at 0;
-  * every completed reply equals the one-process engine's (`ds41 session`: the same turns with the
-    CED semantics, one state continued); a turn whose SWA state had to be rebuilt by the bounded
-    replay (usage.ds41.encoder_replay_tokens > 0), and the turns of its session after it, may differ
-    by design (MODEL.md 10.4) and are counted apart;
+  * every completed reply on the exact path equals the one-process engine's (`ds41 session`: the
+    same turns with the CED semantics, one state continued). A turn is on the exact path when it
+    hit its session's whole previous context with the exact SWA state, and so did every turn of
+    the session before it; other turns (a shorter prefix while a shard was dead, an SWA state
+    rebuilt by the bounded replay) may differ by design (MODEL.md 10.4) and are counted apart;
   * after each fault the cluster is back in full service and its prefix-hit share over the settle
     period is at least --hit-recovery (0.6) of the share before the first fault;
-  * the alerts that should fire for each fault fired (DS41TargetDown for the role's pool,
-    DS41NodesNotReady for a node the router lost, DS41RouterUnavailable for the router).
+  * the alerts that should fire for each fault started firing during it (DS41TargetDown for the
+    role's pool, DS41NodesNotReady for a node the router lost, DS41RouterUnavailable for the router).
+Encoders and decoders are killed while they compute (ds41_<role>_running_sequences > 0), so a
+prefill or a stream is cut in the middle.
 Exit 0 when all hold, 1 otherwise, 77 (skip) when not root or without ip/tc/prometheus.
 """
 import argparse
