@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cache.grpc.pb.h"
+#include "cache_client/ack_log.h"
 #include "cache_client/shard_data_path.h"
 #include "rpc/channels.h"
 #include "rpc/status_map.h"
@@ -132,6 +133,11 @@ StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(const CacheClientOpti
     c->shards_.push_back(std::move(s));
   }
   c->pool_ = std::make_unique<ThreadPool>(std::max(2, o.io_threads), ThreadPool::Idle::kSleep, "cache-client");
+  if (!o.ack_log.empty()) {
+    auto log = AckLog::Open(o.ack_log);
+    if (!log.ok()) return log.status();
+    c->ack_log_ = std::move(*log);
+  }
   return c;
 }
 
@@ -249,12 +255,15 @@ std::vector<CacheClient::Part> CacheClient::PartsOf(const std::vector<Unit>& uni
 
 PutResult CacheClient::Put(const CacheNamespace& ns, const std::vector<UnitPut>& units) {
   const std::vector<Part> parts = PartsOf(units);
-  std::vector<std::future<std::pair<int, Status>>> futs;
-  for (const Part& p : parts)
-    futs.push_back(pool_->Submit([&] { return PutOnShard(*shards_[p.shard], ns, units, p.idx); }));
+  std::vector<std::vector<size_t>> acks(parts.size());
+  std::vector<std::future<Status>> futs;
+  for (size_t i = 0; i < parts.size(); ++i)
+    futs.push_back(pool_->Submit([&, i] { return PutOnShard(*shards_[parts[i].shard], ns, units, parts[i].idx, &acks[i]); }));
   PutResult r;
   for (size_t i = 0; i < parts.size(); ++i) {
-    auto [acked, st] = futs[i].get();
+    const Status st = futs[i].get();
+    const int acked = static_cast<int>(acks[i].size());
+    if (ack_log_ != nullptr) ack_log_->Record(ns, units, acks[i]);
     r.acked += acked;
     r.failed += static_cast<int>(parts[i].idx.size()) - acked;
     if (!st.ok() && r.first_error.ok()) r.first_error = st.Prefixed("cache shard " + shards_[parts[i].shard]->name);
@@ -262,21 +271,20 @@ PutResult CacheClient::Put(const CacheNamespace& ns, const std::vector<UnitPut>&
   return r;
 }
 
-std::pair<int, Status> CacheClient::PutOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
-                                               std::vector<size_t> idx) {
+Status CacheClient::PutOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
+                               std::vector<size_t> idx, std::vector<size_t>* acked) {
   const InFlight counted(shard.calls);
   const Deadline deadline = CallDeadline(idx.size());
-  int acked = 0;
   Status first_error;
-  idx = DataPut(shard, ns, units, idx, deadline, &acked, &first_error);
-  if (idx.empty()) return {acked, first_error};
-  auto [more, st] = GrpcPut(shard, ns, units, idx, deadline);
-  return {acked + more, first_error.ok() ? st : first_error};
+  idx = DataPut(shard, ns, units, idx, deadline, acked, &first_error);
+  if (idx.empty()) return first_error;
+  Status st = GrpcPut(shard, ns, units, idx, deadline, acked);
+  return first_error.ok() ? st : first_error;
 }
 
 std::vector<size_t> CacheClient::DataPut(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
-                                         const std::vector<size_t>& idx, Deadline deadline, int* acked,
-                                         Status* first_error) {
+                                         const std::vector<size_t>& idx, Deadline deadline,
+                                         std::vector<size_t>* acked, Status* first_error) {
   if (!shard.data) return idx;
   std::vector<size_t> sent, rest;
   for (size_t i : idx) (FitsDataPath(units[i]) ? sent : rest).push_back(i);
@@ -296,7 +304,7 @@ std::vector<size_t> CacheClient::DataPut(Shard& shard, const CacheNamespace& ns,
     if (!answers[j]) {
       rest.push_back(sent[j]);
     } else if (answers[j]->ok()) {
-      ++*acked;
+      acked->push_back(sent[j]);
     } else if (first_error->ok()) {
       *first_error = *answers[j];
     }
@@ -304,12 +312,11 @@ std::vector<size_t> CacheClient::DataPut(Shard& shard, const CacheNamespace& ns,
   return rest;
 }
 
-std::pair<int, Status> CacheClient::GrpcPut(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
-                                            const std::vector<size_t>& idx, Deadline deadline) {
+Status CacheClient::GrpcPut(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
+                            const std::vector<size_t>& idx, Deadline deadline, std::vector<size_t>* acked) {
   // Streams of at most kBatch units: all writes, then the acks. Acks are tiny, so a batch's acks
   // always fit the flow-control window and neither side can block the other.
   constexpr size_t kBatch = 512;
-  int acked = 0;
   for (size_t b = 0; b < idx.size(); b += kBatch) {
     const size_t e = std::min(idx.size(), b + kBatch);
     grpc::ClientContext ctx;
@@ -326,11 +333,13 @@ std::pair<int, Status> CacheClient::GrpcPut(Shard& shard, const CacheNamespace& 
     }
     stream->WritesDone();
     pb::PutAck ack;
-    while (stream->Read(&ack)) ++acked;
+    // An ack names its request by its index in this stream.
+    while (stream->Read(&ack))
+      if (ack.seq() < e - b) acked->push_back(idx[b + ack.seq()]);
     const grpc::Status st = stream->Finish();
-    if (!st.ok()) return {acked, FromGrpc(st)};
+    if (!st.ok()) return FromGrpc(st);
   }
-  return {acked, Status::Ok()};
+  return Status::Ok();
 }
 
 std::vector<std::optional<std::string>> CacheClient::Get(const CacheNamespace& ns, const std::vector<UnitGet>& units) {
@@ -413,10 +422,11 @@ StatusOr<uint64_t> CacheClient::DeleteNamespace(const CacheNamespace& ns) {
   return total;
 }
 
-StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list) {
+StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list, const std::string& ack_log) {
   if (shard_list.empty()) return std::unique_ptr<CacheClient>();
   CacheClientOptions co;
   co.shards = SplitList(shard_list);
+  co.ack_log = ack_log;
   return CacheClient::Create(co);
 }
 

@@ -35,6 +35,9 @@ struct CacheClientOptions {
   // A shard's part of a Put / Get, while no other call to that shard is in flight, is split over up
   // to this many data-path connections in parallel (at least 32 units each; 1: never split).
   int max_stripes = 2;
+  // Not empty: every unit a shard acknowledges is appended to this file before Put returns
+  // (cache_client/ack_log.h; the chaos test's audit, docs/chaos.md).
+  std::string ack_log;
 };
 
 struct CacheNamespace {
@@ -71,6 +74,8 @@ struct PutResult {
   Status first_error;
 };
 
+class AckLog;
+
 class CacheClient {
  public:
   static StatusOr<std::unique_ptr<CacheClient>> Create(const CacheClientOptions& options);
@@ -104,28 +109,32 @@ class CacheClient {
   std::vector<Part> PartsOf(const std::vector<Unit>& units) const;
   // One shard's part of a Put / Get: `idx` indexes `units`; the data path first, then gRPC for
   // what it left unanswered.
-  std::pair<int, Status> PutOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
-                                    std::vector<size_t> idx);
+  // The elements of `idx` acknowledged are appended to *acked.
+  Status PutOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units, std::vector<size_t> idx,
+                    std::vector<size_t>* acked);
   void GetOnShard(Shard& shard, const CacheNamespace& ns, const std::vector<UnitGet>& units, std::vector<size_t> idx,
                   std::vector<std::optional<std::string>>* out);
   // Over the data path: returns the elements of `idx` it did not answer (all of them when the
   // shard has no usable data path), units too large for its frames among them.
   std::vector<size_t> DataPut(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
-                              const std::vector<size_t>& idx, Deadline deadline, int* acked, Status* first_error);
+                              const std::vector<size_t>& idx, Deadline deadline, std::vector<size_t>* acked,
+                              Status* first_error);
   std::vector<size_t> DataGet(Shard& shard, const CacheNamespace& ns, const std::vector<UnitGet>& units,
                               const std::vector<size_t>& idx, Deadline deadline,
                               std::vector<std::optional<std::string>>* out);
-  std::pair<int, Status> GrpcPut(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
-                                 const std::vector<size_t>& idx, Deadline deadline);
+  Status GrpcPut(Shard& shard, const CacheNamespace& ns, const std::vector<UnitPut>& units,
+                 const std::vector<size_t>& idx, Deadline deadline, std::vector<size_t>* acked);
   void GrpcGet(Shard& shard, const CacheNamespace& ns, const std::vector<UnitGet>& units, const std::vector<size_t>& idx,
                Deadline deadline, std::vector<std::optional<std::string>>* out);
 
   std::vector<std::unique_ptr<Shard>> shards_;
   CacheClientOptions opt_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<AckLog> ack_log_;  // null unless CacheClientOptions::ack_log
 };
 
 // A cache client for a comma-separated shard list (flags' form); nullptr (no cache) when it is empty.
-StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list);
+// `ack_log`: CacheClientOptions::ack_log.
+StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list, const std::string& ack_log = "");
 
 }  // namespace ds41

@@ -15,7 +15,7 @@
 int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
   CLI::App app{"ds41 router"};
-  std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, api_keys,
+  std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, cache_ack_log, api_keys,
               model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost";
   bool reply_splice = true;
   double max_queue_s = 60;
@@ -27,6 +27,10 @@ int main(int argc, char** argv) {
   app.add_option("--encoders", encoders, "encoder node addresses, comma separated")->envname("DS41_ENCODERS");
   app.add_option("--decoders", decoders, "decoder node addresses, comma separated")->envname("DS41_DECODERS");
   app.add_option("--cache", cache, "cache_service shard addresses, comma separated")->envname("DS41_CACHE_SHARDS");
+  app.add_option("--cache-ack-log", cache_ack_log,
+                 "append every cache unit (reply record) a shard acknowledged to this file (an audit for tests; "
+                 "docs/chaos.md)")
+      ->envname("DS41_CACHE_ACK_LOG");
   app.add_option("--api-keys", api_keys, "tenant file: {\"keys\": {key: {tenant, salt}}} (empty: open)")->envname("DS41_API_KEYS");
   app.add_option("--model-id", model_id, "the model name clients use")->envname("DS41_MODEL_ID");
   app.add_option("--unit-tokens", unit_tokens, "cache unit size (even)")->check(CLI::Range(2, 4096))->envname("DS41_UNIT_TOKENS");
@@ -103,7 +107,7 @@ int main(int argc, char** argv) {
   }
   const ds41::ModelConfig& cfg = model->config;
   const std::string fp = model->fingerprint;
-  auto connected = ds41::ConnectCache(cache);
+  auto connected = ds41::ConnectCache(cache, cache_ack_log);
   if (!connected.ok()) {
     std::cerr << "--cache: " << connected.status().ToString() << "\n";
     return 2;

@@ -436,6 +436,8 @@ class ReplyStream {
     if (stream_) {
       Json last = chat_ ? Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}
                         : Json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish}};
+      // Streamed, the ids come once, whole, in the last chunk (the chaos test checks streamed replies by them).
+      if (return_token_ids) last["token_ids"] = out_ids_;
       Json c = Object(chat_ ? "chat.completion.chunk" : "text_completion", std::move(last));
       c["usage"] = usage;
       if (!client_gone_) sink_(c);

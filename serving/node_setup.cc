@@ -13,6 +13,9 @@ void AddNodeFlags(CLI::App& app, NodeFlags* f) {
   app.add_option("--model", f->model_dir, "checkpoint folder")->required()->envname("DS41_MODEL");
   app.add_option("--cache", f->cache, "cache_service shard addresses, comma separated (empty: no cache)")
       ->envname("DS41_CACHE_SHARDS");
+  app.add_option("--cache-ack-log", f->cache_ack_log,
+                 "append every cache unit a shard acknowledged to this file (an audit for tests; docs/chaos.md)")
+      ->envname("DS41_CACHE_ACK_LOG");
   app.add_option("--threads", f->threads, "compute threads (0: all cores)")->envname("DS41_THREADS");
   AddTlsFlags(app, &f->tls);
   app.add_option_function<std::string>(
@@ -45,7 +48,7 @@ int SetUpNode(const std::string& name, const NodeFlags& f, NodeSetup* out) {
     return 1;
   }
   std::cerr << name << ": tile-major weights " << (*model)->packed().summary() << "\n";
-  auto cache = ConnectCache(f.cache);
+  auto cache = ConnectCache(f.cache, f.cache_ack_log);
   if (!cache.ok()) {
     std::cerr << "--cache: " << cache.status().ToString() << "\n";
     return 2;

@@ -19,13 +19,14 @@ namespace ds41 {
 struct NodeFlags {
   std::string model_dir;
   std::string cache;  // shard addresses, comma separated
+  std::string cache_ack_log;  // audit: units the shards acknowledged (cache_client/ack_log.h); empty: none
   int threads = 0;    // 0: all cores
   TlsOptions tls;
   ModelOptions model;
   int shutdown_grace_s = 20;  // SIGTERM: in-flight calls get this long, then are cancelled (each stops at its next step)
 };
 
-// --model, --cache, --threads, the TLS flags, --weight-tiles/--weight-tiles-dir and
+// --model, --cache, --cache-ack-log, --threads, the TLS flags, --weight-tiles/--weight-tiles-dir and
 // --shutdown-grace-seconds (env DS41_*).
 void AddNodeFlags(CLI::App& app, NodeFlags* flags);
 

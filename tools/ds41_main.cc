@@ -3,10 +3,12 @@
 //   ds41 logits   --model DIR --tokens 1,2,3 [--mode exact|ced] [--decode K] --out FILE.npy [--dump DIR]
 //                 [--dspark DIR]   (DSpark drafts after the prompt and after every decode step)
 //   ds41 info     --model DIR
+//   ds41 session  --model DIR --turns FILE   greedy replies of a multi-turn session, as the cluster serves it
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -210,6 +212,40 @@ void PrintIds(const std::vector<int32_t>& ids) {
   std::cout << std::endl;
 }
 
+// `ds41 session`: the greedy replies of an agent session's turns with the cluster's CED semantics
+// (the reference tests/ops/chaos.py compares the cluster's replies with). Each line of `path` is a
+// turn, "MAX_TOKENS ID,ID,...": its whole prompt, which extends the previous turn's prompt and
+// reply. One state is continued over the turns (CedPrefill feeds each prompt's tokens past what the
+// state holds; the last sampled token of a reply is not fed, as on a decoder), and each reply is
+// greedy up to MAX_TOKENS or the end token (included). Prints one line of ids per turn.
+Status RunSession(const ds41::Model& model, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return ds41::InvalidArgumentError("--turns: cannot read " + path);
+  const ds41::ModelConfig& c = model.config();
+  ds41::Engine engine(model);
+  ds41::SequenceState st = ds41::SequenceState::Create(c);
+  std::string line;
+  std::vector<float> logits;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const size_t sp = line.find(' ');
+    const long max_tokens = std::strtol(line.substr(0, sp).c_str(), nullptr, 10);
+    if (sp == std::string::npos || max_tokens < 1) return ds41::InvalidArgumentError("--turns: bad line: " + line.substr(0, 40));
+    DS41_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ParseTokens(line.substr(sp + 1)));
+    if (static_cast<int64_t>(prompt.size()) <= st.length)
+      return ds41::InvalidArgumentError("--turns: a prompt must extend what the session processed");
+    DS41_RETURN_IF_ERROR(engine.CedPrefill(&st, {prompt, {}, {}}, -1, &logits));
+    std::vector<int32_t> out;
+    for (long i = 0; i < max_tokens; ++i) {
+      out.push_back(ds41::Argmax(logits.data(), c.vocab_size));
+      if (out.back() == c.eos_token_id || i + 1 == max_tokens) break;
+      DS41_RETURN_IF_ERROR(engine.DecodeBatch({&st}, {out.back()}, &logits));
+    }
+    PrintIds(out);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -250,6 +286,11 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "configuration, layer map and fingerprint");
   info->add_option("--model", model_dir, "checkpoint folder")->required();
 
+  std::string turns_path;
+  auto* session = app.add_subcommand("session", "greedy replies of a multi-turn session (CED, continued state)");
+  session->add_option("--model", model_dir, "checkpoint folder")->required();
+  session->add_option("--turns", turns_path, "one turn a line: MAX_TOKENS ID,ID,... (the whole prompt)")->required();
+
   CLI11_PARSE(app, argc, argv);
 
   // `info` only reads the configuration: no tile-major weight copy for it.
@@ -276,6 +317,10 @@ int main(int argc, char** argv) {
       std::cout << ", experts " << c.dspark_active() << " of " << c.dspark_experts() << "\n";
     }
     return 0;
+  }
+  if (session->parsed()) {
+    const Status s = RunSession(model, turns_path);
+    return s.ok() ? 0 : Fail(s);
   }
 
   auto tokens = ParseTokens(tokens_arg);

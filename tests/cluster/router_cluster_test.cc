@@ -388,10 +388,13 @@ TEST(RouterClusterTest, ADecoderKilledMidStreamIsReplacedAndTheClientGetsTheWhol
   c.StartRouter({"--api-keys", keys});
   const std::vector<int32_t> prompt = RandomTokens(200, 77);  // past the window: the replay start matters
   const int kMax = 160;
-  const json body = {{"prompt", prompt}, {"max_tokens", kMax}, {"temperature", 0}, {"ignore_eos", true}};
+  const json body = {{"prompt", prompt}, {"max_tokens", kMax}, {"temperature", 0}, {"ignore_eos", true},
+                     {"return_token_ids", true}};
   auto healthy = c.Post("/v1/completions", body, "Authorization: Bearer key-b\r\n", std::chrono::seconds(120));
   ASSERT_EQ(healthy.status, 200) << healthy.body;
   const std::string expect = json::parse(healthy.body)["choices"][0]["text"];
+  const json expect_ids = json::parse(healthy.body)["choices"][0]["token_ids"];
+  ASSERT_EQ(expect_ids.size(), static_cast<size_t>(kMax));
 
   json streamed_body = body;
   streamed_body["stream"] = true;
@@ -417,6 +420,8 @@ TEST(RouterClusterTest, ADecoderKilledMidStreamIsReplacedAndTheClientGetsTheWhol
   ASSERT_NO_FATAL_FAILURE(sse.Text(&text, &last));
   EXPECT_EQ(sse.events.back().second, "[DONE]");
   EXPECT_EQ(text, expect);
+  // Streamed with return_token_ids, the whole reply's ids come in the last chunk, migration or not.
+  EXPECT_EQ(last["choices"][0]["token_ids"], expect_ids) << last.dump();
   const json& u = last["usage"];
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
   EXPECT_EQ(u["prompt_tokens"], prompt.size());
