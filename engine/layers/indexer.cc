@@ -47,19 +47,9 @@ void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<fl
     std::vector<float> keys(static_cast<size_t>(E) * ihd);
     const int ib = c_.index_key_bytes();
     for (int64_t j = 0; j < E; ++j) DecodeIndexKey(&kvs.index_keys[static_cast<size_t>(j) * ib], ihd, &keys[static_cast<size_t>(j) * ihd]);
-    auto score_row = [&](int64_t i) {
-      const int r = seg.row0 + static_cast<int>(i);
-      const int64_t V = std::min<int64_t>((pos_[r] + 1) / m, E);  // visible entries
-      std::vector<float> score(static_cast<size_t>(V));
-      // Heads are the SIMD lanes: q transposed to [ihd][nh].
-      std::vector<float> qT(static_cast<size_t>(ihd) * nh), qk(nh);
-      for (int h = 0; h < nh; ++h)
-        for (int d = 0; d < ihd; ++d) qT[static_cast<size_t>(d) * nh + h] = qi[(static_cast<size_t>(r) * nh + h) * ihd + d];
-      qk.resize(static_cast<size_t>(V) * nh);
-      HeadScores(qT.data(), nh, ihd, keys.data(), static_cast<int>(V), qk.data());
-      // bf16(q.k), relu, bf16(x w), summed over heads, bf16 (REF's roundings).
-      IndexerKeyScores(qk.data(), nh, static_cast<int>(V), &hw[static_cast<size_t>(r) * nh], score.data());
-      CountWork(static_cast<uint64_t>(V) * nh * ihd, 0);
+    // The rest of a row once its scores are known: the candidate pool, then top-k.
+    auto select = [&](int r, std::vector<float>& score) {
+      const int64_t V = static_cast<int64_t>(score.size());
       if (role.candidate_publisher) {
         // Blocks of candidate_block_size positions scored by their best position; the newest
         // (partially filled) block is always kept (§6.7).
@@ -78,10 +68,45 @@ void ForwardPass::Index(int L, const std::vector<float>& x, const std::vector<fl
       }
       topk_[r] = TopKByScore(score, c_.index_topk);  // ascending, as attention reads them
     };
+    // Rows in groups against blocks of keys: a block (128 KB at 64 dims) comes from memory once per
+    // group and then from L2, where row by row every row streamed all the keys, which stop fitting
+    // any cache near 32k entries (10 MB at 40k): the time per token then grew faster than the
+    // arithmetic. A key's score depends on that key alone, so the bits are the same.
+    // Groups of up to 8 rows, smaller when there are too few rows to keep every thread busy.
+    const int group = std::clamp(seg.n() / (pool_ ? pool_->threads() : 1), 1, 8);
+    constexpr int64_t kKeyBlock = 512;
+    auto score_group = [&](int64_t g) {
+      const int i0 = static_cast<int>(g) * group, n = std::min(group, seg.n() - i0);
+      std::vector<std::vector<float>> score(static_cast<size_t>(n));
+      // Heads are the SIMD lanes: each row's q transposed to [ihd][nh].
+      std::vector<float> qT(static_cast<size_t>(n) * ihd * nh), qk(static_cast<size_t>(kKeyBlock) * nh);
+      int64_t most = 0;
+      for (int i = 0; i < n; ++i) {
+        const int r = seg.row0 + i0 + i;
+        const int64_t V = std::min<int64_t>((pos_[r] + 1) / m, E);  // visible entries
+        score[i].resize(static_cast<size_t>(V));
+        most = std::max(most, V);
+        float* t = &qT[static_cast<size_t>(i) * ihd * nh];
+        for (int h = 0; h < nh; ++h)
+          for (int d = 0; d < ihd; ++d) t[static_cast<size_t>(d) * nh + h] = qi[(static_cast<size_t>(r) * nh + h) * ihd + d];
+        CountWork(static_cast<uint64_t>(V) * nh * ihd, 0);
+      }
+      for (int64_t k0 = 0; k0 < most; k0 += kKeyBlock)
+        for (int i = 0; i < n; ++i) {
+          const int64_t nk = std::min<int64_t>(kKeyBlock, static_cast<int64_t>(score[i].size()) - k0);
+          if (nk <= 0) continue;
+          const int r = seg.row0 + i0 + i;
+          HeadScores(&qT[static_cast<size_t>(i) * ihd * nh], nh, ihd, &keys[static_cast<size_t>(k0) * ihd], static_cast<int>(nk), qk.data());
+          // bf16(q.k), relu, bf16(x w), summed over heads, bf16 (REF's roundings).
+          IndexerKeyScores(qk.data(), nh, static_cast<int>(nk), &hw[static_cast<size_t>(r) * nh], &score[i][k0]);
+        }
+      for (int i = 0; i < n; ++i) select(seg.row0 + i0 + i, score[i]);
+    };
+    const int64_t groups = (seg.n() + group - 1) / group;
     if (pool_) {
-      pool_->ParallelFor(seg.n(), score_row);
+      pool_->ParallelFor(groups, score_group);
     } else {
-      for (int i = 0; i < seg.n(); ++i) score_row(i);
+      for (int64_t g = 0; g < groups; ++g) score_group(g);
     }
   }
 }
