@@ -763,7 +763,9 @@ TEST(RouterClusterTest, SigtermDrainsThenCancelsWhatIsLeft) {
     // short grace it must still be running when the grace ends. About 1-3 ms a token here.
     const int max_tokens = grace == 30 ? 2000 : 5000;
     const json body = {{"prompt", RandomTokens(200, grace)}, {"max_tokens", max_tokens}, {"ignore_eos", true}};
-    auto inflight = std::async(std::launch::async, [&] { return c.Post("/v1/completions", body); });
+    auto inflight = std::async(std::launch::async, [&] {
+      return c.Post("/v1/completions", body, "", std::chrono::seconds(30));  // the whole grace
+    });
     std::this_thread::sleep_for(std::chrono::milliseconds(800));  // generating
     const auto term = std::chrono::steady_clock::now();
     auto exited = std::async(std::launch::async, [&] { return c.router->Kill(SIGTERM); });
