@@ -10,4 +10,5 @@ set key top left
 set grid
 plot "tiled.dat" using (($1 + $2) / 2048.0):3 with linespoints lw 2 pt 7 title "indexer rows in groups, keys in blocks (quiet host)", \
      "rowwise.dat" using (($1 + $2) / 2048.0):3 with linespoints lw 2 pt 5 title "indexer row by row (quiet host)", \
+     "tiled_2threads_128k.dat" using (($1 + $2) / 2048.0):3 with linespoints lw 2 pt 9 title "rows in groups to 128k, 2 threads (quiet host)", \
      "shared.dat" using (($1 + $2) / 2048.0):3 with linespoints lw 1 pt 6 dt 2 title "row by row to 128k, host shared with builds and a chaos test"
