@@ -48,12 +48,9 @@ void DecodeIndexKey(const uint8_t* e, int ihd, float* out) {
 void ProduceWindowKv(const ModelConfig& c, const LayerWeights& w, const RopeTable& rope, const float* x, int64_t rows,
                      const int64_t* pos, uint8_t* entries, QuantActs* qa, ThreadPool* pool) {
   const int hd = c.head_dim, rd = c.rope_head_dim, eb = c.window_entry_bytes();
-  const float eps = static_cast<float>(c.norm_eps);
   std::vector<float> kv(static_cast<size_t>(rows) * hd), kvn(kv.size());
   Lin8(x, rows, w.wkv, kv.data(), qa, pool);
-  ForRanges(pool, rows, std::max<int64_t>(1, kParallelGrain / hd), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) RmsNormRow(&kv[r * hd], w.kv_norm, hd, eps, &kvn[r * hd]);
-  });
+  RmsNormRows(kv.data(), rows, w.kv_norm, static_cast<float>(c.norm_eps), kvn.data(), pool);
   ForRanges(pool, rows, std::max<int64_t>(1, kParallelGrain / hd), [&](int64_t r0, int64_t r1) {
     std::vector<float> cs(rd / 2), sn(rd / 2);
     for (int64_t r = r0; r < r1; ++r) {
@@ -195,7 +192,7 @@ void AttendKeyList(const float* q, int H, int hd, const float* keys, const int* 
 void ForwardPass::Attention(int L, const std::vector<float>& x, std::vector<float>* out) {
   const LayerRole& role = c_.roles[L];
   const LayerWeights& w = model_.weights().layers[L];
-  const int H = c_.n_heads, hd = c_.head_dim, rd = c_.rope_head_dim, nope = hd - rd;
+  const int H = c_.n_heads, hd = c_.head_dim;
   const RopeTable& rope = model_.rope(role.yarn);
 
   // Query path (§6.1); cq is shared with the indexer.
@@ -211,21 +208,10 @@ void ForwardPass::Attention(int L, const std::vector<float>& x, std::vector<floa
     if (role.owns_indexer) Index(L, x, cq);
   }
 
-  // Sparse attention with sink, then the output's rope dims de-rotated at the query position.
-  std::vector<float>& o = o_;
-  o.resize(static_cast<size_t>(rows_) * H * hd);
-  auto attend = [&](int64_t r) {
-    const Segment& seg = segs_[seg_of_row_[r]];
-    AttendRow(L, seg, static_cast<int>(r), &q[static_cast<size_t>(r) * H * hd], nw, &o[static_cast<size_t>(r) * H * hd]);
-    for (int h = 0; h < H; ++h)
-      ApplyRope(&o[(static_cast<size_t>(r) * H + h) * hd + nope], rd / 2, &cs[static_cast<size_t>(r) * (rd / 2)],
-                &sn[static_cast<size_t>(r) * (rd / 2)], /*inverse=*/true);
-  };
-  if (pool_) {
-    pool_->ParallelFor(rows_, attend);
-  } else {
-    for (int r = 0; r < rows_; ++r) attend(r);
-  }
+  // Sparse attention with sink.
+  AttendRows(cs, sn, [&](int64_t r, float* o) {
+    AttendRow(L, segs_[seg_of_row_[r]], static_cast<int>(r), &q[static_cast<size_t>(r) * H * hd], nw, o);
+  });
   CommitWindow(L, nw);
 
   OutputProjection(w, out);
@@ -254,6 +240,25 @@ void ForwardPass::QueryPath(const LayerWeights& w, const RopeTable& rope, const 
                   &sn[static_cast<size_t>(r) * (rd / 2)], false);
     }
   });
+}
+
+void ForwardPass::AttendRows(const std::vector<float>& cs, const std::vector<float>& sn,
+                             const std::function<void(int64_t row, float* o)>& attend) {
+  const int H = c_.n_heads, hd = c_.head_dim, rd = c_.rope_head_dim, nope = hd - rd;
+  std::vector<float>& o = o_;
+  o.resize(static_cast<size_t>(rows_) * H * hd);
+  auto row = [&](int64_t r) {
+    float* orow = &o[static_cast<size_t>(r) * H * hd];
+    attend(r, orow);
+    for (int h = 0; h < H; ++h)
+      ApplyRope(&orow[static_cast<size_t>(h) * hd + nope], rd / 2, &cs[static_cast<size_t>(r) * (rd / 2)],
+                &sn[static_cast<size_t>(r) * (rd / 2)], /*inverse=*/true);
+  };
+  if (pool_) {
+    pool_->ParallelFor(rows_, row);
+  } else {
+    for (int r = 0; r < rows_; ++r) row(r);
+  }
 }
 
 void ForwardPass::OutputProjection(const LayerWeights& w, std::vector<float>* out) {

@@ -79,18 +79,7 @@ int32_t GreedyDraftPick(const float* logits, int vocab) {
 
 // ---- the draft blocks as a ForwardPass ------------------------------------------------------------
 
-void ForwardPass::EmbedDraft() {
-  const int D = c_.dim, hc = c_.hc_mult;
-  X_.assign(static_cast<size_t>(rows_) * hc * D, 0.0f);
-  pre_.assign(static_cast<size_t>(rows_) * hc, 0.0f);
-  for (int r = 0; r < rows_; ++r) {
-    const Segment& seg = segs_[seg_of_row_[r]];
-    float* x0 = &X_[static_cast<size_t>(r) * hc * D];
-    for (int d = 0; d < D; ++d) x0[d] = model_.weights().embed.at(seg.tokens[r - seg.row0], d);
-    for (int k = 1; k < hc; ++k) std::copy(x0, x0 + D, x0 + static_cast<size_t>(k) * D);
-    pre_[static_cast<size_t>(r) * hc] = 1.0f;  // REF make_identity_pre_mix
-  }
-}
+void ForwardPass::EmbedDraft() { EmbedRows(); }  // drafts are text (image_ all 0) and have no Engram
 
 void ForwardPass::RunDraftLayers(const std::vector<const std::vector<WindowRing>*>& rings) {
   std::vector<float> x, h;
@@ -113,7 +102,7 @@ void ForwardPass::RunDraftLayers(const std::vector<const std::vector<WindowRing>
 void ForwardPass::DraftAttention(int k, const std::vector<const std::vector<WindowRing>*>& rings,
                                  const std::vector<float>& x, std::vector<float>* out) {
   const LayerWeights& w = model_.weights().dspark.layers[k];
-  const int H = c_.n_heads, hd = c_.head_dim, rd = c_.rope_head_dim, nope = hd - rd, W = c_.window_size;
+  const int H = c_.n_heads, hd = c_.head_dim, W = c_.window_size;
   const int eb = c_.window_entry_bytes();
   const RopeTable& rope = model_.rope(false);  // ratio 0
   std::vector<float> cq, cs, sn;
@@ -122,9 +111,7 @@ void ForwardPass::DraftAttention(int k, const std::vector<const std::vector<Wind
   std::vector<uint8_t> block_kv(static_cast<size_t>(rows_) * eb);
   ProduceWindowKv(c_, w, rope, x.data(), rows_, pos_.data(), block_kv.data(), &qa_, pool_);
 
-  std::vector<float>& o = o_;
-  o.resize(static_cast<size_t>(rows_) * H * hd);
-  auto attend = [&](int64_t r) {
+  AttendRows(cs, sn, [&](int64_t r, float* o) {
     const int s = seg_of_row_[r];
     const Segment& seg = segs_[s];
     const WindowRing& ring = (*rings[s])[k];
@@ -148,17 +135,8 @@ void ForwardPass::DraftAttention(int k, const std::vector<const std::vector<Wind
       DecodeWindowEntry(&block_kv[static_cast<size_t>(seg.row0 + b) * eb], hd, &keys[static_cast<size_t>(nkeys) * hd]);
       slot[nkeys++] = nring + b;
     }
-    float* orow = &o[static_cast<size_t>(r) * H * hd];
-    AttendKeyList(&q_[static_cast<size_t>(r) * H * hd], H, hd, keys.data(), slot.data(), nkeys, w.attn_sink, orow);
-    for (int h = 0; h < H; ++h)
-      ApplyRope(&orow[static_cast<size_t>(h) * hd + nope], rd / 2, &cs[static_cast<size_t>(r) * (rd / 2)],
-                &sn[static_cast<size_t>(r) * (rd / 2)], /*inverse=*/true);
-  };
-  if (pool_) {
-    pool_->ParallelFor(rows_, attend);
-  } else {
-    for (int r = 0; r < rows_; ++r) attend(r);
-  }
+    AttendKeyList(&q_[static_cast<size_t>(r) * H * hd], H, hd, keys.data(), slot.data(), nkeys, w.attn_sink, o);
+  });
   OutputProjection(w, out);
 }
 

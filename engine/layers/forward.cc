@@ -29,6 +29,11 @@ ForwardPass::ForwardPass(const Model& model, std::vector<Segment>* segments, Thr
 }
 
 void ForwardPass::Embed() {
+  EmbedRows();
+  ComputeEngramRows();
+}
+
+void ForwardPass::EmbedRows() {
   const int D = c_.dim, hc = c_.hc_mult;
   X_.assign(static_cast<size_t>(rows_) * hc * D, 0.0f);
   pre_.assign(static_cast<size_t>(rows_) * hc, 0.0f);
@@ -42,9 +47,8 @@ void ForwardPass::Embed() {
       for (int d = 0; d < D; ++d) x0[d] = model_.weights().embed.at(seg.tokens[i], d);
     }
     for (int k = 1; k < hc; ++k) std::copy(x0, x0 + D, x0 + static_cast<size_t>(k) * D);
-    pre_[static_cast<size_t>(r) * hc] = 1.0f;
+    pre_[static_cast<size_t>(r) * hc] = 1.0f;  // REF make_identity_pre_mix
   }
-  ComputeEngramRows();
 }
 
 void ForwardPass::ComputeEngramRows() {
@@ -186,13 +190,15 @@ void ForwardPass::Expand(const std::vector<float>& h, const Mixes& m) {
 }
 
 void ForwardPass::NormRows(const std::vector<float>& x, const Bf16View& w, std::vector<float>* y) const {
-  const int64_t n = w.rows;
   y->resize(x.size());
-  const float eps = static_cast<float>(c_.norm_eps);
-  auto norm = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) RmsNormRow(&x[r * n], w, n, eps, &(*y)[r * n]);
-  };
-  ForRows(static_cast<int64_t>(x.size()) / n, n, norm);
+  RmsNormRows(x.data(), static_cast<int64_t>(x.size()) / w.rows, w, static_cast<float>(c_.norm_eps), y->data(), pool_);
+}
+
+void RmsNormRows(const float* x, int64_t rows, const Bf16View& w, float eps, float* y, ThreadPool* pool) {
+  const int64_t n = w.rows;
+  ForRanges(pool, rows, std::max<int64_t>(1, kParallelGrain / n), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) RmsNormRow(&x[r * n], w, n, eps, &y[r * n]);
+  });
 }
 
 // ---- layer loop ----------------------------------------------------------------------------------

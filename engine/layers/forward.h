@@ -105,6 +105,8 @@ class ForwardPass {
   void Expand(const std::vector<float>& h, const Mixes& m);                        // X update
   void NormRows(const std::vector<float>& x, const Bf16View& w, std::vector<float>* y) const;
 
+  // X_ and pre_ of every row: the token's embedding (or its image embedding) in every hc copy.
+  void EmbedRows();
   void ComputeEngramRows();
   void EngramBlock(int layer);
   void RecordDsparkHidden(int slot);
@@ -113,6 +115,10 @@ class ForwardPass {
   // the row's position; the angles are left in cs/sn [rows, rope_head_dim / 2].
   void QueryPath(const LayerWeights& w, const RopeTable& rope, const std::vector<float>& x, std::vector<float>* cq,
                  std::vector<float>* cs, std::vector<float>* sn);
+  // Runs attend(r, o) for every row, o = its [heads, head_dim] of o_, then de-rotates the output's
+  // rope dims at the row's position (cs/sn: QueryPath's angles).
+  void AttendRows(const std::vector<float>& cs, const std::vector<float>& sn,
+                  const std::function<void(int64_t row, float* o)>& attend);
   // The grouped low-rank output projection (§6.9) of the de-rotated o_ -> out [rows, dim].
   void OutputProjection(const LayerWeights& w, std::vector<float>* out);
   // KV production of one layer for every row: window entries, and for a KV source the compressor.
@@ -160,6 +166,9 @@ class ForwardPass {
 // (MODEL.md §5). Exposed for tests.
 void SplitSinkhorn(const float* mixes, const float* scale, const float* base, int hc, int iters, float eps,
                    float* pre, float* post, float* comb);
+
+// y [rows, w.rows] = RMSNorm of each row of x with weight w, rows spread over `pool`.
+void RmsNormRows(const float* x, int64_t rows, const Bf16View& w, float eps, float* y, ThreadPool* pool);
 
 // FP8 window KV entries (MODEL.md §6.3, §10.3) of `rows` inputs x [rows, dim] at positions pos:
 // QDQ8(rope(RMSNorm_kv(Lin8(wkv, x)))) -> entries [rows][window_entry_bytes].

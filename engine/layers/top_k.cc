@@ -28,6 +28,8 @@ inline uint32_t OrderKey(float f) {
 std::vector<int32_t> TopKByScore(const std::vector<float>& score, int k) {
   constexpr int kShift[3] = {21, 10, 0};
   constexpr uint32_t kBuckets = 2048;
+  std::vector<int32_t> out;
+  if (k <= 0) return out;
   const size_t n = score.size();
   std::vector<uint32_t> key(n);
   std::vector<uint32_t> hist(2 * kBuckets, 0);
@@ -38,8 +40,6 @@ std::vector<int32_t> TopKByScore(const std::vector<float>& score, int k) {
     never += key[j] == 0;
   }
   const size_t valid = n - never;
-  std::vector<int32_t> out;
-  if (k <= 0) return out;
   if (valid <= static_cast<size_t>(k)) {
     out.reserve(valid);
     for (size_t j = 0; j < n; ++j)
