@@ -37,7 +37,7 @@ struct CacheClientOptions {
   int max_stripes = 2;
   // Not empty: every unit a shard acknowledges is appended to this file before Put returns
   // (cache_client/ack_log.h; the chaos test's audit, docs/chaos.md).
-  std::string ack_log;
+  std::string ack_log{};
 };
 
 struct CacheNamespace {
