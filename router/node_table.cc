@@ -4,6 +4,7 @@
 #include <netdb.h>
 
 #include <algorithm>
+#include <chrono>
 
 namespace ds41 {
 
@@ -63,6 +64,8 @@ Status NodeTable::Poll(const std::string& address) {
     if (it == nodes_.end()) return NotFoundError("unknown node " + address);
     role = it->second.role;
   }
+  // The report is at least as new as the call: work seen done after it is off the counts it returns.
+  const auto asked = std::chrono::steady_clock::now();
   const StatusOr<NodeStatusReport> st = client_->Status(role, address, opt_.poll_deadline);
   std::lock_guard<std::mutex> l(mu_);
   auto it = nodes_.find(address);
@@ -86,6 +89,7 @@ Status NodeTable::Poll(const std::string& address) {
   n.load.running = st->running;
   n.load.waiting = st->waiting;
   n.load.resident_bytes = st->resident_bytes;
+  n.load.polled_at = asked;
   n.warm_sessions.clear();
   for (const auto& [id, length] : st->warm_sessions) n.warm_sessions[id] = length;
   return Status::Ok();

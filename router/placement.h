@@ -8,6 +8,7 @@
 // No I/O: the router and the simulator (sim/) call the same code.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -38,6 +39,9 @@ struct NodeLoad {
   int64_t waiting = 0;         // admitted, not yet running
   uint64_t resident_bytes = 0;
   bool warm = false;           // decoder: holds this session's KV in RAM
+  // When the node reported the counts above (steady clock; none: not from a poll). Work this
+  // router saw finish since then is taken off them (InflightLoads::Apply).
+  std::optional<std::chrono::steady_clock::time_point> polled_at;
 };
 
 // Rates the costs are computed with; the router refines them from observed requests.

@@ -310,6 +310,47 @@ TEST(InflightLoadsTest, RaisesStalePolledLoadsToWhatThisRouterSent) {
   EXPECT_EQ(e[0].queued_tokens, 300);
 }
 
+// A queue that drained just after a poll must not look full until the next one (overload shedding
+// would refuse requests to idle nodes): what this router saw finish after the poll leaves its counts.
+TEST(InflightLoadsTest, WorkSeenDoneAfterThePollLeavesThePolledLoad) {
+  using Clock = InflightLoads::Clock;
+  const Clock::time_point t0 = Clock::now();
+  InflightLoads inflight;
+  Placement a, b;
+  a.decoder = b.decoder = "d";
+  a.encoder = b.encoder = "e";
+  a.encoder_tokens = 3000;
+  b.encoder_tokens = 500;
+  inflight.Started(a);
+  inflight.Started(b);
+  inflight.Prefilled(a, t0 - std::chrono::seconds(1));  // before the poll: the report covers it
+  inflight.Ended(a, /*prefilled=*/true, t0 + std::chrono::milliseconds(10));
+  inflight.Prefilled(b, t0 + std::chrono::milliseconds(20));
+  // The poll at t0 saw a's decode and b's prefill (plus 200 tokens another router sent).
+  std::vector<NodeLoad> d = {Node("d", 2)}, e = {Node("e", 1, 0, false, 700)};
+  d[0].polled_at = e[0].polled_at = t0;
+  std::vector<NodeLoad> d2 = d, e2 = e;
+  inflight.Apply(&d, &e);
+  EXPECT_EQ(d[0].running, 1);  // a ended after the poll; b still decodes
+  EXPECT_EQ(d[0].waiting, 0);
+  EXPECT_EQ(e[0].queued_tokens, 200);  // b's 500 prefilled after the poll; a's were already off
+  EXPECT_EQ(e[0].running, 0);
+  // A load that is not from a poll is only raised, never lowered.
+  std::vector<NodeLoad> d3 = {Node("d", 2)}, e3 = {Node("e", 1, 0, false, 700)};
+  inflight.Apply(&d3, &e3);
+  EXPECT_EQ(d3[0].running, 2);
+  EXPECT_EQ(e3[0].queued_tokens, 700);
+  // The walk by index agrees, and a later poll covers everything before it.
+  inflight.Apply(&d2, &e2, [](const std::string& addr, bool) { return addr == "d" || addr == "e" ? 0 : -1; });
+  EXPECT_EQ(d2[0].running, 1);
+  EXPECT_EQ(e2[0].queued_tokens, 200);
+  std::vector<NodeLoad> d4 = {Node("d", 1)}, e4 = {Node("e", 0, 0, false, 200)};
+  d4[0].polled_at = e4[0].polled_at = t0 + std::chrono::seconds(1);
+  inflight.Apply(&d4, &e4);
+  EXPECT_EQ(d4[0].running, 1);  // b, still decoding, is this router's own: kept
+  EXPECT_EQ(e4[0].queued_tokens, 200);
+}
+
 TEST(InflightLoadsTest, ApplyByIndexMatchesApply) {
   InflightLoads inflight;
   Placement p;

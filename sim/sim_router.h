@@ -1,12 +1,13 @@
 // SimRouter: the router's decision for one request, made by the router's own code (ds41_placement):
 // the same Placer and InflightLoads objects, SessionBindings for who holds a session's SWA state,
 // DecoderWarmAt / SwaPeer / SwaAvailable for the marks — over node loads as the router sees them:
-// the last poll's snapshot (every poll interval) raised by its in-flight counts. Only the plumbing
+// the last poll's snapshot (every poll interval) adjusted by InflightLoads. Only the plumbing
 // is the simulator's: snapshots instead of Status RPCs, a WarmDirectory instead of the polled
 // session lists, node indices beside the addresses. Each Placer::Place call is timed.
 // Not thread-safe (the objects it drives are, but the simulation runs on one thread).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -44,6 +45,10 @@ class SimRouter {
   NodeLoad& polled_decoder(int i) { return polled_dec_[static_cast<size_t>(i)]; }
   NodeLoad& polled_encoder(int i) { return polled_enc_[static_cast<size_t>(i)]; }
   void Polled(double t) { poll_t_ = t; }
+  // Simulated seconds on the clock InflightLoads and NodeLoad::polled_at use.
+  static InflightLoads::Clock::time_point At(double t) {
+    return InflightLoads::Clock::time_point(std::chrono::duration_cast<InflightLoads::Clock::duration>(std::chrono::duration<double>(t)));
+  }
 
   // RouterCore::Generate's decision: candidates at H, marks, in-flight loads, Place, Served.
   // `chain` (prefix affinity only) is the prompt's unit chain.

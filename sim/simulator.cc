@@ -405,7 +405,7 @@ void Simulation::FirstToken(size_t i) {
   r.first_t = r.last_t = q_.now();
   r.generated = 1;
   r.prefilled = true;
-  router_->inflight().Prefilled(r.route.placement);
+  router_->inflight().Prefilled(r.route.placement, SimRouter::At(q_.now()));
   const int64_t out = w_[i].output_tokens;
   r.itl.reserve(static_cast<size_t>(std::max<int64_t>(0, out - 1)));
   if (out <= 1) {
@@ -501,7 +501,7 @@ void Simulation::End(size_t i, std::string_view outcome, int http_status, std::s
   r.phase = Phase::kDone;
   const double now = q_.now();
   if (r.inflight) {
-    router_->inflight().Ended(r.route.placement, r.prefilled);
+    router_->inflight().Ended(r.route.placement, r.prefilled, SimRouter::At(q_.now()));
     r.inflight = false;
     --router_running_;
   }
@@ -548,11 +548,13 @@ void Simulation::Poll() {
     n.running = decoders_[d]->running();
     n.waiting = decoders_[d]->waiting();
     n.resident_bytes = decoders_[d]->resident_bytes();
+    n.polled_at = SimRouter::At(q_.now());
   }
   for (size_t e = 0; e < encoders_.size(); ++e) {
     NodeLoad& n = router_->polled_encoder(static_cast<int>(e));
     n.queued_tokens = encoders_[e]->queued_tokens();
     n.running = encoders_[e]->running();
+    n.polled_at = SimRouter::At(q_.now());
   }
   router_->Polled(q_.now());
   if (ended_ < w_.size()) q_.After(o_.poll_s, this, kPoll);
