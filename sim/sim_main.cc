@@ -48,6 +48,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   run->add_option("--replicas", spec.workload.replicas, "copies of the trace with disjoint prefixes and sessions")
       ->check(CLI::Range(1, 100000));
+  run->add_flag("--replica-stagger", spec.workload.replica_stagger,
+                "copy r moves each session whole by r/R of the window (wrapping): R times the rate spread out, not R at each arrival");
   run->add_option("--trace-block-tokens", spec.workload.trace_block_tokens, "the trace's block size")->check(CLI::Range(1, 1 << 20));
   run->add_option("--encoders", spec.sim.encoders, "encoder nodes")->check(CLI::Range(1, 100000));
   run->add_option("--decoders", spec.sim.decoders, "decoder nodes")->check(CLI::Range(1, 100000));

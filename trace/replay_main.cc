@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   run->add_option("--replicas", spec.workload.replicas, "copies of the trace with disjoint prefixes and sessions (x rate)")
       ->check(CLI::Range(1, 1000));
+  run->add_flag("--replica-stagger", spec.workload.replica_stagger,
+                "copy r moves each session whole by r/R of the window (wrapping): R times the rate spread out, not R at each arrival");
   run->add_option("--trace-block-tokens", spec.workload.trace_block_tokens, "the trace's block size")
       ->check(CLI::Range(1, 1 << 20));
   run->add_option("--concurrency", spec.replay.concurrency, "requests in flight at most (client threads)")

@@ -68,6 +68,7 @@ void AddWorkloadOptions(const std::string& trace_path, const WorkloadOptions& w,
   o["duration_s"] = std::isfinite(w.duration_s) ? nlohmann::json(w.duration_s) : nlohmann::json(nullptr);
   o["max_requests"] = w.max_requests;
   o["replicas"] = w.replicas;
+  o["replica_stagger"] = w.replica_stagger;
   o["session_sample"] = w.session_sample;
   o["trace_block_tokens"] = w.trace_block_tokens;
 }
@@ -84,6 +85,8 @@ WorkloadOptions WorkloadOptionsOf(const nlohmann::json& options, std::string* tr
   w.duration_s = number("duration_s", w.duration_s);
   w.max_requests = static_cast<int64_t>(number("max_requests", static_cast<double>(w.max_requests)));
   w.replicas = static_cast<int>(number("replicas", w.replicas));
+  w.replica_stagger = options.is_object() && options.contains("replica_stagger") && options["replica_stagger"].is_boolean() &&
+                      options["replica_stagger"].get<bool>();
   w.session_sample = static_cast<int>(number("session_sample", w.session_sample));
   w.trace_block_tokens = static_cast<int>(number("trace_block_tokens", w.trace_block_tokens));
   *trace_path = options.is_object() && options.contains("trace") && options["trace"].is_string()

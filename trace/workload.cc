@@ -114,15 +114,34 @@ std::vector<WorkloadRequest> BuildWorkload(const std::vector<TraceRequest>& trac
 
   std::vector<WorkloadRequest> out;
   const size_t cap = options.max_requests < 0 ? base.size() * replicas : static_cast<size_t>(options.max_requests);
-  out.reserve(std::min(cap, base.size() * replicas));
-  for (size_t i = 0; i < base.size() && out.size() < cap; ++i) {
-    for (int r = 0; r < replicas && out.size() < cap; ++r) {
+  const bool stagger = options.replica_stagger && replicas > 1 && !base.empty();
+  // Staggered copies are sorted by arrival below, so the cap applies after that.
+  out.reserve(stagger ? base.size() * replicas : std::min(cap, base.size() * replicas));
+  std::unordered_map<int64_t, double> session_first;  // per base session: its first arrival
+  const double span = base.empty() ? 0 : base.back().arrival_s;
+  if (stagger) {
+    for (size_t i = 0; i < base.size(); ++i) session_first.try_emplace(base_session[i], base[i].arrival_s);
+  }
+  for (size_t i = 0; i < base.size() && (stagger || out.size() < cap); ++i) {
+    for (int r = 0; r < replicas && (stagger || out.size() < cap); ++r) {
       WorkloadRequest c = base[i];
       c.index = static_cast<int64_t>(out.size());
       for (int64_t& id : c.blocks) id += r * id_stride;
       c.session = "s" + std::to_string(r * sessions + base_session[i]);
+      if (stagger && span > 0) {
+        const double first = session_first.at(base_session[i]);
+        double moved = first + span * r / replicas;  // copy 0 stays the trace
+        if (moved > span) moved -= span;
+        c.arrival_s = moved + (c.arrival_s - first);
+      }
       out.push_back(std::move(c));
     }
+  }
+  if (stagger) {
+    std::stable_sort(out.begin(), out.end(),
+                     [](const WorkloadRequest& a, const WorkloadRequest& b) { return a.arrival_s < b.arrival_s; });
+    if (out.size() > cap) out.resize(cap);
+    for (size_t i = 0; i < out.size(); ++i) out[i].index = static_cast<int64_t>(i);
   }
   return out;
 }

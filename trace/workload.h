@@ -31,6 +31,11 @@ struct WorkloadOptions {
   // R copies of the window with disjoint block ids and sessions, at the same arrival times (R times
   // the rate): copy r's block ids are the trace's + r * (largest id + 1).
   int replicas = 1;
+  // With replicas: copy r moves each of its sessions whole by r / R of the window's span, wrapping
+  // around it (turns keep their order and gaps), so R copies offer R times the rate spread over the
+  // window instead of R requests at every arrival (the trace's bursts R times over). Off by default:
+  // the published runs used aligned copies.
+  bool replica_stagger = false;
   // Keep 1 session in K (sessions numbered in order of first arrival, every K-th kept), each with
   // all its turns in the window: a slice with the trace's reuse between turns at 1/K of its rate.
   // Arrivals are re-based to the first request kept.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <map>
 #include <set>
 
 namespace ds41 {
@@ -151,6 +152,47 @@ TEST(WorkloadTest, ReplicasAreDisjointAndInterleaved) {
   }
   EXPECT_DOUBLE_EQ(PrefixHitCeiling(three, 512).share(), PrefixHitCeiling(one, 512).share());
   EXPECT_EQ(BuildWorkload(trace, {.max_requests = 4, .replicas = 3}).size(), 4u);
+}
+
+// Staggered copies spread the rate over the window: each session moves whole (its turns keep their
+// order and gaps), copy r by r/R of the span, wrapping around it.
+TEST(WorkloadTest, StaggeredReplicasMoveSessionsWholeAndSpreadTheRate) {
+  // Session A: turns at 0 and 3 s (the second extends the first's two complete blocks); B at 1 s; a
+  // last request at 4 s gives the span.
+  const std::vector<TraceRequest> trace = {T(0, 1024, 4, {0, 1}), T(1000, 1024, 4, {0, 9}),
+                                           T(3000, 2048, 4, {0, 1, 2, 3}), T(4000, 1024, 4, {0, 7})};
+  const auto aligned = BuildWorkload(trace, {.replicas = 2});
+  const auto staggered = BuildWorkload(trace, {.replicas = 2, .replica_stagger = true});
+  ASSERT_EQ(staggered.size(), 8u);
+  std::map<std::string, std::vector<double>> turns;
+  for (size_t i = 0; i < staggered.size(); ++i) {
+    EXPECT_EQ(staggered[i].index, static_cast<int64_t>(i));
+    if (i > 0) {
+      EXPECT_LE(staggered[i - 1].arrival_s, staggered[i].arrival_s);
+    }
+    turns[staggered[i].session].push_back(staggered[i].arrival_s);
+  }
+  // Copy 0 is the trace; copy 1's sessions start 2 s later, modulo 4 s; A keeps its 3 s gap.
+  std::multiset<double> starts;
+  for (const auto& [session, t] : turns) starts.insert(t.front());
+  EXPECT_EQ(starts, (std::multiset<double>{0, 1, 4, 2, 3, 2}));
+  size_t two_turn_sessions = 0;
+  for (const auto& [session, t] : turns) {
+    if (t.size() == 2) {
+      EXPECT_DOUBLE_EQ(t[1] - t[0], 3.0);
+      ++two_turn_sessions;
+    }
+  }
+  EXPECT_EQ(two_turn_sessions, 2u);
+  // Arrivals spread: aligned copies came in pairs at 4 instants.
+  std::set<double> distinct_aligned, distinct_staggered;
+  for (const auto& r : aligned) distinct_aligned.insert(r.arrival_s);
+  for (const auto& r : staggered) distinct_staggered.insert(r.arrival_s);
+  EXPECT_EQ(distinct_aligned.size(), 4u);
+  EXPECT_GT(distinct_staggered.size(), 4u);
+  // The same requests otherwise: the hit ceiling and the cap apply as before.
+  EXPECT_DOUBLE_EQ(PrefixHitCeiling(staggered, 512).share(), PrefixHitCeiling(aligned, 512).share());
+  EXPECT_EQ(BuildWorkload(trace, {.max_requests = 3, .replicas = 2, .replica_stagger = true}).size(), 3u);
 }
 
 TEST(WorkloadTest, TokensFollowBlockIds) {
