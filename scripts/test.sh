@@ -4,4 +4,4 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh"
 cd "$root/build"
-ctest --output-on-failure -j "$(nproc)" -LE chaos "$@"  # -L chaos: the long chaos scenario (README)
+ctest --output-on-failure -j "$(nproc)" -LE "chaos|soak" "$@"  # -L chaos, -L soak: the long campaigns (README)

@@ -133,6 +133,8 @@ std::vector<WorkloadRequest> BuildWorkload(const std::vector<TraceRequest>& trac
         double moved = first + span * r / replicas;  // copy 0 stays the trace
         if (moved > span) moved -= span;
         c.arrival_s = moved + (c.arrival_s - first);
+        // Past the window's end, as the window leaves out turns past its own: the rate stays even.
+        if (c.arrival_s > span) continue;
       }
       out.push_back(std::move(c));
     }

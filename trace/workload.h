@@ -32,7 +32,8 @@ struct WorkloadOptions {
   // the rate): copy r's block ids are the trace's + r * (largest id + 1).
   int replicas = 1;
   // With replicas: copy r moves each of its sessions whole by r / R of the window's span, wrapping
-  // around it (turns keep their order and gaps), so R copies offer R times the rate spread over the
+  // around it (turns keep their order and gaps; turns moved past the window's end are left out, as
+  // the window leaves out turns past its own), so R copies offer R times the rate spread over the
   // window instead of R requests at every arrival (the trace's bursts R times over). Off by default:
   // the published runs used aligned copies.
   bool replica_stagger = false;
