@@ -31,7 +31,8 @@ struct VerifyCostCurve {
 
 // Times the engine on fresh sequences (a prompt of `prompt` tokens each) at each batch size: plain
 // decode, the draft pass and verifications of k = 1..max_k drafted tokens (each rolled back, so all
-// run at the same position); the best of `repeats` runs of each. REQUIRES: the model has DSpark layers.
+// run at the same position); the best of `repeats` runs of each, made non-decreasing in k. REQUIRES:
+// the model has DSpark layers.
 StatusOr<VerifyCostCurve> MeasureVerifyCost(Engine& engine, const Model& model, const std::vector<int>& batches,
                                             int max_k, int prompt, int repeats);
 
