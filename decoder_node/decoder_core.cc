@@ -122,6 +122,12 @@ void DecoderCore::StartSpeculation() {
     std::cerr << "decoder: --speculative ignored: the model has no DSpark layers\n";
     return;
   }
+  for (int L : c.dspark_target_layer_ids) {
+    if (L < c.ced_split) {  // decoder replay starts at the CED split: it could not start the DSpark state
+      std::cerr << "decoder: --speculative ignored: DSpark reads layer " << L << ", an encoder layer\n";
+      return;
+    }
+  }
   // The scheduler's cost curve on this machine, at batch sizes up to what may run at once.
   std::vector<int> batches;
   for (int b : {1, 8, 32})
