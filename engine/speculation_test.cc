@@ -224,6 +224,39 @@ TEST_F(SpeculationTest, StopIdsAndBudgetCutTheStepAndTheState) {
   EXPECT_EQ(s2.length, L + 1);
 }
 
+// Sampled speculation (temperature > 0): every step keeps the state, the DSpark state and the emitted
+// tokens in step, and a seed repeats its run. (The acceptance rule's distribution: sampling_test.)
+TEST_F(SpeculationTest, SampledSpeculationIsConsistentAndSeeded) {
+  Engine e(*model_);
+  const int V = cfg().vocab_size;
+  auto run = [&](uint64_t seed) {
+    SequenceState st = SequenceState::Create(cfg());
+    DsparkState ds = DsparkState::Create(cfg());
+    std::vector<float> lg, hidden;
+    EXPECT_TRUE(e.Prefill(&st, {Prompt(14, 6), {}, {}}, false, &lg, &hidden).ok());
+    EXPECT_TRUE(e.DsparkAppend(&ds, 0, hidden).ok());
+    const SamplingParams sp{0.9f, 0.95f, seed};
+    Rng rng(seed);
+    std::vector<int32_t> got = {SampleToken(lg.data(), V, sp, &rng)};
+    Speculator spec(&e, *model_, Flat(cfg().dspark_block_size));
+    while (got.size() < 30) {
+      std::vector<SpecSequence> seqs = {{&st, &ds, got.back(), sp, &rng, 30 - static_cast<int>(got.size()), {}}};
+      std::vector<SpecOutcome> out;
+      int k = 0;
+      EXPECT_TRUE(spec.Step(&seqs, &out, &k).ok());
+      EXPECT_GE(out[0].tokens.size(), 1u);
+      EXPECT_LE(out[0].tokens.size(), static_cast<size_t>(out[0].verified) + 1);
+      got.insert(got.end(), out[0].tokens.begin(), out[0].tokens.end());
+      EXPECT_EQ(st.length, 14 + static_cast<int64_t>(got.size()) - 1);
+      EXPECT_EQ(ds.end(), st.length);
+    }
+    EXPECT_EQ(got.size(), 30u);
+    return got;
+  };
+  EXPECT_EQ(run(5), run(5));
+  EXPECT_NE(run(5), run(6));
+}
+
 TEST(SpeculationScheduler, PaperExampleChoosesThreeAndLoadMovesK) {
   // Paper notes C8: p = (0.9, 0.8, 0.6, 0.3, 0.2), cost(k) = 1 + 0.1 k -> k* = 3.
   const std::vector<double> a = {0.9, 0.8, 0.6, 0.3, 0.2};
