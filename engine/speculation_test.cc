@@ -257,6 +257,37 @@ TEST_F(SpeculationTest, SampledSpeculationIsConsistentAndSeeded) {
   EXPECT_NE(run(5), run(6));
 }
 
+TEST_F(SpeculationTest, CostCurveShapeAndErrors) {
+  Engine e(*model_);
+  auto curve = MeasureVerifyCost(e, *model_, {1, 3}, 2, /*prompt=*/4, /*repeats=*/1);
+  ASSERT_TRUE(curve.ok()) << curve.status().ToString();
+  ASSERT_EQ(curve->verify.size(), 2u);
+  for (const auto& v : curve->verify) {
+    ASSERT_EQ(v.size(), 3u);
+    EXPECT_EQ(v[0], 1.0);
+    EXPECT_LE(v[1], v[2]);
+  }
+  EXPECT_EQ(curve->max_k(), 2);
+  EXPECT_GT(curve->Draft(2), 0.0);
+  EXPECT_EQ(MeasureVerifyCost(e, *model_, {1}, cfg().dspark_block_size + 1, 4, 1).status().code(),
+            StatusCode::kInvalidArgument);
+  // Verification's own checks: 1 to window rows, each state once.
+  SequenceState st = SequenceState::Create(cfg());
+  std::vector<float> lg, hidden;
+  std::vector<StateUndo> undo;
+  ASSERT_TRUE(e.Prefill(&st, {Prompt(3, 1), {}, {}}, false, &lg).ok());
+  EXPECT_EQ(e.VerifyBatch({&st}, {{}}, &lg, nullptr, &undo).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(e.VerifyBatch({&st}, {std::vector<int32_t>(cfg().window_size + 1, 5)}, &lg, nullptr, &undo).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(e.VerifyBatch({&st, &st}, {{5}, {6}}, &lg, nullptr, &undo).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.length, 3);
+  // A model without DSpark: no curve.
+  auto tiny = Model::Open(testing::TinyCheckpoint());
+  ASSERT_TRUE(tiny.ok());
+  Engine t(**tiny);
+  EXPECT_EQ(MeasureVerifyCost(t, **tiny, {1}, 1, 4, 1).status().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST(SpeculationScheduler, PaperExampleChoosesThreeAndLoadMovesK) {
   // Paper notes C8: p = (0.9, 0.8, 0.6, 0.3, 0.2), cost(k) = 1 + 0.1 k -> k* = 3.
   const std::vector<double> a = {0.9, 0.8, 0.6, 0.3, 0.2};
