@@ -10,6 +10,11 @@
 //                        each batch's ceiling here (its bytes at the triad bandwidth or its FLOPs at
 //                        the peak, whichever takes longer) says how far batching can go on this machine
 //   CED vs exact prefill time ratio for the same prompt (arithmetic: about 0.5 + window / N)
+//   verification (a checkpoint with DSpark layers, e.g. ds41-ckpt --preset tiny-dspark): the cost of
+//                        verifying k = 1..block drafted tokens at each batch size relative to a plain
+//                        decode step (the curve decoder_node --speculative measures for its
+//                        scheduler), and the decode speed-up that curve gives at the paper's example
+//                        acceptance profile, labelled derived: random weights accept almost nothing
 // and the run's peak resident memory against the mapped checkpoint. The matmuls read the tile-major
 // weight copy (ds41-tiles.bin, built beside the checkpoint on first use); --weight-tiles off measures
 // the row-major kernels.
@@ -25,6 +30,7 @@
 #include "engine/engine.h"
 #include "engine/kernels/matmul.h"
 #include "engine/sampling.h"
+#include "engine/speculation.h"
 #include "util/malloc_tuning.h"
 
 namespace {
@@ -69,9 +75,9 @@ int main(int argc, char** argv) {
   app.add_option("--batches", batches, "concurrent sequences of the batched figure (ratios are to 1, when measured)")
       ->delimiter(',');
   app.add_option("--triad-mib", triad_mib, "MiB across the three STREAM arrays");
-  std::string only = "decode,prefill,batched,ced", tiles = "file";
+  std::string only = "decode,prefill,batched,ced,verify", tiles = "file";
   app.add_option("--weight-tiles", tiles, "tile-major weight copy: file, memory or off (row-major kernels)");
-  app.add_option("--only", only, "figures to measure, comma separated (decode,prefill,batched,ced)");
+  app.add_option("--only", only, "figures to measure, comma separated (decode,prefill,batched,ced,verify)");
   CLI11_PARSE(app, argc, argv);
   auto want = [&](const char* part) { return ("," + only + ",").find("," + std::string(part) + ",") != std::string::npos; };
 
@@ -204,6 +210,41 @@ int main(int argc, char** argv) {
     const double tc = Seconds(t0);
     std::printf("prefill of %d tokens: exact %.2f s, CED %.2f s, ratio %.3f (arithmetic ~ %.3f = 0.5 + window/N)\n", ced, te,
                 tc, tc / te, 0.5 + static_cast<double>(c.window_size) / ced);
+  }
+  // Verification cost curve (speculative decoding) and the speed-up it implies.
+  if (want("verify") && !c.has_dspark()) {
+    std::printf("verify: skipped, the model has no DSpark layers (ds41-ckpt --preset tiny-dspark writes one)\n");
+  } else if (want("verify")) {
+    const int K = c.dspark_block_size;
+    auto curve = MeasureVerifyCost(engine, model, batches, K, /*prompt=*/16, /*repeats=*/steps);
+    Check(curve.status());
+    std::printf("verify cost relative to a plain decode step at the same batch (k drafted tokens = k + 1 rows per "
+                "sequence; best of %d runs; draft = the DSpark pass):\n", steps);
+    for (size_t b = 0; b < curve->batches.size(); ++b) {
+      std::printf("  batch %2d:", curve->batches[b]);
+      for (int k = 1; k <= K; ++k) std::printf("  k=%d %.2f", k, curve->verify[b][static_cast<size_t>(k)]);
+      std::printf("  draft %.2f\n", curve->draft[b]);
+    }
+    // Paper notes C8's example profile; the confidence head of a random checkpoint says nothing.
+    const std::vector<double> profile = {0.9, 0.8, 0.6, 0.3, 0.2};
+    std::printf("derived, not observed (random weights accept almost no drafts): decode speed-up this curve gives at "
+                "the paper's example acceptance profile (0.9, 0.8, 0.6, 0.3, 0.2), tokens per unit time against "
+                "plain decode = (1 + sum_i prod_j<=i a_j) / (verify cost + draft cost):\n");
+    for (int B : curve->batches) {
+      int best_k = 0;
+      double best = 1.0;
+      std::printf("  batch %2d:", B);
+      for (int k = 1; k <= K && k <= static_cast<int>(profile.size()); ++k) {
+        const double x = ExpectedTokens(profile, k) / (curve->Verify(k, B) + curve->Draft(B));
+        std::printf("  k=%d %.2fx", k, x);
+        if (x > best) {
+          best = x;
+          best_k = k;
+        }
+      }
+      const int chosen = ChooseVerifyLength(std::vector<std::vector<double>>(static_cast<size_t>(B), profile), *curve);
+      std::printf("  -> best k=%d, %.2fx (the scheduler, draft already paid, picks k=%d)\n", best_k, best, chosen);
+    }
   }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <limits>
 
 #include "engine/sampling.h"
 #include "node_client/node_codec.h"
@@ -68,6 +69,7 @@ GenerateUsage TokenStream::usage() const {
 
 struct DecoderCore::Sequence {
   SequenceState state;
+  DsparkState dspark;           // speculating: the same positions as `state`
   std::vector<int32_t> tokens;  // prompt + generated tokens so far
   int64_t prompt_len = 0;
   std::string session_id;
@@ -83,7 +85,7 @@ struct DecoderCore::Sequence {
 };
 
 DecoderCore::DecoderCore(const Model& model, CacheClient* cache, PrefillCall prefill, DecoderOptions options,
-                         NodeMetrics* metrics, ThreadPool* compute)
+                         NodeMetrics* metrics, ThreadPool* compute, SpeculationMetrics* spec_metrics)
     : model_(model),
       experts_(options.expert_cache_bytes > 0 ? std::make_unique<ExpertCache>(model.weights(), options.expert_cache_bytes)
                                               : nullptr),
@@ -91,6 +93,7 @@ DecoderCore::DecoderCore(const Model& model, CacheClient* cache, PrefillCall pre
       prefill_(std::move(prefill)),
       opt_(options),
       metrics_(metrics),
+      spec_metrics_(spec_metrics),
       swa_pool_(options.swa_pool_bytes, options.swa_ttl_ms),
       sessions_(options.session_bytes, options.session_ttl_ms),
       loader_(model, cache, metrics),
@@ -99,6 +102,7 @@ DecoderCore::DecoderCore(const Model& model, CacheClient* cache, PrefillCall pre
       admissions_(std::make_unique<ThreadPool>(1 + std::min(options.max_running, 256), ThreadPool::Idle::kSleep,
                                                "decoder-admit")) {
   engine_.set_expert_cache(experts_.get());
+  if (options.speculative) StartSpeculation();
   loop_ = std::thread([this] { BatchLoop(); });
 }
 
@@ -112,6 +116,40 @@ DecoderCore::~DecoderCore() {
   loop_.join();
 }
 
+void DecoderCore::StartSpeculation() {
+  const ModelConfig& c = model_.config();
+  if (!c.has_dspark()) {
+    std::cerr << "decoder: --speculative ignored: the model has no DSpark layers\n";
+    return;
+  }
+  for (int L : c.dspark_target_layer_ids) {
+    if (L < c.ced_split) {  // decoder replay starts at the CED split: it could not start the DSpark state
+      std::cerr << "decoder: --speculative ignored: DSpark reads layer " << L << ", an encoder layer\n";
+      return;
+    }
+  }
+  // The scheduler's cost curve on this machine, at batch sizes up to what may run at once.
+  std::vector<int> batches;
+  for (int b : {1, 8, 32})
+    if (b == 1 || b <= opt_.max_running) batches.push_back(b);
+  StatusOr<VerifyCostCurve> curve = opt_.verify_cost.has_value()
+                                        ? StatusOr<VerifyCostCurve>(*opt_.verify_cost)
+                                        : MeasureVerifyCost(engine_, model_, batches, c.dspark_block_size,
+                                                            /*prompt=*/16, /*repeats=*/3);
+  if (!curve.ok()) {
+    std::cerr << "decoder: speculation off, measuring its cost failed: " << curve.status().ToString() << "\n";
+    return;
+  }
+  std::cerr << "decoder: speculative decoding on, verify cost relative to a decode step:";
+  for (size_t i = 0; i < curve->batches.size(); ++i) {
+    std::cerr << " batch " << curve->batches[i] << " [";
+    for (size_t k = 0; k < curve->verify[i].size(); ++k) std::cerr << (k ? " " : "") << curve->verify[i][k];
+    std::cerr << "] draft " << curve->draft[i] << ";";
+  }
+  std::cerr << "\n";
+  speculator_ = std::make_unique<Speculator>(&engine_, model_, std::move(*curve));
+}
+
 int64_t DecoderCore::running() const {
   std::lock_guard<std::mutex> l(mu_);
   return static_cast<int64_t>(running_.size()) + stepping_.load();
@@ -120,7 +158,7 @@ int64_t DecoderCore::running() const {
 uint64_t DecoderCore::ResidentBytes() const {
   uint64_t n = swa_pool_.bytes() + sessions_.bytes() + (experts_ ? experts_->resident_bytes() : 0);
   std::lock_guard<std::mutex> l(mu_);
-  for (const auto& s : running_) n += s->state.ByteSize();
+  for (const auto& s : running_) n += s->state.ByteSize() + s->dspark.ByteSize();
   return n;
 }
 
@@ -224,10 +262,19 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   const auto tr = std::chrono::steady_clock::now();
   std::vector<float> logits;
   const TokenSpan prompt{prompt_ids, {}, {}};
-  DS41_RETURN_IF_ERROR(engine_.DecoderReplay(&seq->state, prompt, handoff, s, &logits));
+  // Speculating: the replayed rows (and the resumed ones) start the DSpark state, which needs no
+  // more than the last window positions.
+  std::vector<float> hidden;
+  std::vector<float>* capture = speculating() ? &hidden : nullptr;
+  DS41_RETURN_IF_ERROR(engine_.DecoderReplay(&seq->state, prompt, handoff, s, &logits, false, capture));
+  if (capture) {
+    seq->dspark = DsparkState::Create(c);
+    DS41_RETURN_IF_ERROR(engine_.DsparkAppend(&seq->dspark, s, hidden));
+  }
   Rng rng(sampling.seed);
   if (R > 0) {
-    DS41_RETURN_IF_ERROR(Resume(in, P, sampling, &seq->state, &logits, &rng));
+    DS41_RETURN_IF_ERROR(Resume(in, P, sampling, &seq->state, &logits, &rng, capture));
+    if (capture) DS41_RETURN_IF_ERROR(engine_.DsparkAppend(&seq->dspark, P, hidden));
     if (metrics_) metrics_->computed_tokens.Add({{"kind", "resumed"}}).Increment(static_cast<double>(R));
   }
 
@@ -275,7 +322,7 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
 }
 
 Status DecoderCore::Resume(const GenerateInput& in, int64_t P, const SamplingParams& sampling, SequenceState* state,
-                           std::vector<float>* logits, Rng* rng) {
+                           std::vector<float>* logits, Rng* rng, std::vector<float>* dspark_hidden) {
   const int V = model_.config().vocab_size;
   // The replay's logits chose the first resumed token on the failed decoder. With greedy sampling
   // they must choose it again here: a different choice means the two runs' prefills differed (a
@@ -290,7 +337,7 @@ Status DecoderCore::Resume(const GenerateInput& in, int64_t P, const SamplingPar
   // one-row steps: docs/numerics.md). A fresh CED prefill of prompt + resumed tokens would instead
   // replay the decoder layers from a later start and, past the window, differ (MODEL.md §10.4).
   const TokenSpan resumed{std::vector<int32_t>(in.tokens.begin() + P, in.tokens.end()), {}, {}};
-  DS41_RETURN_IF_ERROR(engine_.Prefill(state, resumed, /*all_logits=*/false, logits));
+  DS41_RETURN_IF_ERROR(engine_.Prefill(state, resumed, /*all_logits=*/false, logits, dspark_hidden));
   // The failed attempt drew once per sampled token (SampleToken): continue after its draws.
   if (sampling.temperature > 0.0f) {
     for (size_t i = 0; i < resumed.tokens.size(); ++i) rng->Next();
@@ -299,7 +346,6 @@ Status DecoderCore::Resume(const GenerateInput& in, int64_t P, const SamplingPar
 }
 
 void DecoderCore::BatchLoop() {
-  const ModelConfig& c = model_.config();
   for (;;) {
     std::vector<std::unique_ptr<Sequence>> batch;
     {
@@ -327,19 +373,10 @@ void DecoderCore::BatchLoop() {
       UpdateResidency();
       continue;
     }
-    std::vector<SequenceState*> states;
-    std::vector<int32_t> next;
-    for (auto& s : live) {
-      states.push_back(&s->state);
-      next.push_back(s->tokens.back());
-    }
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> logits;
-    const Status st = engine_.DecodeBatch(states, next, &logits);
-    if (metrics_) {
-      metrics_->decode_step_seconds.Observe(SecondsSince(t0));
-      metrics_->batch_tokens.Observe(static_cast<double>(live.size()));
-    }
+    std::vector<std::vector<int32_t>> emitted;
+    const Status st = DecodeStep(live, &emitted);
+    if (metrics_) metrics_->decode_step_seconds.Observe(SecondsSince(t0));
     std::vector<std::unique_ptr<Sequence>> keep;
     for (size_t i = 0; i < live.size(); ++i) {
       auto& s = live[i];
@@ -348,12 +385,14 @@ void DecoderCore::BatchLoop() {
         s->stream->Finish(st, "error", s->usage);
         continue;
       }
-      const int32_t tok = SampleToken(&logits[i * static_cast<size_t>(c.vocab_size)], c.vocab_size, s->sampling, &s->rng);
-      s->tokens.push_back(tok);
-      ++s->generated;
-      s->stream->Push(tok);
-      if (metrics_) metrics_->generated_tokens.Increment();
-      const bool stop = std::find(s->stop_ids.begin(), s->stop_ids.end(), tok) != s->stop_ids.end();
+      // A step emits at most up to the budget and ends at a stop id (the speculator cuts there).
+      for (int32_t tok : emitted[i]) {
+        s->tokens.push_back(tok);
+        ++s->generated;
+        s->stream->Push(tok);
+      }
+      if (metrics_) metrics_->generated_tokens.Increment(static_cast<double>(emitted[i].size()));
+      const bool stop = std::find(s->stop_ids.begin(), s->stop_ids.end(), s->tokens.back()) != s->stop_ids.end();
       if (stop || s->generated >= static_cast<int64_t>(s->max_tokens)) {
         Finish(std::move(s), stop ? "stop" : "length");
       } else {
@@ -367,6 +406,50 @@ void DecoderCore::BatchLoop() {
     }
     UpdateResidency();
   }
+}
+
+Status DecoderCore::DecodeStep(const std::vector<std::unique_ptr<Sequence>>& live,
+                               std::vector<std::vector<int32_t>>* emitted) {
+  const int V = model_.config().vocab_size;
+  emitted->assign(live.size(), {});
+  if (speculator_ == nullptr) {
+    std::vector<SequenceState*> states;
+    std::vector<int32_t> next;
+    for (const auto& s : live) {
+      states.push_back(&s->state);
+      next.push_back(s->tokens.back());
+    }
+    std::vector<float> logits;
+    DS41_RETURN_IF_ERROR(engine_.DecodeBatch(states, next, &logits));
+    if (metrics_) metrics_->batch_tokens.Observe(static_cast<double>(live.size()));
+    for (size_t i = 0; i < live.size(); ++i)
+      (*emitted)[i] = {SampleToken(&logits[i * static_cast<size_t>(V)], V, live[i]->sampling, &live[i]->rng)};
+    return Status::Ok();
+  }
+  std::vector<SpecSequence> seqs;
+  for (const auto& s : live)
+    seqs.push_back({&s->state, &s->dspark, s->tokens.back(), s->sampling, &s->rng,
+                    static_cast<int>(std::min<int64_t>(static_cast<int64_t>(s->max_tokens) - s->generated,
+                                                     std::numeric_limits<int>::max())),
+                    s->stop_ids});
+  std::vector<SpecOutcome> out;
+  int k = 0;
+  DS41_RETURN_IF_ERROR(speculator_->Step(&seqs, &out, &k));
+  int64_t rows = 0;
+  for (size_t i = 0; i < live.size(); ++i) {
+    (*emitted)[i] = std::move(out[i].tokens);
+    rows += 1 + out[i].verified;
+    if (spec_metrics_ == nullptr) continue;
+    spec_metrics_->drafted_tokens.Increment(out[i].verified);
+    spec_metrics_->accepted_tokens.Increment(out[i].accepted);
+    for (int j = 1; j <= out[i].verified; ++j) {
+      spec_metrics_->position_verified.Add({{"position", std::to_string(j)}}).Increment();
+      if (j <= out[i].accepted) spec_metrics_->position_accepted.Add({{"position", std::to_string(j)}}).Increment();
+    }
+  }
+  if (spec_metrics_) spec_metrics_->verify_length.Observe(k);
+  if (metrics_) metrics_->batch_tokens.Observe(static_cast<double>(rows));
+  return Status::Ok();
 }
 
 void DecoderCore::Finish(std::unique_ptr<Sequence> seq, const std::string& reason) {

@@ -7,6 +7,11 @@
 // kept in the pool for whoever continues it. A migrated request (GenerateInput::resumed: another
 // decoder died after streaming part of the reply) is admitted on its prompt exactly as before, then
 // the streamed tokens are recomputed rather than sampled, so the rest equals an uninterrupted run.
+// With speculation on (DecoderOptions::speculative, a model with DSpark layers), each step drafts a
+// block per sequence and verifies the k the scheduler picks in one batched pass (engine/
+// speculation.h); the cost curve it uses is measured at construction unless given. Greedy replies are the plain
+// decode's bit for bit; sampled ones follow the same distribution, but the seeded draws differ from
+// a plain run's, so a migrated sampled request continues with other (equally distributed) tokens.
 //
 // Thread-safe: Generate and Start may be called from many threads; admissions (prefix, prefill,
 // replay) run on the caller's thread (Generate) or the core's admission threads (Start); one batch
@@ -28,6 +33,7 @@
 #include "engine/engine.h"
 #include "engine/expert_cache.h"
 #include "engine/sampling.h"
+#include "engine/speculation.h"
 #include "node_client/node_messages.h"
 #include "serving/node_metrics.h"
 #include "serving/prefix_loader.h"
@@ -90,12 +96,15 @@ struct DecoderOptions {
   uint64_t swa_pool_bytes = 2ull << 30;
   int64_t swa_ttl_ms = 15 * 60 * 1000;
   int max_running = 64;
+  bool speculative = false;              // DSpark drafts verified per step (ignored without DSpark layers)
+  std::optional<VerifyCostCurve> verify_cost;  // the scheduler's curve; unset: measured at construction
 };
 
 class DecoderCore {
  public:
+  // `spec_metrics` (or null) counts speculation.
   DecoderCore(const Model& model, CacheClient* cache, PrefillCall prefill, DecoderOptions options, NodeMetrics* metrics,
-              ThreadPool* compute);
+              ThreadPool* compute, SpeculationMetrics* spec_metrics = nullptr);
   ~DecoderCore();
 
   // Admits the request on this thread (until its first token or its error), then decodes it in the
@@ -105,6 +114,7 @@ class DecoderCore {
   void Start(GenerateInput in, std::shared_ptr<TokenStream> stream);
 
   int64_t running() const;
+  bool speculating() const { return speculator_ != nullptr; }
   int64_t waiting() const { return waiting_.load(); }
   uint64_t ResidentBytes() const;  // sessions + running states + SWA pool + expert cache
   std::vector<std::pair<std::string, int64_t>> WarmSessions() const { return sessions_.List(); }
@@ -118,9 +128,14 @@ class DecoderCore {
   // A migrated request, its prompt [0, P) replayed into `state` with `logits` at P - 1: recomputes
   // the resumed tokens [P, N) as the failed attempt's decode steps did, leaving `logits` at N - 1,
   // and advances `rng` past the draws those tokens took.
+  // `dspark_hidden` (or null) gets the resumed rows' DSpark input.
   Status Resume(const GenerateInput& in, int64_t P, const SamplingParams& sampling, SequenceState* state,
-                std::vector<float>* logits, Rng* rng);
+                std::vector<float>* logits, Rng* rng, std::vector<float>* dspark_hidden);
+  // Measures the verification cost curve and starts the speculator (a line on stderr either way).
+  void StartSpeculation();
   void BatchLoop();
+  // One step's tokens per sequence of `live` (in order): a plain decode step or a speculative one.
+  Status DecodeStep(const std::vector<std::unique_ptr<Sequence>>& live, std::vector<std::vector<int32_t>>* emitted);
   void Finish(std::unique_ptr<Sequence> seq, const std::string& reason);
   void UpdateResidency();
 
@@ -130,6 +145,8 @@ class DecoderCore {
   PrefillCall prefill_;
   DecoderOptions opt_;
   NodeMetrics* metrics_;
+  SpeculationMetrics* spec_metrics_;
+  std::unique_ptr<Speculator> speculator_;  // null: plain decode
   SwaPool swa_pool_;
   SessionCache sessions_;
   PrefixLoader loader_;

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:7600", metrics = "127.0.0.1:9600", experts = "0", sessions = "8G", swa_pool = "2G";
   int max_running = 64;
   int64_t session_ttl = 900, swa_ttl = 900;
+  bool speculative = false;
   ds41::AddNodeFlags(app, &node);
   app.add_option("--listen", listen, "gRPC address")->envname("DS41_DECODER_LISTEN");
   app.add_option("--metrics-listen", metrics, "Prometheus /metrics address")->envname("DS41_DECODER_METRICS_LISTEN");
@@ -30,6 +31,9 @@ int main(int argc, char** argv) {
   app.add_option("--swa-ttl-seconds", swa_ttl, "how long SWA states are kept")->envname("DS41_SWA_TTL_SECONDS");
   app.add_option("--max-running", max_running, "sequences decoding at once")->check(CLI::Range(1, 4096))
       ->envname("DS41_MAX_RUNNING");
+  app.add_flag("--speculative", speculative,
+               "speculative decoding with the model's DSpark layers: draft, verify the k the scheduler picks")
+      ->envname("DS41_SPECULATIVE");
   CLI11_PARSE(app, argc, argv);
   auto expert_bytes = ds41::ParseByteSize(experts);
   auto session_bytes = ds41::ParseByteSize(sessions);
@@ -43,6 +47,7 @@ int main(int argc, char** argv) {
   const std::string fp = set.model->fingerprint();
   ds41::NodeRuntime rt;
   ds41::NodeMetrics node_metrics(*rt.registry, "decoder");
+  ds41::SpeculationMetrics spec_metrics(*rt.registry);
   ds41::NodeClient encoders(std::make_shared<ds41::ChannelSet>(), fp);
   ds41::DecoderOptions o;
   o.expert_cache_bytes = *expert_bytes;
@@ -51,11 +56,12 @@ int main(int argc, char** argv) {
   o.swa_pool_bytes = *pool_bytes;
   o.swa_ttl_ms = swa_ttl * 1000;
   o.max_running = max_running;
+  o.speculative = speculative;
   ds41::DecoderCore core(
       *set.model, set.cache.get(),
       [&encoders](const std::string& enc, const ds41::PrefillInput& in, std::chrono::steady_clock::time_point deadline,
                   ds41::CancelToken* cancel) { return encoders.Prefill(enc, in, deadline, cancel); },
-      o, &node_metrics, set.compute.get());
+      o, &node_metrics, set.compute.get(), &spec_metrics);
   ds41::DecoderService service(&core, fp, &node_metrics);
   ds41::SwaStateService swa_service(core.swa_pool(), fp);
   return rt.Run("decoder_node", listen, metrics, {&service, &swa_service}, "fingerprint=" + fp,

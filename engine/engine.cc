@@ -135,29 +135,61 @@ Status Engine::Prefill(SequenceState* state, const TokenSpan& span, bool all_log
 
 Status Engine::DecodeBatch(const std::vector<SequenceState*>& states, const std::vector<int32_t>& tokens,
                            std::vector<float>* logits, std::vector<float>* dspark_hidden) {
-  const ModelConfig& c = model_.config();
   if (states.size() != tokens.size()) return InvalidArgumentError("decode: one token per sequence");
-  if (states.empty()) return InvalidArgumentError("decode: empty batch");
+  std::vector<std::vector<int32_t>> rows(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) rows[i] = {tokens[i]};
+  return Step(states, rows, logits, dspark_hidden, nullptr, "decode");
+}
+
+Status Engine::VerifyBatch(const std::vector<SequenceState*>& states, const std::vector<std::vector<int32_t>>& rows,
+                           std::vector<float>* logits, std::vector<float>* dspark_hidden, std::vector<StateUndo>* undo) {
+  if (states.size() != rows.size()) return InvalidArgumentError("verify: one row list per sequence");
+  const int W = model_.config().window_size;
+  for (const auto& r : rows)
+    if (r.empty() || static_cast<int>(r.size()) > W)
+      return InvalidArgumentError("verify: each sequence verifies 1 to " + std::to_string(W) + " rows");
+  return Step(states, rows, logits, dspark_hidden, undo, "verify");
+}
+
+Status Engine::Step(const std::vector<SequenceState*>& states, const std::vector<std::vector<int32_t>>& rows,
+                    std::vector<float>* logits, std::vector<float>* dspark_hidden, std::vector<StateUndo>* undo,
+                    const char* what) {
+  const ModelConfig& c = model_.config();
+  const std::string w = what;
+  if (states.empty()) return InvalidArgumentError(w + ": empty batch");
   std::vector<Segment> segs;
   for (size_t i = 0; i < states.size(); ++i) {
-    TokenSpan one{{tokens[i]}, {}, {}};
-    DS41_RETURN_IF_ERROR(CheckSpan(one, "decode"));
+    const TokenSpan span{rows[i], {}, {}};
+    DS41_RETURN_IF_ERROR(CheckSpan(span, what));
     for (size_t j = 0; j < i; ++j)
-      if (states[j] == states[i]) return InvalidArgumentError("decode: a sequence appears twice in one batch");
+      if (states[j] == states[i]) return InvalidArgumentError(w + ": a sequence appears twice in one batch");
     for (int L = 0; L < c.n_layers; ++L)
       if (states[i]->rings[L].end != states[i]->length)
-        return FailedPreconditionError("decode: layer " + std::to_string(L) + " is not at the sequence end");
-    segs.push_back(MakeSegment(states[i], states[i]->length, one, 0, 1, c.dim));
+        return FailedPreconditionError(w + ": layer " + std::to_string(L) + " is not at the sequence end");
+    if (undo != nullptr)
+      for (const KvSourceCache& kv : states[i]->kv)
+        if (kv.processed != states[i]->length)
+          return FailedPreconditionError(w + ": a compressor is not at the sequence end");
+    segs.push_back(MakeSegment(states[i], states[i]->length, span, 0, rows[i].size(), c.dim));
   }
   ForwardPass pass(model_, &segs, pool_, experts_);
   Observe(&pass, segs.size() == 1 ? segs[0].start : -1);
-  DS41_RETURN_IF_ERROR(CaptureDspark(&pass, 0, dspark_hidden, "decode"));
+  DS41_RETURN_IF_ERROR(CaptureDspark(&pass, 0, dspark_hidden, what));
+  if (undo != nullptr) {
+    undo->assign(states.size(), StateUndo{});
+    for (size_t i = 0; i < states.size(); ++i) {
+      std::vector<int64_t> ids;
+      for (int32_t t : rows[i]) ids.push_back(c.engram_layer_ids.empty() ? 0 : model_.engram_token_map()[t]);
+      BeginUndo(c, *states[i], ids, &(*undo)[i]);
+      segs[i].undo = &(*undo)[i];
+    }
+  }
   pass.Embed();
-  for (SequenceState* s : states) ++s->length;
+  for (size_t i = 0; i < states.size(); ++i) states[i]->length += static_cast<int64_t>(rows[i].size());
   pass.RunLayers(0, c.n_layers);
-  std::vector<int> rows(states.size());
-  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int>(i);
-  pass.Logits(rows, logits);
+  std::vector<int> out(static_cast<size_t>(pass.rows()));
+  for (int r = 0; r < pass.rows(); ++r) out[static_cast<size_t>(r)] = r;
+  pass.Logits(out, logits);
   return Status::Ok();
 }
 

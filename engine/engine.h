@@ -79,6 +79,16 @@ class Engine {
   Status DecodeBatch(const std::vector<SequenceState*>& states, const std::vector<int32_t>& tokens,
                      std::vector<float>* logits, std::vector<float>* dspark_hidden = nullptr);
 
+  // Speculative verification (MODEL.md §9.3; the loop REF leaves out): rows[i] = [the token for
+  // position length, drafts...] of states[i], 1 to window of them, all sequences in one pass.
+  // `logits` gets every row [sum of rows, vocab] (sequence i's rows after those of i - 1),
+  // `dspark_hidden` likewise. Each state advances by all its rows; undo[i] is what RollBack
+  // (engine/layers/state.h) needs to cut states[i] back to any length the caller accepts. Each row's
+  // bits equal those of one-row DecodeBatch steps: per-row results never depend on how a call is cut
+  // (engine/layers/forward.h, docs/numerics.md), which is what keeps greedy speculation bit-identical.
+  Status VerifyBatch(const std::vector<SequenceState*>& states, const std::vector<std::vector<int32_t>>& rows,
+                     std::vector<float>* logits, std::vector<float>* dspark_hidden, std::vector<StateUndo>* undo);
+
   // DSpark (engine/layers/dspark.h, MODEL.md §9.3). DsparkAppend feeds target positions [start,
   // start + rows) from a pass's `dspark_hidden` to the draft layers' rings (start below the state's
   // end rolls back: what speculation needs after a rejection). DsparkDraft drafts a block for each
@@ -118,6 +128,10 @@ class Engine {
 
  private:
   Status CheckSpan(const TokenSpan& span, const char* what) const;
+  // All layers over rows[i] appended to states[i], every row's logits; `undo` (or null) as VerifyBatch.
+  Status Step(const std::vector<SequenceState*>& states, const std::vector<std::vector<int32_t>>& rows,
+              std::vector<float>* logits, std::vector<float>* dspark_hidden, std::vector<StateUndo>* undo,
+              const char* what);
   std::vector<int64_t> HistoryBefore(const TokenSpan& prompt, int64_t pos) const;
   void Observe(ForwardPass* pass, int64_t first_pos);
   Status CaptureDspark(ForwardPass* pass, int first_layer, std::vector<float>* out, const char* what) const;

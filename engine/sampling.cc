@@ -48,35 +48,88 @@ int32_t Argmax(const float* logits, int n) {
   return best;
 }
 
-int32_t SampleToken(const float* logits, int n, const SamplingParams& p, Rng* rng) {
-  if (p.temperature == 0.0f) return Argmax(logits, n);
+namespace {
+// The nucleus SampleToken draws from at temperature > 0: unnormalized softmax(logits / T) weights,
+// ids by decreasing weight (stable), the smallest prefix `keep` whose mass reaches top_p, and its total.
+struct Nucleus {
+  std::vector<double> weight;
+  std::vector<int32_t> order;
+  int keep = 0;
+  double kept_total = 0.0;
+};
+
+Nucleus MakeNucleus(const float* logits, int n, const SamplingParams& p) {
+  Nucleus z;
   const double inv_t = 1.0 / p.temperature;
   double mx = logits[Argmax(logits, n)];
-  std::vector<double> prob(n);
+  z.weight.resize(n);
   double total = 0.0;
   for (int i = 0; i < n; ++i) {
-    prob[i] = std::exp((logits[i] - mx) * inv_t);
-    total += prob[i];
+    z.weight[i] = std::exp((logits[i] - mx) * inv_t);
+    total += z.weight[i];
   }
-  std::vector<int32_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return prob[a] > prob[b]; });
+  z.order.resize(n);
+  std::iota(z.order.begin(), z.order.end(), 0);
+  std::stable_sort(z.order.begin(), z.order.end(), [&](int32_t a, int32_t b) { return z.weight[a] > z.weight[b]; });
   // Nucleus: the smallest prefix whose mass reaches top_p (at least one token).
   double mass = 0.0;
-  int keep = 0;
-  while (keep < n) {
-    mass += prob[order[keep]] / total;
-    ++keep;
+  while (z.keep < n) {
+    mass += z.weight[z.order[z.keep]] / total;
+    ++z.keep;
     if (mass >= p.top_p) break;
   }
-  double kept_total = 0.0;
-  for (int i = 0; i < keep; ++i) kept_total += prob[order[i]];
-  double u = rng->Uniform() * kept_total;
-  for (int i = 0; i < keep; ++i) {
-    u -= prob[order[i]];
-    if (u < 0.0) return order[i];
+  for (int i = 0; i < z.keep; ++i) z.kept_total += z.weight[z.order[i]];
+  return z;
+}
+
+// Draws an id from weights w [n] (not normalized, total > 0) with one uniform.
+int32_t DrawFrom(const std::vector<double>& w, double total, Rng* rng) {
+  double u = rng->Uniform() * total;
+  int32_t last = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i] <= 0.0) continue;
+    last = static_cast<int32_t>(i);
+    u -= w[i];
+    if (u < 0.0) return last;
   }
-  return order[keep - 1];
+  return last;
+}
+}  // namespace
+
+int32_t SampleToken(const float* logits, int n, const SamplingParams& p, Rng* rng) {
+  if (p.temperature == 0.0f) return Argmax(logits, n);
+  const Nucleus z = MakeNucleus(logits, n, p);
+  double u = rng->Uniform() * z.kept_total;
+  for (int i = 0; i < z.keep; ++i) {
+    u -= z.weight[z.order[i]];
+    if (u < 0.0) return z.order[i];
+  }
+  return z.order[z.keep - 1];
+}
+
+std::vector<double> TokenProbabilities(const float* logits, int n, const SamplingParams& p) {
+  std::vector<double> prob(n, 0.0);
+  if (p.temperature == 0.0f) {
+    prob[Argmax(logits, n)] = 1.0;
+    return prob;
+  }
+  const Nucleus z = MakeNucleus(logits, n, p);
+  for (int i = 0; i < z.keep; ++i) prob[z.order[i]] = z.weight[z.order[i]] / z.kept_total;
+  return prob;
+}
+
+DraftVerdict AcceptDraft(const std::vector<double>& p, const std::vector<double>& q, int32_t x, Rng* rng) {
+  if (p[x] >= q[x]) return {true, x};  // certain: no draw
+  if (p[x] > 0.0 && rng->Uniform() * q[x] < p[x]) return {true, x};
+  std::vector<double> residual(p.size());
+  double total = 0.0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    residual[i] = std::max(0.0, p[i] - q[i]);
+    total += residual[i];
+  }
+  // p(x) < q(x) leaves mass elsewhere (both sum to 1); p == q up to rounding leaves none: draw from p.
+  if (!(total > 0.0)) return {false, DrawFrom(p, 1.0, rng)};
+  return {false, DrawFrom(residual, total, rng)};
 }
 
 }  // namespace ds41

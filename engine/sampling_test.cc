@@ -48,5 +48,59 @@ TEST(SamplingTest, ParamsAreValidated) {
   EXPECT_TRUE((SamplingParams{0.7f, 0.9f, 5}).Validate().ok());
 }
 
+TEST(SamplingTest, TokenProbabilitiesAreWhatSampleTokenDraws) {
+  std::vector<float> l = {std::log(0.6f), std::log(0.3f), std::log(0.1f)};
+  std::vector<double> p = TokenProbabilities(l.data(), 3, {1.0f, 0.85f, 0});
+  EXPECT_NEAR(p[0], 2.0 / 3, 1e-6);
+  EXPECT_NEAR(p[1], 1.0 / 3, 1e-6);
+  EXPECT_EQ(p[2], 0.0);
+  EXPECT_EQ(TokenProbabilities(l.data(), 3, {}), (std::vector<double>{1.0, 0.0, 0.0}));
+}
+
+// Draft tokens from q, kept or replaced by AcceptDraft: the tokens must follow p, not q (chi-square
+// over the 6 ids, 5 degrees of freedom: 20.5 is the 0.999 quantile), and the acceptance rate must be
+// sum_i min(p_i, q_i). Includes an id q never proposes and one p never emits.
+TEST(SamplingTest, SpeculativeAcceptanceKeepsTheTargetDistribution) {
+  const std::vector<double> p = {0.30, 0.25, 0.20, 0.15, 0.10, 0.00};
+  const std::vector<double> q = {0.10, 0.40, 0.20, 0.00, 0.05, 0.25};
+  std::vector<float> q_logits(q.size());
+  for (size_t i = 0; i < q.size(); ++i) q_logits[i] = q[i] > 0 ? std::log(static_cast<float>(q[i])) : -1e30f;
+  const SamplingParams draft{1.0f, 1.0f, 0};
+  Rng rng(2024);
+  const int kTrials = 200000;
+  std::vector<int> count(p.size());
+  int accepted = 0;
+  for (int t = 0; t < kTrials; ++t) {
+    const int32_t x = SampleToken(q_logits.data(), static_cast<int>(q.size()), draft, &rng);
+    const DraftVerdict v = AcceptDraft(p, q, x, &rng);
+    accepted += v.accepted;
+    ++count[v.token];
+  }
+  double chi2 = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == 0) {
+      EXPECT_EQ(count[i], 0) << "id " << i;
+      continue;
+    }
+    const double want = kTrials * p[i];
+    chi2 += (count[i] - want) * (count[i] - want) / want;
+  }
+  EXPECT_LT(chi2, 20.5);
+  double overlap = 0;
+  for (size_t i = 0; i < p.size(); ++i) overlap += std::min(p[i], q[i]);
+  EXPECT_NEAR(static_cast<double>(accepted) / kTrials, overlap, 0.005);
+}
+
+TEST(SamplingTest, GreedyAcceptanceKeepsTheArgmaxOnly) {
+  const std::vector<double> p = {0, 0, 1, 0}, q = {0, 1, 0, 0}, q_same = {0, 0, 1, 0};
+  Rng rng(1);
+  const DraftVerdict no = AcceptDraft(p, q, 1, &rng);
+  EXPECT_FALSE(no.accepted);
+  EXPECT_EQ(no.token, 2);
+  const DraftVerdict yes = AcceptDraft(p, q_same, 2, &rng);
+  EXPECT_TRUE(yes.accepted);
+  EXPECT_EQ(yes.token, 2);
+}
+
 }  // namespace
 }  // namespace ds41

@@ -60,6 +60,19 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r, const std::string& role)
   for (CancelReason reason : kCancelReasons) cancelled.Add({{"reason", CancelReasonName(reason)}});
 }
 
+SpeculationMetrics::SpeculationMetrics(prometheus::Registry& r)
+    : drafted_tokens(prometheus::BuildCounter().Name("ds41_decoder_spec_drafted_tokens_total").Help("Drafted tokens sent to verification").Register(r).Add({})),
+      accepted_tokens(prometheus::BuildCounter().Name("ds41_decoder_spec_accepted_tokens_total").Help("Drafted tokens the verification accepted").Register(r).Add({})),
+      verify_length(prometheus::BuildHistogram().Name("ds41_decoder_spec_verify_length").Help("Drafted tokens verified per step, as the scheduler chose (0: plain decode)").Register(r)
+                        .Add({}, prometheus::Histogram::BucketBoundaries{0, 1, 2, 3, 4, 5, 6, 7})),
+      position_verified(prometheus::BuildCounter().Name("ds41_decoder_spec_position_verified_total").Help("Drafted tokens verified, by position in the block").Register(r)),
+      position_accepted(prometheus::BuildCounter().Name("ds41_decoder_spec_position_accepted_total").Help("Drafted tokens accepted, by position in the block").Register(r)) {
+  for (int i = 1; i <= kPositions; ++i) {
+    position_verified.Add({{"position", std::to_string(i)}});
+    position_accepted.Add({{"position", std::to_string(i)}});
+  }
+}
+
 void NodeMetrics::CountCancelled(CancelReason reason) {
   requests_cancelled.Increment();
   cancelled.Add({{"reason", CancelReasonName(reason)}}).Increment();

@@ -63,4 +63,18 @@ struct NodeMetrics {
   prometheus::Counter& generated_tokens;       // decoder
 };
 
+// A decoder's speculative decoding (engine/speculation.h), ds41_decoder_spec_...: registered by
+// every decoder, counting only when it runs with --speculative. Thread-safe.
+struct SpeculationMetrics {
+  // Draft positions counted by position label (1 = the first drafted token).
+  static constexpr int kPositions = 8;
+  explicit SpeculationMetrics(prometheus::Registry& registry);
+
+  prometheus::Counter& drafted_tokens;    // drafted tokens sent to verification
+  prometheus::Counter& accepted_tokens;   // of those, accepted
+  prometheus::Histogram& verify_length;   // k chosen per step (0: plain decode)
+  prometheus::Family<prometheus::Counter>& position_verified;  // position: 1..kPositions
+  prometheus::Family<prometheus::Counter>& position_accepted;  // position: 1..kPositions
+};
+
 }  // namespace ds41

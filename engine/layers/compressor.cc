@@ -55,6 +55,12 @@ void ForwardPass::Compress(int L, const std::vector<float>& x) {
         const float* kvrow = &kv[static_cast<size_t>(i) * hd];
         const float* gaterow = &gate[static_cast<size_t>(i) * hd];
         const int u = static_cast<int>(p % m);
+        if (seg.undo != nullptr) {
+          StateUndo::Compressor& log = seg.undo->kv[role.kv_slot];
+          const size_t at = static_cast<size_t>(p - seg.undo->start) * hd;
+          std::copy_n(kvrow, hd, &log.row_kv[at]);
+          std::copy_n(gaterow, hd, &log.row_gate[at]);
+        }
         if (u < m - 1) {
           std::copy_n(kvrow, hd, &kvs.pending_kv[static_cast<size_t>(u) * hd]);
           std::copy_n(gaterow, hd, &kvs.pending_gate[static_cast<size_t>(u) * hd]);

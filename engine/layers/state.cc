@@ -1,5 +1,6 @@
 #include "engine/layers/state.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "engine/loading/engram_layout.h"
@@ -238,6 +239,88 @@ Status SequenceState::RestoreSwa(const std::string& bytes, const ModelConfig& c)
   engram_history = std::move(t.engram_history);
   encoder_out = std::move(t.encoder_out);
   length = len;
+  return Status::Ok();
+}
+
+void BeginUndo(const ModelConfig& c, const SequenceState& s, const std::vector<int64_t>& row_ids, StateUndo* u) {
+  const int W = c.window_size, eb = c.window_entry_bytes(), HD = c.hc_dim(), hc = c.hc_mult;
+  u->start = s.length;
+  u->rows = static_cast<int>(row_ids.size());
+  u->ring_slots.assign(s.rings.size(), std::vector<uint8_t>(static_cast<size_t>(u->rows) * eb));
+  u->stream_x.resize(static_cast<size_t>(u->rows) * HD);
+  u->stream_pre.resize(static_cast<size_t>(u->rows) * hc);
+  for (int i = 0; i < u->rows; ++i) {
+    const size_t slot = static_cast<size_t>((u->start + i) % W);
+    for (size_t L = 0; L < s.rings.size(); ++L)
+      std::copy_n(&s.rings[L].slots[slot * eb], eb, &u->ring_slots[L][static_cast<size_t>(i) * eb]);
+    std::copy_n(&s.encoder_out.x[slot * HD], HD, &u->stream_x[static_cast<size_t>(i) * HD]);
+    std::copy_n(&s.encoder_out.pre[slot * hc], hc, &u->stream_pre[static_cast<size_t>(i) * hc]);
+  }
+  u->kv.resize(s.kv.size());
+  for (size_t k = 0; k < s.kv.size(); ++k) {
+    StateUndo::Compressor& cu = u->kv[k];
+    cu.pending_kv = s.kv[k].pending_kv;
+    cu.pending_gate = s.kv[k].pending_gate;
+    const size_t n = s.kv[k].pending_gate.empty() ? 0 : static_cast<size_t>(u->rows) * c.head_dim;
+    cu.row_kv.assign(n, 0.0f);
+    cu.row_gate.assign(n, 0.0f);
+  }
+  u->history.assign(1, s.engram_history);
+  for (int64_t id : row_ids) {
+    std::vector<int64_t> h = u->history.back();
+    if (!h.empty()) {  // the newest id first, as the forward pass keeps it
+      h.insert(h.begin(), id);
+      h.pop_back();
+    }
+    u->history.push_back(std::move(h));
+  }
+}
+
+Status RollBack(const ModelConfig& c, const StateUndo& u, int64_t length, SequenceState* s) {
+  const int64_t end = u.start + u.rows;
+  if (s->length != end) return InvalidArgumentError("rollback: the state is not where the recorded pass left it");
+  if (length < u.start || length > end) return InvalidArgumentError("rollback: length outside the recorded pass");
+  const int W = c.window_size, eb = c.window_entry_bytes(), HD = c.hc_dim(), hc = c.hc_mult;
+  // The slots the cut rows overwrote get their old entries back (the stream ring only where the
+  // pass ran the layer that records it).
+  const bool stream = s->encoder_out.end == end;
+  for (int64_t p = length; p < end; ++p) {
+    const size_t slot = static_cast<size_t>(p % W), i = static_cast<size_t>(p - u.start);
+    for (size_t L = 0; L < s->rings.size(); ++L)
+      std::copy_n(&u.ring_slots[L][i * eb], eb, &s->rings[L].slots[slot * eb]);
+    if (!stream) continue;
+    std::copy_n(&u.stream_x[i * HD], HD, &s->encoder_out.x[slot * HD]);
+    std::copy_n(&u.stream_pre[i * hc], hc, &s->encoder_out.pre[slot * hc]);
+  }
+  for (WindowRing& r : s->rings) r.end = length;
+  if (stream) s->encoder_out.end = length;
+  for (size_t k = 0; k < s->kv.size(); ++k) {
+    const int m = c.compress_ratios[c.kv_source_layers[k]];
+    KvSourceCache& kv = s->kv[k];
+    kv.processed = length;
+    kv.main_kv.resize(static_cast<size_t>(length / m) * c.main_kv_bytes());
+    kv.index_keys.resize(static_cast<size_t>(length / m) * c.index_key_bytes());
+    if (m == 1) continue;
+    // The open group at `length`: as before the pass while still the same group (a straight run
+    // writes only its own slots), else empty (a closed group is zeroed); then the cut pass's rows in it.
+    const int64_t g0 = length / m * m;
+    const StateUndo::Compressor& cu = u.kv[k];
+    if (g0 == u.start / m * m) {
+      kv.pending_kv = cu.pending_kv;
+      kv.pending_gate = cu.pending_gate;
+    } else {
+      std::fill(kv.pending_kv.begin(), kv.pending_kv.end(), 0.0f);
+      std::fill(kv.pending_gate.begin(), kv.pending_gate.end(), 0.0f);
+    }
+    const size_t hd = static_cast<size_t>(c.head_dim);
+    for (int64_t q = std::max(g0, u.start); q < length; ++q) {
+      const size_t row = static_cast<size_t>(q - u.start), slot = static_cast<size_t>(q - g0);
+      std::copy_n(&cu.row_kv[row * hd], hd, &kv.pending_kv[slot * hd]);
+      std::copy_n(&cu.row_gate[row * hd], hd, &kv.pending_gate[slot * hd]);
+    }
+  }
+  s->engram_history = u.history[static_cast<size_t>(length - u.start)];
+  s->length = length;
   return Status::Ok();
 }
 

@@ -75,6 +75,40 @@ struct SequenceState {
   static StatusOr<int64_t> SwaPosition(const std::string& bytes, const ModelConfig& config);
 };
 
+// What one pass appending rows [start, start + rows) to a state changed, kept so that the state can
+// be cut back to any length in [start, start + rows] exactly as if only those first rows had run:
+// what speculative verification needs after a rejection (Engine::VerifyBatch, MODEL.md §9.3).
+//
+// Why a record and not a copy of the state or a re-run of the kept rows: a pass of a few rows
+// appends compressed KV and index keys (cut back by truncation), overwrites one slot per row in
+// each window ring and in the encoder stream ring (the old slots are saved: rows x 528 B a layer),
+// rewrites the open compressor groups (the old ones are saved, and the pass logs the open-group
+// rows it computes, since it zeroes a group when it closes) and advances the Engram history (saved
+// per row). All of it is a few kilobytes a row, against a whole state copy or a second forward pass.
+struct StateUndo {
+  int64_t start = 0;
+  int rows = 0;
+  std::vector<std::vector<uint8_t>> ring_slots;  // [layers][rows][window_entry_bytes]: slots before the pass
+  std::vector<uint16_t> stream_x;                // [rows][hc * dim]: encoder stream ring slots before the pass
+  std::vector<float> stream_pre;                 // [rows][hc]
+  struct Compressor {
+    std::vector<float> pending_kv, pending_gate;  // the open group before the pass
+    std::vector<float> row_kv, row_gate;          // [rows][head_dim]: what the pass computed per row (ratio > 1)
+  };
+  std::vector<Compressor> kv;                     // [kv sources]
+  std::vector<std::vector<int64_t>> history;      // [rows + 1]: the Engram history after i rows
+};
+
+// Starts `undo` for a pass of `row_ids` (the rows' Engram compressed ids, in order) appended at
+// state.length; the pass must carry it (Segment::undo) so that its compressors log their rows.
+// REQUIRES: every window ring and every compressor at state.length; rows <= window.
+void BeginUndo(const ModelConfig& config, const SequenceState& state, const std::vector<int64_t>& row_ids,
+               StateUndo* undo);
+
+// Cuts `state` back to `length` after the pass `undo` recorded. InvalidArgument when the state is not
+// where the pass left it or `length` is outside [undo.start, undo.start + undo.rows].
+Status RollBack(const ModelConfig& config, const StateUndo& undo, int64_t length, SequenceState* state);
+
 // A 64-bit digest of the configuration's shape, stamped into serialized state.
 uint64_t ConfigFingerprint(const ModelConfig& config);
 

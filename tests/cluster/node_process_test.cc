@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "decoder_node/decoder_service.h"
+#include "engine/config/presets.h"
 #include "node.grpc.pb.h"
 #include "rpc/server.h"
 #include "node_client/node_client.h"
@@ -111,6 +112,51 @@ TEST(NodeProcessTest, BothRolesServeMetrics) {
                            "ds41_decoder_resident_bytes{kind=\"expert_cache\"}", "ds41_decoder_running_sequences",
                            "ds41_decoder_decode_step_seconds_count 5"})
     EXPECT_NE(dm.find(name), std::string::npos) << name;
+}
+
+// decoder_node --speculative (issue 27) on a checkpoint with DSpark layers: the same greedy reply
+// as a plain decoder_node, its steps counted in the speculation metrics.
+TEST(NodeProcessTest, ASpeculativeDecoderRepliesAsAPlainOne) {
+  const std::string ckpt = testing::WriteTestCheckpoint(TinyDsparkConfig(), 1, "process-dspark");
+  testing::ChildProcess enc({testing::BinaryDir() + "/encoder_node/encoder_node", "--model", ckpt, "--listen", "127.0.0.1:0",
+                             "--metrics-listen", "127.0.0.1:0"},
+                            "encoder_node ready");
+  ASSERT_TRUE(enc.ready());
+  auto decoder = [&](bool speculative) {
+    std::vector<std::string> args = {testing::BinaryDir() + "/decoder_node/decoder_node", "--model", ckpt, "--listen",
+                                     "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"};
+    if (speculative) args.push_back("--speculative");
+    return std::make_unique<testing::ChildProcess>(args, "decoder_node ready");
+  };
+  auto plain = decoder(false), spec = decoder(true);
+  ASSERT_TRUE(plain->ready());
+  ASSERT_TRUE(spec->ready());
+  auto model = std::move(Model::Open(ckpt)).value();
+  NodeClient client(std::make_shared<ChannelSet>(), model->fingerprint());
+  auto reply = [&](testing::ChildProcess* dec) {
+    GenerateInput in;
+    in.ns.fill('s');
+    in.tokens = Tokens(30, 3);
+    in.encoder = enc.fields()["grpc"];
+    in.sampling.max_tokens = 20;
+    in.unit_tokens = 32;
+    std::vector<int32_t> out;
+    const GenerateCallResult call = client.Generate(dec->fields()["grpc"], in, nullptr, [&](const std::vector<int32_t>& ids) {
+      out.insert(out.end(), ids.begin(), ids.end());
+      return true;
+    });
+    EXPECT_TRUE(call.status.ok()) << call.status.ToString();
+    return out;
+  };
+  const std::vector<int32_t> a = reply(plain.get()), b = reply(spec.get());
+  EXPECT_EQ(a.size(), 20u);
+  EXPECT_EQ(a, b);
+  const std::string pm = testing::HttpGet(plain->fields()["metrics"], "/metrics");
+  const std::string sm = testing::HttpGet(spec->fields()["metrics"], "/metrics");
+  EXPECT_NE(pm.find("ds41_decoder_spec_verify_length_count 0"), std::string::npos);
+  EXPECT_EQ(sm.find("ds41_decoder_spec_verify_length_count 0"), std::string::npos);
+  EXPECT_NE(sm.find("ds41_decoder_spec_position_accepted_total{position=\"1\"}"), std::string::npos);
+  EXPECT_NE(sm.find("ds41_decoder_generated_tokens_total 20"), std::string::npos);
 }
 
 // What a caller that gives up leaves behind (issue 30): the encoder drops the prefill before its next

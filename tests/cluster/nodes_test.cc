@@ -11,6 +11,7 @@
 #include "cache_client/cache_client.h"
 #include "cache_service/service.h"
 #include "decoder_node/decoder_service.h"
+#include "engine/config/presets.h"
 #include "engine/sampling.h"
 #include "encoder_node/encoder_service.h"
 #include "node.grpc.pb.h"
@@ -80,6 +81,7 @@ struct EncoderServer {
 struct DecoderServer {
   prometheus::Registry reg;
   NodeMetrics metrics{reg, "decoder"};
+  SpeculationMetrics spec{reg};
   std::unique_ptr<DecoderCore> core;
   std::unique_ptr<DecoderService> svc;
   std::unique_ptr<SwaStateService> swa;
@@ -90,7 +92,7 @@ struct DecoderServer {
         m, cache,
         [encoders](const std::string& enc, const PrefillInput& in, std::chrono::steady_clock::time_point d,
                    CancelToken* cancel) { return encoders->Prefill(enc, in, d, cancel); },
-        o, &metrics, pool);
+        o, &metrics, pool, &spec);
     svc = std::make_unique<DecoderService>(core.get(), m.fingerprint(), &metrics);
     swa = std::make_unique<SwaStateService>(core->swa_pool(), m.fingerprint());
     rpc = std::move(StartRpcServer({}, {svc.get(), swa.get()})).value();
@@ -448,6 +450,80 @@ TEST_F(NodesTest, BadRequestsAreRefusedAndNodesStayUp) {
   Reply ok = Generate(dec_a_.get(), base());
   EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
   EXPECT_EQ(ok.tokens.size(), 16u);
+}
+
+// Speculative decoding (issue 27 item 2) on the tiny-dspark checkpoint: decoders started with
+// speculation reply with the plain greedy decode's tokens on every prefix path (none, warm session
+// with the SWA state from a peer, cache), and for a migrated request past the window.
+class SpeculativeNodesTest : public NodesTest {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = std::move(Model::Open(testing::WriteTestCheckpoint(TinyDsparkConfig(), 1, "nodes-dspark"))).value().release();
+  }
+  void SetUp() override {
+    NodesTest::SetUp();
+    // A: a flat cost curve, so every step verifies the whole block (rejections at every position);
+    // B: the curve measured at start-up, as a node runs.
+    DecoderOptions o;
+    o.speculative = true;
+    dec_b_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_, o);
+    const int block = model_->config().dspark_block_size;
+    o.verify_cost = VerifyCostCurve{{1}, {std::vector<double>(static_cast<size_t>(block) + 1, 1.0)}, {0.0}};
+    dec_a_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_, o);
+  }
+};
+
+TEST_F(SpeculativeNodesTest, GreedyRepliesEqualPlainDecodeOnEveryPrefixPath) {
+  ASSERT_TRUE(dec_a_->core->speculating());
+  const int kMax = 24;
+  SequenceState ref = SequenceState::Create(model_->config());
+  auto p1 = Tokens(20, 71);
+  Reply r1 = Turn(dec_a_.get(), "s1", p1, "", 0, kMax);
+  ASSERT_TRUE(r1.status.ok()) << r1.status.error_message();
+  EXPECT_EQ(r1.tokens, Reference(&ref, p1, kMax));
+  EXPECT_EQ(r1.usage.prefix_source(), "none");
+  auto p2 = p1;
+  p2.insert(p2.end(), r1.tokens.begin(), r1.tokens.end());
+  for (int32_t t : Tokens(150, 72)) p2.push_back(t);
+  Reply r2 = Turn(dec_a_.get(), "s1", p2, dec_a_->addr, ref.length, kMax);
+  ASSERT_TRUE(r2.status.ok()) << r2.status.error_message();
+  EXPECT_EQ(r2.usage.prefix_source(), "warm");
+  EXPECT_EQ(r2.tokens, Reference(&ref, p2, kMax));
+  auto p3 = p2;
+  p3.insert(p3.end(), r2.tokens.begin(), r2.tokens.end());
+  for (int32_t t : Tokens(100, 73)) p3.push_back(t);
+  Reply r3 = Turn(dec_b_.get(), "s1", p3, dec_a_->addr, ref.length, kMax);
+  ASSERT_TRUE(r3.status.ok()) << r3.status.error_message();
+  EXPECT_EQ(r3.usage.prefix_source(), "cache");
+  EXPECT_EQ(r3.tokens, Reference(&ref, p3, kMax));
+  // Speculation ran on A: whole blocks verified (random weights reject nearly every draft).
+  const double block = model_->config().dspark_block_size;
+  EXPECT_GE(dec_a_->spec.drafted_tokens.Value(), 2 * block);
+  EXPECT_LE(dec_a_->spec.accepted_tokens.Value(), dec_a_->spec.drafted_tokens.Value());
+  EXPECT_GT(dec_a_->spec.position_verified.Add({{"position", "5"}}).Value(), 0);
+}
+
+TEST_F(SpeculativeNodesTest, AMigratedGreedyRequestContinuesAsThePlainRun) {
+  const int kTotal = 30, kStreamed = 11;
+  const std::vector<int32_t> prompt = Tokens(60, 74);  // past the window (16)
+  SequenceState ref = SequenceState::Create(model_->config());
+  const std::vector<int32_t> whole = Reference(&ref, prompt, kTotal);
+  GenerateInput in;
+  in.ns = ns_.id;
+  in.tokens = prompt;
+  in.tokens.insert(in.tokens.end(), whole.begin(), whole.begin() + kStreamed);
+  in.resumed = kStreamed;
+  in.encoder = encoder_->addr;
+  in.sampling.max_tokens = kTotal - kStreamed;
+  in.unit_tokens = kUnit;
+  in.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::vector<int32_t> got;
+  const GenerateCallResult res = nodes_->Generate(dec_a_->addr, in, nullptr, [&](const std::vector<int32_t>& ids) {
+    got.insert(got.end(), ids.begin(), ids.end());
+    return true;
+  });
+  ASSERT_TRUE(res.status.ok()) << res.status.ToString();
+  EXPECT_EQ(got, std::vector<int32_t>(whole.begin() + kStreamed, whole.end()));
 }
 
 }  // namespace

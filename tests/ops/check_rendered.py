@@ -107,6 +107,9 @@ for comp, kind in [("router", "Deployment"), ("encoder", "Deployment"), ("decode
             check(("weight-tiles" in mounts) == (V["model"]["weightTiles"] == "file"),
                   f"{comp}: weight-tiles mount does not follow model.weightTiles")
             check(c.get("envFrom"), f"{comp}: ConfigMap not loaded")
+        if comp == "decoder":
+            check(("--speculative" in (c.get("args") or [])) == bool(V["decoder"].get("speculative")),
+                  "decoder: --speculative does not follow decoder.speculative")
         if comp == "router":
             check(c["readinessProbe"].get("httpGet", {}).get("path") == "/health", "router: readiness not on /health")
             check(("auth" in mounts) == bool(V["auth"]["enabled"]), "router: auth secret mount does not follow auth.enabled")

@@ -194,6 +194,17 @@ pools = dashboard("ds41-pools", "ds41-serve / Encoder and decoder pools", [
                 "sum by (pod) (rate(ds41_decoder_expert_cache_misses_total[5m])))", "{{pod}}")], "percentunit"),
         panel("Decoder TTFT (node side)",
               [(q(p, "ds41_decoder_ttft_seconds", by=None), n) for p, n in PCTS], "s"),
+        panel("Speculation: drafted tokens accepted",
+              [("sum by (pod) (rate(ds41_decoder_spec_accepted_tokens_total[5m])) / "
+                "sum by (pod) (rate(ds41_decoder_spec_drafted_tokens_total[5m]))", "{{pod}}")], "percentunit",
+              desc="decoders with --speculative: the share of verified drafts the acceptance rule kept"),
+        panel("Speculation: acceptance by draft position",
+              [("sum by (position) (rate(ds41_decoder_spec_position_accepted_total[5m])) / "
+                "sum by (position) (rate(ds41_decoder_spec_position_verified_total[5m]))", "position {{position}}")],
+              "percentunit"),
+        panel("Speculation: drafts verified per step (k)",
+              [(q(p, "ds41_decoder_spec_verify_length", by=None), n) for p, n in PCTS],
+              desc="the scheduler's choice; 0 is a plain decode step"),
     ]),
 ])
 

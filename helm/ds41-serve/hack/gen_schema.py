@@ -109,6 +109,8 @@ schema = {
                         "threads": NONNEG, "expertCacheBytes": BYTES, "sessionBytes": BYTES,
                         "sessionTtlSeconds": NONNEG, "swaPoolBytes": BYTES, "swaTtlSeconds": NONNEG,
                         "maxRunning": {"type": "integer", "minimum": 1, "maximum": 4096},
+                        "speculative": dict(B, description="speculative decoding with the model's DSpark "
+                                                           "layers (--speculative)"),
                         "shutdownGraceSeconds": grace("calls"),
                         "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "startupProbe": STARTUP,
                         "pdb": PDB, **SCHED,
