@@ -13,31 +13,17 @@
 #include "engine/engine.h"
 #include "engine/loading/model.h"
 #include "engine/loading/tensor_table.h"
+#include "tests/support/model_suite.h"
 #include "tests/support/test_checkpoint.h"
 
 namespace ds41 {
 namespace {
 
-class DsparkTest : public ::testing::Test {
+class DsparkTest : public testing::ModelSuite<DsparkTest> {
+ public:
+  static std::string Checkpoint() { return testing::WriteTestCheckpoint(TinyDsparkConfig(), 1, "tiny-dspark"); }
+
  protected:
-  static void SetUpTestSuite() {
-    auto m = Model::Open(testing::WriteTestCheckpoint(TinyDsparkConfig(), 1, "tiny-dspark"));
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = m->release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  const ModelConfig& cfg() const { return model_->config(); }
-
-  static std::vector<int32_t> Prompt(int n, int seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(n);
-    for (auto& v : t) v = 3 + static_cast<int32_t>(rng() % 500);
-    return t;
-  }
-
   // Prefill of `n` tokens with the DSpark capture, appended to a fresh DSpark state.
   void Start(Engine& e, int n, int seed, SequenceState* st, DsparkState* ds, int32_t* next) const {
     std::vector<float> logits, hidden;
@@ -45,10 +31,7 @@ class DsparkTest : public ::testing::Test {
     ASSERT_TRUE(e.DsparkAppend(ds, 0, hidden).ok());
     *next = GreedyDraftPick(logits.data(), cfg().vocab_size);
   }
-
-  static Model* model_;
 };
-Model* DsparkTest::model_ = nullptr;
 
 bool SameDraft(const Draft& a, const Draft& b) {
   return a.start == b.start && a.tokens == b.tokens && a.confidence == b.confidence &&

@@ -10,32 +10,18 @@
 
 #include "engine/loading/model.h"
 #include "engine/sampling.h"
+#include "tests/support/model_suite.h"
 #include "tests/support/test_checkpoint.h"
 
 namespace ds41 {
 namespace {
 
-class EngineTest : public ::testing::Test {
+class EngineTest : public testing::ModelSuite<EngineTest> {
+ public:
+  static std::string Checkpoint() { return testing::TinyCheckpoint(); }
+
  protected:
-  static void SetUpTestSuite() {
-    auto m = Model::Open(testing::TinyCheckpoint());
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = m->release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-
-  const ModelConfig& cfg() const { return model_->config(); }
   SequenceState NewState() const { return SequenceState::Create(cfg()); }
-
-  static std::vector<int32_t> Prompt(int n, int seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(n);
-    for (auto& v : t) v = 3 + static_cast<int32_t>(rng() % 500);
-    return t;
-  }
 
   // Greedy continuation of `st` for `steps` tokens starting from `logits` (one row).
   std::vector<int32_t> Greedy(Engine& e, SequenceState* st, std::vector<float> logits, int steps,
@@ -50,10 +36,7 @@ class EngineTest : public ::testing::Test {
     }
     return out;
   }
-
-  static Model* model_;
 };
-Model* EngineTest::model_ = nullptr;
 
 double RelL2(const float* a, const float* b, size_t n) {
   double d = 0, r = 0;

@@ -11,34 +11,16 @@
 
 #include "engine/config/presets.h"
 #include "engine/loading/model.h"
+#include "tests/support/model_suite.h"
 #include "tests/support/test_checkpoint.h"
 
 namespace ds41 {
 namespace {
 
-class SpeculationTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto m = Model::Open(testing::WriteTestCheckpoint(TinyDsparkConfig(), 1, "tiny-dspark-spec"));
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = m->release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  const ModelConfig& cfg() const { return model_->config(); }
-
-  static std::vector<int32_t> Prompt(int n, int seed) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(n);
-    for (auto& v : t) v = 3 + static_cast<int32_t>(rng() % 500);
-    return t;
-  }
-
-  static Model* model_;
+class SpeculationTest : public testing::ModelSuite<SpeculationTest> {
+ public:
+  static std::string Checkpoint() { return testing::WriteTestCheckpoint(TinyDsparkConfig(), 1, "tiny-dspark-spec"); }
 };
-Model* SpeculationTest::model_ = nullptr;
 
 // A flat curve: verifying costs nothing extra, so the scheduler always takes every draft.
 VerifyCostCurve Flat(int max_k) {
