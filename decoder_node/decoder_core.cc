@@ -439,13 +439,7 @@ Status DecoderCore::DecodeStep(const std::vector<std::unique_ptr<Sequence>>& liv
   for (size_t i = 0; i < live.size(); ++i) {
     (*emitted)[i] = std::move(out[i].tokens);
     rows += 1 + out[i].verified;
-    if (spec_metrics_ == nullptr) continue;
-    spec_metrics_->drafted_tokens.Increment(out[i].verified);
-    spec_metrics_->accepted_tokens.Increment(out[i].accepted);
-    for (int j = 1; j <= out[i].verified; ++j) {
-      spec_metrics_->position_verified.Add({{"position", std::to_string(j)}}).Increment();
-      if (j <= out[i].accepted) spec_metrics_->position_accepted.Add({{"position", std::to_string(j)}}).Increment();
-    }
+    if (spec_metrics_) spec_metrics_->CountStep(out[i].verified, out[i].accepted);
   }
   if (spec_metrics_) spec_metrics_->verify_length.Observe(k);
   if (metrics_) metrics_->batch_tokens.Observe(static_cast<double>(rows));

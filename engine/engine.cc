@@ -178,9 +178,7 @@ Status Engine::Step(const std::vector<SequenceState*>& states, const std::vector
   if (undo != nullptr) {
     undo->assign(states.size(), StateUndo{});
     for (size_t i = 0; i < states.size(); ++i) {
-      std::vector<int64_t> ids;
-      for (int32_t t : rows[i]) ids.push_back(c.engram_layer_ids.empty() ? 0 : model_.engram_token_map()[t]);
-      BeginUndo(c, *states[i], ids, &(*undo)[i]);
+      BeginUndo(c, *states[i], static_cast<int>(rows[i].size()), &(*undo)[i]);
       segs[i].undo = &(*undo)[i];
     }
   }

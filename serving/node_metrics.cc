@@ -68,8 +68,22 @@ SpeculationMetrics::SpeculationMetrics(prometheus::Registry& r)
       position_verified(prometheus::BuildCounter().Name("ds41_decoder_spec_position_verified_total").Help("Drafted tokens verified, by position in the block").Register(r)),
       position_accepted(prometheus::BuildCounter().Name("ds41_decoder_spec_position_accepted_total").Help("Drafted tokens accepted, by position in the block").Register(r)) {
   for (int i = 1; i <= kPositions; ++i) {
-    position_verified.Add({{"position", std::to_string(i)}});
-    position_accepted.Add({{"position", std::to_string(i)}});
+    verified_at_.push_back(&position_verified.Add({{"position", std::to_string(i)}}));
+    accepted_at_.push_back(&position_accepted.Add({{"position", std::to_string(i)}}));
+  }
+}
+
+void SpeculationMetrics::CountStep(int verified, int accepted) {
+  drafted_tokens.Increment(verified);
+  accepted_tokens.Increment(accepted);
+  // A block longer than kPositions still counts, through its label set.
+  auto at = [](const std::vector<prometheus::Counter*>& resolved, prometheus::Family<prometheus::Counter>& family,
+               int j) -> prometheus::Counter& {
+    return j <= kPositions ? *resolved[static_cast<size_t>(j - 1)] : family.Add({{"position", std::to_string(j)}});
+  };
+  for (int j = 1; j <= verified; ++j) {
+    at(verified_at_, position_verified, j).Increment();
+    if (j <= accepted) at(accepted_at_, position_accepted, j).Increment();
   }
 }
 

@@ -10,6 +10,7 @@
 #include <prometheus/registry.h>
 
 #include <string>
+#include <vector>
 
 #include "util/cancel_token.h"
 #include "util/status.h"
@@ -75,6 +76,13 @@ struct SpeculationMetrics {
   prometheus::Histogram& verify_length;   // k chosen per step (0: plain decode)
   prometheus::Family<prometheus::Counter>& position_verified;  // position: 1..kPositions
   prometheus::Family<prometheus::Counter>& position_accepted;  // position: 1..kPositions
+
+  // One sequence's step: `verified` drafts checked, the first `accepted` of them kept.
+  void CountStep(int verified, int accepted);
+
+ private:
+  // The position counters resolved once, [kPositions]: a step counts without building label sets.
+  std::vector<prometheus::Counter*> verified_at_, accepted_at_;
 };
 
 }  // namespace ds41

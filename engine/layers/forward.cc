@@ -69,6 +69,7 @@ void ForwardPass::ComputeEngramRows() {
       for (int l = 0; l < nl; ++l) el.HashRows(l, tok.data(), &engram_rows_[(static_cast<size_t>(r) * nl + l) * cols]);
       hist.insert(hist.begin(), cid);
       hist.pop_back();
+      if (seg.undo != nullptr) seg.undo->history.push_back(hist);
     }
     if (advance) seg.state->engram_history = hist;
   }

@@ -38,7 +38,7 @@ struct Segment {
   // which requires start == state->length.
   std::vector<int64_t> history;
   const CedWindow* ced_window = nullptr;  // set by decoder replay
-  StateUndo* undo = nullptr;       // set by a verification: the compressors log their rows (BeginUndo)
+  StateUndo* undo = nullptr;       // set by a verification: compressors and Engram log their rows (BeginUndo)
   int row0 = 0;                    // first row of this segment in the call (set by ForwardPass)
   int n() const { return static_cast<int>(tokens.size()); }
 };

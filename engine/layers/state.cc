@@ -242,10 +242,10 @@ Status SequenceState::RestoreSwa(const std::string& bytes, const ModelConfig& c)
   return Status::Ok();
 }
 
-void BeginUndo(const ModelConfig& c, const SequenceState& s, const std::vector<int64_t>& row_ids, StateUndo* u) {
+void BeginUndo(const ModelConfig& c, const SequenceState& s, int rows, StateUndo* u) {
   const int W = c.window_size, eb = c.window_entry_bytes(), HD = c.hc_dim(), hc = c.hc_mult;
   u->start = s.length;
-  u->rows = static_cast<int>(row_ids.size());
+  u->rows = rows;
   u->ring_slots.assign(s.rings.size(), std::vector<uint8_t>(static_cast<size_t>(u->rows) * eb));
   u->stream_x.resize(static_cast<size_t>(u->rows) * HD);
   u->stream_pre.resize(static_cast<size_t>(u->rows) * hc);
@@ -265,15 +265,7 @@ void BeginUndo(const ModelConfig& c, const SequenceState& s, const std::vector<i
     cu.row_kv.assign(n, 0.0f);
     cu.row_gate.assign(n, 0.0f);
   }
-  u->history.assign(1, s.engram_history);
-  for (int64_t id : row_ids) {
-    std::vector<int64_t> h = u->history.back();
-    if (!h.empty()) {  // the newest id first, as the forward pass keeps it
-      h.insert(h.begin(), id);
-      h.pop_back();
-    }
-    u->history.push_back(std::move(h));
-  }
+  u->history.assign(1, s.engram_history);  // the pass appends one per row (ForwardPass::ComputeEngramRows)
 }
 
 Status RollBack(const ModelConfig& c, const StateUndo& u, int64_t length, SequenceState* s) {
@@ -319,7 +311,8 @@ Status RollBack(const ModelConfig& c, const StateUndo& u, int64_t length, Sequen
       std::copy_n(&cu.row_gate[row * hd], hd, &kv.pending_gate[slot * hd]);
     }
   }
-  s->engram_history = u.history[static_cast<size_t>(length - u.start)];
+  // Without Engram layers the pass logs no rows and the history stays empty.
+  if (u.history.size() > 1) s->engram_history = u.history[static_cast<size_t>(length - u.start)];
   s->length = length;
   return Status::Ok();
 }

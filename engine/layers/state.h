@@ -96,14 +96,14 @@ struct StateUndo {
     std::vector<float> row_kv, row_gate;          // [rows][head_dim]: what the pass computed per row (ratio > 1)
   };
   std::vector<Compressor> kv;                     // [kv sources]
-  std::vector<std::vector<int64_t>> history;      // [rows + 1]: the Engram history after i rows
+  // The Engram history after i rows, as the pass logs it: [rows + 1] with Engram layers, else [1].
+  std::vector<std::vector<int64_t>> history;
 };
 
-// Starts `undo` for a pass of `row_ids` (the rows' Engram compressed ids, in order) appended at
-// state.length; the pass must carry it (Segment::undo) so that its compressors log their rows.
+// Starts `undo` for a pass of `rows` rows appended at state.length; the pass must carry it
+// (Segment::undo) so that its compressors and its Engram rows log what they compute.
 // REQUIRES: every window ring and every compressor at state.length; rows <= window.
-void BeginUndo(const ModelConfig& config, const SequenceState& state, const std::vector<int64_t>& row_ids,
-               StateUndo* undo);
+void BeginUndo(const ModelConfig& config, const SequenceState& state, int rows, StateUndo* undo);
 
 // Cuts `state` back to `length` after the pass `undo` recorded. InvalidArgument when the state is not
 // where the pass left it or `length` is outside [undo.start, undo.start + undo.rows].
