@@ -13,6 +13,7 @@
 #include "util/malloc_tuning.h"
 #include "util/open_file_limit.h"
 #include "util/process.h"
+#include "util/process_metrics.h"
 
 int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
   ds41::RaiseOpenFileLimit();
   CLI::App app{"ds41 cache_service: cache units on SSD (payload segment files, RocksDB index), over gRPC"};
   std::string listen = "127.0.0.1:7400", data_listen, metrics_listen = "127.0.0.1:9400", path = "./cache-data", capacity = "64G",
-              segment_size = "256M", read_cache = "1G", fingerprint;
+              segment_size = "256M", read_cache = "1G", index_memory = "64M", fingerprint;
   double ttl_hours = 72;
   int sweep_seconds = 60;
   bool sync_writes = false, buffered_writes = false, print_config = false;
@@ -34,6 +35,10 @@ int main(int argc, char** argv) {
   app.add_option("--capacity", capacity, "bytes kept before LRU eviction (K/M/G/T)")->envname("DS41_CACHE_CAPACITY");
   app.add_option("--read-cache", read_cache, "RAM for units read again (hot prefixes; K/M/G, 0: none, as suits --buffered-writes)")
       ->envname("DS41_CACHE_READ_CACHE");
+  app.add_option("--index-memory", index_memory,
+                 "RAM for RocksDB's memtables (index and LRU order), all column families; write-ahead logs are kept "
+                 "to twice it (K/M/G, at least 4M)")
+      ->envname("DS41_CACHE_INDEX_MEMORY");
   app.add_option("--segment-size", segment_size, "payload segment file size (K/M/G)")->envname("DS41_CACHE_SEGMENT_SIZE");
   app.add_option("--ttl-hours", ttl_hours, "units idle longer than this expire (0: never)")->envname("DS41_CACHE_TTL_HOURS");
   app.add_option("--sweep-seconds", sweep_seconds, "how often expired units are removed")->envname("DS41_CACHE_SWEEP_SECONDS")
@@ -66,6 +71,11 @@ int main(int argc, char** argv) {
     std::cerr << "--read-cache: " << rc.status().message() << "\n";
     return 2;
   }
+  auto im = ds41::ParseByteSize(index_memory);
+  if (!im.ok() || *im < (4u << 20)) {
+    std::cerr << "--index-memory: " << (im.ok() ? "at least 4M" : im.status().message()) << "\n";
+    return 2;
+  }
   auto seg = ds41::ParseByteSize(segment_size);
   if (!seg.ok() || *seg < (1u << 20)) {
     std::cerr << "--segment-size: " << (seg.ok() ? "at least 1M" : seg.status().message()) << "\n";
@@ -85,6 +95,7 @@ int main(int argc, char** argv) {
   no.store.segment_bytes = *seg;
   no.store.direct_io = !buffered_writes;
   no.store.read_cache_bytes = *rc;
+  no.store.index_memory_bytes = *im;
   no.service.model_fingerprint = fingerprint;
   no.rpc.address = listen;
   no.sweep_interval = std::chrono::seconds(sweep_seconds);
@@ -109,6 +120,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   exposer->RegisterCollectable(registry);
+  exposer->RegisterCollectable(ds41::SharedProcessMetrics());
   const std::string dhost = data_listen.empty() || data_listen == "off" ? host : data_listen.substr(0, data_listen.rfind(':'));
   const std::string mhost = metrics_listen.substr(0, metrics_listen.rfind(':'));
   ds41::DataServer* data = (*node)->data();

@@ -2,6 +2,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "util/process_metrics.h"
+
 namespace ds41 {
 
 std::string WireJson(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
@@ -116,7 +118,9 @@ void HttpFront::Register(HttpRouter* routes) {
         for (const char* state : {"pending", "healthy", "down", "refused"}) metrics_->SetNodes(role, state, counts[role][state]);
       }
     }
-    w->Send(200, "text/plain; version=0.0.4", prometheus::TextSerializer().Serialize(registry_->Collect()));
+    std::vector<prometheus::MetricFamily> families = registry_->Collect();
+    for (auto& f : SharedProcessMetrics()->Collect()) families.push_back(std::move(f));
+    w->Send(200, "text/plain; version=0.0.4", prometheus::TextSerializer().Serialize(families));
   });
 }
 

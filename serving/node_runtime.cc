@@ -4,6 +4,7 @@
 
 #include "util/cancel_token.h"
 #include "util/process.h"
+#include "util/process_metrics.h"
 
 namespace ds41 {
 
@@ -24,6 +25,7 @@ int NodeRuntime::Run(const std::string& name, const std::string& listen, const s
     return 1;
   }
   exposer->RegisterCollectable(registry);
+  exposer->RegisterCollectable(SharedProcessMetrics());
   const std::string host = listen.substr(0, listen.rfind(':'));
   const std::string mhost = metrics_listen.substr(0, metrics_listen.rfind(':'));
   std::cout << name << " ready grpc=" << host << ":" << server->port << " metrics=" << mhost << ":"

@@ -51,6 +51,8 @@ StoreMetrics::StoreMetrics(prometheus::Registry& r)
       segment_write_bytes(prometheus::BuildHistogram().Name("ds41_store_segment_write_bytes").Help("Bytes per payload write (O_DIRECT: concurrent puts grouped into one; buffered: one unit)").Register(r).Add({}, BatchBuckets())),
       segment_write_seconds(prometheus::BuildHistogram().Name("ds41_store_segment_write_seconds").Help("Time of one payload write (O_DIRECT: its sync included)").Register(r).Add({}, LatencyBuckets())),
       io_buffer_bytes(prometheus::BuildGauge().Name("ds41_store_io_buffer_bytes").Help("Memory held by the payload segments' O_DIRECT staging and read buffers (pooled, kept for reuse)").Register(r).Add({})),
+      index_memory_bytes(prometheus::BuildGauge().Name("ds41_store_index_memory_bytes").Help("Memory held by RocksDB's memtables (the index and LRU order), all column families").Register(r).Add({})),
+      index_memory_budget_bytes(prometheus::BuildGauge().Name("ds41_store_index_memory_budget_bytes").Help("Memtable budget (--index-memory); a flush starts past it").Register(r).Add({})),
       read_cache_lookups(prometheus::BuildCounter().Name("ds41_store_read_cache_lookups_total").Help("Unit reads by whether the RAM read cache held the unit").Register(r)),
       read_cache_hits(read_cache_lookups.Add({{"result", "hit"}})),
       read_cache_misses(read_cache_lookups.Add({{"result", "miss"}})),

@@ -45,6 +45,8 @@ struct StoreMetrics {
   prometheus::Histogram& segment_write_bytes;
   prometheus::Histogram& segment_write_seconds;
   prometheus::Gauge& io_buffer_bytes;  // the segments' O_DIRECT staging and read buffers
+  prometheus::Gauge& index_memory_bytes;         // RocksDB memtables, all families
+  prometheus::Gauge& index_memory_budget_bytes;  // StoreOptions::index_memory_bytes
   // The RAM read cache (read_cache.h): reads it served or not, its bytes, budget and evictions.
   prometheus::Family<prometheus::Counter>& read_cache_lookups;  // result: hit | miss
   prometheus::Counter& read_cache_hits;

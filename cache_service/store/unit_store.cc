@@ -140,16 +140,24 @@ StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options
   dbo.wal_bytes_per_sync = 1 << 20;  // write-back as it goes, not in one burst at the next sync
   dbo.enable_pipelined_write = true;  // WAL and memtable writes of concurrent puts overlap
 
-  rocksdb::ColumnFamilyOptions index;
+  // One memtable budget for the whole database, and logs bounded to twice it: a log is kept until
+  // every family it holds writes for has flushed, so without the cap the rarely written families
+  // would pin them.
+  const uint64_t memtables = std::max<uint64_t>(options.index_memory_bytes, uint64_t{4} << 20);
+  dbo.db_write_buffer_size = memtables;
+  dbo.max_total_wal_size = 2 * memtables;
+  rocksdb::ColumnFamilyOptions written;  // index and LRU order: nearly every write
+  written.write_buffer_size = memtables / 4;
+  written.max_write_buffer_number = 2;
+  rocksdb::ColumnFamilyOptions idle = written;  // default and the legacy payload family: none
+  idle.write_buffer_size = 1 << 20;
+  rocksdb::ColumnFamilyOptions index = written;
   rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   index.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
 
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs = {
-      {kCfNames[kDefault], rocksdb::ColumnFamilyOptions()},
-      {kCfNames[kUnits], rocksdb::ColumnFamilyOptions()},
-      {kCfNames[kIndex], index},
-      {kCfNames[kLru], rocksdb::ColumnFamilyOptions()}};
+      {kCfNames[kDefault], idle}, {kCfNames[kUnits], idle}, {kCfNames[kIndex], index}, {kCfNames[kLru], written}};
   rocksdb::DB* db = nullptr;
   DS41_RETURN_IF_ERROR(FromRocks(rocksdb::DB::Open(dbo, options.path, cfs, &st->cf_, &db), "open"));
   st->db_.reset(db);
@@ -197,6 +205,7 @@ StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options
     metrics->recovery_seconds.Set(Since(t0));
     metrics->recovered_units.Set(static_cast<double>(st->units_));
     metrics->capacity_bytes.Set(static_cast<double>(options.capacity_bytes));
+    metrics->index_memory_budget_bytes.Set(static_cast<double>(memtables));
   }
   st->PublishSizes();
   return st;
@@ -394,6 +403,9 @@ void UnitStore::PublishSizes() {
   metrics_->segment_files.Set(static_cast<double>(segments_->FileCount()));
   metrics_->segment_bytes.Set(static_cast<double>(segments_->FileBytes()));
   metrics_->io_buffer_bytes.Set(static_cast<double>(segments_->BufferBytes()));
+  uint64_t memtables = 0;
+  if (db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kSizeAllMemTables, &memtables))
+    metrics_->index_memory_bytes.Set(static_cast<double>(memtables));
 }
 
 StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32& key) {

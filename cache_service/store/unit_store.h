@@ -64,6 +64,11 @@ struct StoreOptions {
   // RAM for units read again (read_cache.h); 0: none (with direct_io false the page cache keeps
   // them already).
   uint64_t read_cache_bytes = uint64_t{1} << 30;
+  // RAM for RocksDB's memtables over all column families (the index and LRU order are what is
+  // written); a flush starts past it, and the write-ahead logs are kept to twice it. RocksDB's own
+  // defaults (64 MiB per family, two each) sit outside any budget and let the logs grow between
+  // flushes.
+  uint64_t index_memory_bytes = uint64_t{64} << 20;
   const Clock* clock = nullptr;                  // default: system clock
 };
 

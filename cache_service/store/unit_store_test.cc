@@ -4,6 +4,7 @@
 #include <rocksdb/db.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -54,6 +55,7 @@ class UnitStoreTest : public ::testing::Test {
     o.segment_bytes = segment_bytes;
     o.read_cache_bytes = read_cache_bytes_;
     o.lru_refresh_ms = lru_refresh_ms_;
+    o.index_memory_bytes = index_memory_bytes_;
     o.clock = &clock_;
     auto s = UnitStore::Open(o, &metrics_);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -87,6 +89,7 @@ class UnitStoreTest : public ::testing::Test {
   std::string dir_ = testing::TempDir("store");
   uint64_t read_cache_bytes_ = 1 << 30;
   int64_t lru_refresh_ms_ = 1000;  // (the tests of eviction order move the clock by seconds)
+  uint64_t index_memory_bytes_ = StoreOptions{}.index_memory_bytes;
   ManualClock clock_;
   prometheus::Registry registry_;
   StoreMetrics metrics_{registry_};
@@ -466,6 +469,35 @@ TEST_F(UnitStoreTest, SweepKeepsSegmentFilesNearTheCapacity) {
 
 // A store written by the first format (payloads inside RocksDB) is refused with a clear error,
 // never misread.
+// The index's memtables stay within their budget however many units are written, and the write-ahead
+// logs within twice it: RocksDB's defaults (64 MiB a column family) would hold all of this in RAM.
+TEST_F(UnitStoreTest, IndexMemoryAndLogsStayWithinTheirBudget) {
+  index_memory_bytes_ = 4 << 20;
+  auto s = OpenStore();
+  const std::string unit = MakeUnitBytes(1, 7);
+  constexpr int kUnits = 60000, kBatch = 1000;
+  std::vector<Key32> keys(kBatch);
+  for (int b = 0; b < kUnits / kBatch; ++b) {
+    std::vector<UnitStore::PutItem> items;
+    for (int i = 0; i < kBatch; ++i) {
+      const int n = b * kBatch + i;
+      keys[i] = Key32{};
+      std::memcpy(keys[i].data() + 8, &n, sizeof n);
+      items.push_back({ns_, keys[i], nullptr, 1, unit});
+    }
+    for (const Status& st : s->PutMany(items)) ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  EXPECT_EQ(s->stats().units, static_cast<uint64_t>(kUnits));
+  const double memtables = metrics_.index_memory_bytes.Value();
+  EXPECT_GT(memtables, 0);
+  EXPECT_LE(memtables, 1.25 * index_memory_bytes_);
+  EXPECT_EQ(metrics_.index_memory_budget_bytes.Value(), static_cast<double>(index_memory_bytes_));
+  uint64_t logs = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir_))
+    if (e.path().extension() == ".log") logs += std::filesystem::file_size(e.path());
+  EXPECT_LE(logs, 2 * index_memory_bytes_ + (1 << 20)) << "write-ahead logs";
+}
+
 TEST_F(UnitStoreTest, FirstFormatStoreIsRefused) {
   {
     rocksdb::DB* db = nullptr;

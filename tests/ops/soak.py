@@ -4,10 +4,10 @@ whether every role's resources stay flat once warm.
 
   soak.py --build BUILD --out DIR [--minutes 30] [--load 0.8] [--capacity REQ_PER_S]
           [--warmup-fraction 0.33] [--cache-capacity 128M] [--cache-segment 8M]
-          [--cache-read-cache 64M] [--session-bytes 192M] [--swa-pool 64M]
+          [--cache-read-cache 64M] [--cache-index-memory 16M] [--session-bytes 192M] [--swa-pool 64M]
 
 Starts the local cluster of scripts/run.sh (its own run directory and ports). Every bounded cache is
-given a budget the warm-up fills (the store's capacity, segment size and read cache, the decoders'
+given a budget the warm-up fills (the store's capacity, segment size, read cache and RocksDB memtables, the decoders'
 warm sessions, every node's SWA pool), so that eviction runs during the soak as it would in production and what
 grows past a budget is a leak, not a cache still filling. Capacity is
 measured first, as scripts/placement-ab.sh does (the Mooncake slice sent at once, completed requests
@@ -19,15 +19,16 @@ per second), unless given. Then, for --minutes, two kinds of traffic at once:
   * agent sessions over /v1/chat/completions with the official openai client (scripts/replay:
     thinking on, a tool result appended every turn), one after another.
 Every 10 s it samples each role's resident memory, open files, sockets and threads (/proc), its
-byte gauges (pools, caches, buffers: what a growth is made of) and the store's size on disk; a role
+byte gauges (pools, caches, buffers, the heap in use and freed but kept: what a growth is made of) and
+the store's size on disk; a role
 that restarted is an error. At the end it fits a line to each series over the
 warm part (after --warmup-fraction of the run) and reports the growth per hour.
 
 Passes (exit 0) when: no request failed or timed out (a 429 is counted, not a failure; there should
 be none at 80 %), no role restarted, and once warm no role grew by more than --max-rss-growth
 (default 10 %) of its warm resident memory per hour, nor by more than 4 open files, 20 sockets or
-2 threads per hour, and the store on disk stayed within its capacity plus 4 segments and 64 MiB for the RocksDB
-index (a segment is reclaimed once mostly dead, so the live segments hold dead bytes too). Writes DIR/samples.jsonl,
+2 threads per hour, and the store on disk stayed within its capacity plus 4 segments, twice the memtable budget
+(the write-ahead logs) and 32 MiB for the RocksDB index's tables (a segment is reclaimed once mostly dead, so the live segments hold dead bytes too). Writes DIR/samples.jsonl,
 DIR/soak.json (the figures) and DIR/soak.png (gnuplot).
 """
 import argparse
@@ -236,6 +237,7 @@ def main():
     ap.add_argument("--cache-capacity", default="128M")
     ap.add_argument("--cache-segment", default="8M")
     ap.add_argument("--cache-read-cache", default="64M")
+    ap.add_argument("--cache-index-memory", default="16M", help="the store's RocksDB memtables")
     ap.add_argument("--session-bytes", default="192M", help="each decoder's warm sessions")
     ap.add_argument("--swa-pool", default="64M", help="each encoder's and decoder's SWA states")
     ap.add_argument("--max-rss-growth", type=float, default=0.10, help="per hour, of the warm resident memory")
@@ -244,7 +246,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     out_dir = os.path.abspath(a.out)
     budgets = {"DS41_CACHE_CAPACITY": a.cache_capacity, "DS41_CACHE_SEGMENT_SIZE": a.cache_segment,
-               "DS41_CACHE_READ_CACHE": a.cache_read_cache,
+               "DS41_CACHE_READ_CACHE": a.cache_read_cache, "DS41_CACHE_INDEX_MEMORY": a.cache_index_memory,
                "DS41_SESSION_BYTES": a.session_bytes, "DS41_SWA_POOL_BYTES": a.swa_pool}
     # A TERM (ctest's timeout, kill) stops the cluster and the clients as Ctrl-C does.
     signal.signal(signal.SIGTERM, interrupted)
@@ -340,7 +342,8 @@ def main():
         report["store"] = {"warm_mean": sum(v for _, v in store_pts) / len(store_pts),
                            "max": max(v for _, v in store_pts), "growth_per_hour": slope_per_hour(store_pts),
                            "capacity": parse_bytes(a.cache_capacity)}
-        bound = parse_bytes(a.cache_capacity) + 4 * parse_bytes(a.cache_segment) + (64 << 20)
+        bound = (parse_bytes(a.cache_capacity) + 4 * parse_bytes(a.cache_segment) +
+                 2 * parse_bytes(a.cache_index_memory) + (32 << 20))
         report["store"]["bound"] = bound
         if report["store"]["max"] > bound:
             errors.append(f"store reached {report['store']['max'] / 2**20:.1f} MiB on disk, over "
