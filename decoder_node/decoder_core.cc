@@ -441,7 +441,10 @@ Status DecoderCore::DecodeStep(const std::vector<std::unique_ptr<Sequence>>& liv
     rows += 1 + out[i].verified;
     if (spec_metrics_) spec_metrics_->CountStep(out[i].verified, out[i].accepted);
   }
-  if (spec_metrics_) spec_metrics_->verify_length.Observe(k);
+  if (spec_metrics_) {
+    spec_metrics_->verify_length.Observe(k);
+    (speculator_->last_step_drafted() ? spec_metrics_->drafted_steps : spec_metrics_->plain_steps).Increment();
+  }
   if (metrics_) metrics_->batch_tokens.Observe(static_cast<double>(rows));
   return Status::Ok();
 }

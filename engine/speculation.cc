@@ -117,12 +117,66 @@ int ChooseVerifyLength(const std::vector<std::vector<double>>& accept, const Ver
   return best_k;
 }
 
+bool DraftCanPay(const std::vector<double>& accept, const VerifyCostCurve& curve, int batch) {
+  const int top = std::min(curve.max_k(), static_cast<int>(accept.size()));
+  for (int k = 1; k <= top; ++k)
+    if (ExpectedTokens(accept, k) > curve.Verify(k, batch) + curve.Draft(batch)) return true;
+  return false;
+}
+
+Speculator::Speculator(Engine* engine, const Model& model, VerifyCostCurve curve)
+    : engine_(engine),
+      model_(model),
+      curve_(std::move(curve)),
+      recent_(static_cast<size_t>(model.config().dspark_block_size), 1.0) {}
+
+void Speculator::Learn(const std::vector<SpecOutcome>& out) {
+  // A moving average per position over the sequences that reached it: a draft is verified only
+  // after its predecessors were accepted, so this is the conditional rate ExpectedTokens takes.
+  constexpr double kWeight = 0.05;
+  for (const SpecOutcome& o : out)
+    for (int j = 0; j < o.verified && j < static_cast<int>(recent_.size()); ++j) {
+      recent_[j] += kWeight * ((j < o.accepted ? 1.0 : 0.0) - recent_[j]);
+      if (j >= o.accepted) break;
+    }
+}
+
+Status Speculator::PlainStep(std::vector<SpecSequence>* seqs, std::vector<SpecOutcome>* out) {
+  const ModelConfig& c = model_.config();
+  std::vector<SequenceState*> states;
+  std::vector<std::vector<int32_t>> rows;
+  for (const SpecSequence& s : *seqs) {
+    states.push_back(s.state);
+    rows.push_back({s.next});
+  }
+  std::vector<float> logits, hidden;
+  std::vector<StateUndo> undo;
+  DS41_RETURN_IF_ERROR(engine_->VerifyBatch(states, rows, &logits, &hidden, &undo));
+  const size_t width = c.dspark_target_layer_ids.size() * static_cast<size_t>(c.dim);
+  for (size_t i = 0; i < seqs->size(); ++i) {
+    SpecSequence& s = (*seqs)[i];
+    s.next = SampleToken(&logits[i * static_cast<size_t>(c.vocab_size)], c.vocab_size, s.sampling, s.rng);
+    (*out)[i].tokens = {s.next};
+    const std::vector<float> kept(hidden.begin() + static_cast<std::ptrdiff_t>(i * width),
+                                  hidden.begin() + static_cast<std::ptrdiff_t>((i + 1) * width));
+    DS41_RETURN_IF_ERROR(engine_->DsparkAppend(s.dspark, undo[i].start, kept));
+  }
+  return Status::Ok();
+}
+
 Status Speculator::Step(std::vector<SpecSequence>* seqs, std::vector<SpecOutcome>* out, int* chosen_k, int force_k) {
   const ModelConfig& c = model_.config();
   const int V = c.vocab_size;
   std::vector<SpecSequence>& ss = *seqs;
   const size_t n = ss.size();
   out->assign(n, SpecOutcome{});
+  last_drafted_ = force_k >= 0 || ++since_draft_ > kProbeInterval ||
+                  DraftCanPay(recent_, curve_, static_cast<int>(n));
+  if (!last_drafted_) {
+    *chosen_k = 0;
+    return PlainStep(seqs, out);
+  }
+  since_draft_ = 0;
   // Draft: greedy sequences pick the first maximum (the argmax the verifier compares with), sampled
   // ones draw from their own distribution q, which the acceptance rule needs.
   std::vector<DraftRequest> requests;
@@ -198,6 +252,7 @@ Status Speculator::Step(std::vector<SpecSequence>* seqs, std::vector<SpecOutcome
     s.next = o.tokens.back();
     row0 += rows[i].size();
   }
+  Learn(*out);
   return Status::Ok();
 }
 

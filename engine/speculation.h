@@ -67,26 +67,45 @@ struct SpecOutcome {
   int accepted = 0;             // of those, accepted (a prefix)
 };
 
+// Whether drafting can pay at this batch: some k whose expected tokens per sequence, with the
+// per-position acceptance rates `accept` (each given its predecessors were accepted), beat a plain
+// step's one token per unit cost once the draft pass is counted too.
+bool DraftCanPay(const std::vector<double>& accept, const VerifyCostCurve& curve, int batch);
+
 // Runs speculative steps on one engine. Thread-compatible (one Step at a time).
 class Speculator {
  public:
+  // Steps that skip drafting between two that draft anyway, to measure acceptance again.
+  static constexpr int kProbeInterval = 16;
+
   // REQUIRES: the engine's model has DSpark layers; curve.max_k() <= the draft block.
-  Speculator(Engine* engine, const Model& model, VerifyCostCurve curve)
-      : engine_(engine), model_(model), curve_(std::move(curve)) {}
+  Speculator(Engine* engine, const Model& model, VerifyCostCurve curve);
 
   // One step for every sequence: draft, choose k, verify, accept, roll back, append the kept
   // positions to the DSpark states. On return each state holds its old positions plus the fed ones
   // (length + tokens.size()), next is the last emitted token, and out[i] says what happened.
-  // `force_k` >= 0 replaces the scheduler's choice (tests, benchmarks). Errors leave the states
-  // unusable (the caller ends those sequences).
+  // Drafting is skipped (a plain step, k = 0) when the acceptance measured on recent steps cannot
+  // pay for it at this batch (DraftCanPay), but for a probe every kProbeInterval steps.
+  // `force_k` >= 0 replaces the scheduler's choice and always drafts (tests, benchmarks). Errors
+  // leave the states unusable (the caller ends those sequences).
   Status Step(std::vector<SpecSequence>* seqs, std::vector<SpecOutcome>* out, int* chosen_k, int force_k = -1);
 
   const VerifyCostCurve& curve() const { return curve_; }
+  bool last_step_drafted() const { return last_drafted_; }
+  // Recent acceptance by draft position (moving averages; 1 until measured).
+  const std::vector<double>& recent_acceptance() const { return recent_; }
 
  private:
+  // One step without a draft: every sequence feeds `next` and samples one token.
+  Status PlainStep(std::vector<SpecSequence>* seqs, std::vector<SpecOutcome>* out);
+  void Learn(const std::vector<SpecOutcome>& out);
+
   Engine* engine_;
   const Model& model_;
   VerifyCostCurve curve_;
+  std::vector<double> recent_;  // [block]: P(draft j accepted | drafts before it accepted)
+  int since_draft_ = 0;
+  bool last_drafted_ = false;
 };
 
 }  // namespace ds41

@@ -90,11 +90,15 @@ TEST_F(SpeculationTest, GreedySpeculationEmitsThePlainDecodeBitForBit) {
   // Speculative, batched, under the scheduler (a flat curve: always verify every draft) and with
   // forced k; random weights reject most drafts. Then with drafts forced right: a picker that
   // proposes the plain run's tokens, so whole blocks are accepted and the bonus row is used.
+  // A draft too dear to pay even if every drafted token were accepted: the scheduler skips drafting
+  // but for its probes, and the output is the same.
   struct Mode {
     int force_k;
     bool oracle;
+    bool dear_draft = false;
   };
-  for (const Mode mode : {Mode{-1, false}, Mode{1, false}, Mode{3, false}, Mode{5, true}, Mode{2, true}}) {
+  for (const Mode mode : {Mode{-1, false}, Mode{1, false}, Mode{3, false}, Mode{5, true}, Mode{2, true},
+                          Mode{-1, false, true}}) {
     std::vector<SequenceState> states(prompts.size(), SequenceState::Create(cfg()));
     std::vector<DsparkState> ds(prompts.size(), DsparkState::Create(cfg()));
     std::vector<Rng> rngs(prompts.size(), Rng(0));
@@ -107,8 +111,10 @@ TEST_F(SpeculationTest, GreedySpeculationEmitsThePlainDecodeBitForBit) {
       got[i].push_back(Argmax(lg.data(), V));
       seqs[i] = SpecSequence{&states[i], &ds[i], got[i].back(), {}, &rngs[i], kTokens, {}};
     }
-    Speculator spec(&e, *model_, Flat(cfg().dspark_block_size));
-    int accepted = 0, rejected = 0;
+    VerifyCostCurve curve = Flat(cfg().dspark_block_size);
+    if (mode.dear_draft) curve.draft = {100.0};
+    Speculator spec(&e, *model_, curve);
+    int accepted = 0, rejected = 0, steps = 0, drafted = 0;
     while (true) {
       std::vector<SpecSequence> live;
       std::vector<size_t> idx;
@@ -123,6 +129,11 @@ TEST_F(SpeculationTest, GreedySpeculationEmitsThePlainDecodeBitForBit) {
       std::vector<SpecOutcome> out;
       int k = -1;
       ASSERT_TRUE(spec.Step(&live, &out, &k, mode.force_k).ok());
+      ++steps;
+      drafted += spec.last_step_drafted();
+      if (!spec.last_step_drafted()) {
+        EXPECT_EQ(k, 0);
+      }
       for (size_t j = 0; j < live.size(); ++j) {
         const size_t i = idx[j];
         seqs[i] = live[j];
@@ -164,10 +175,16 @@ TEST_F(SpeculationTest, GreedySpeculationEmitsThePlainDecodeBitForBit) {
       got[i].resize(kTokens);
       EXPECT_EQ(got[i], plain[i]) << "force_k=" << mode.force_k << " sequence " << i;
     }
-    if (mode.oracle) {
+    if (mode.dear_draft) {
+      EXPECT_EQ(drafted, steps / (Speculator::kProbeInterval + 1));
+      EXPECT_GT(steps, Speculator::kProbeInterval);
+    } else if (mode.oracle) {
       EXPECT_GT(accepted, 0);
     } else {
       EXPECT_GT(rejected, 0);
+      if (mode.force_k >= 0) {
+        EXPECT_EQ(drafted, steps);
+      }
     }
   }
 }
@@ -282,6 +299,16 @@ TEST(SpeculationScheduler, PaperExampleChoosesThreeAndLoadMovesK) {
   EXPECT_EQ(ChooseVerifyLength(std::vector<std::vector<double>>(32, a), load), 0);
   EXPECT_NEAR(load.Verify(2, 16), 1.2 + (15.0 / 31.0) * 1.8, 1e-12);
   EXPECT_NEAR(AcceptanceEstimate(0.0f), 0.5, 1e-12);
+}
+
+TEST(SpeculationScheduler, DraftingIsSkippedWhereNoAcceptanceCouldPayForIt) {
+  // At batch 1 verification is cheap: even 0.3 acceptance pays (1.3 > 1.1 + 0.1).
+  VerifyCostCurve c{{1, 32}, {{1.0, 1.1, 1.2, 1.3, 1.4, 1.5}, {1.0, 2.0, 3.0, 4.0, 5.0, 6.0}}, {0.1, 0.4}};
+  EXPECT_TRUE(DraftCanPay({0.3, 0.3}, c, 1));
+  EXPECT_FALSE(DraftCanPay({0.15, 0.1}, c, 1));  // 1.15 < 1.2
+  // At batch 32 verifying k costs k + 1 steps plus the draft: nothing pays, perfect acceptance neither.
+  EXPECT_FALSE(DraftCanPay({1.0, 1.0, 1.0, 1.0, 1.0}, c, 32));
+  EXPECT_FALSE(DraftCanPay({}, c, 1));
 }
 
 }  // namespace

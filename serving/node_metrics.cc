@@ -66,7 +66,10 @@ SpeculationMetrics::SpeculationMetrics(prometheus::Registry& r)
       verify_length(prometheus::BuildHistogram().Name("ds41_decoder_spec_verify_length").Help("Drafted tokens verified per step, as the scheduler chose (0: plain decode)").Register(r)
                         .Add({}, prometheus::Histogram::BucketBoundaries{0, 1, 2, 3, 4, 5, 6, 7})),
       position_verified(prometheus::BuildCounter().Name("ds41_decoder_spec_position_verified_total").Help("Drafted tokens verified, by position in the block").Register(r)),
-      position_accepted(prometheus::BuildCounter().Name("ds41_decoder_spec_position_accepted_total").Help("Drafted tokens accepted, by position in the block").Register(r)) {
+      position_accepted(prometheus::BuildCounter().Name("ds41_decoder_spec_position_accepted_total").Help("Drafted tokens accepted, by position in the block").Register(r)),
+      steps(prometheus::BuildCounter().Name("ds41_decoder_spec_steps_total").Help("Decode steps of the speculative decoder, by whether they drafted (false: the recent acceptance could not pay for a draft at that batch)").Register(r)),
+      drafted_steps(steps.Add({{"drafted", "true"}})),
+      plain_steps(steps.Add({{"drafted", "false"}})) {
   for (int i = 1; i <= kPositions; ++i) {
     verified_at_.push_back(&position_verified.Add({{"position", std::to_string(i)}}));
     accepted_at_.push_back(&position_accepted.Add({{"position", std::to_string(i)}}));

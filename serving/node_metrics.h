@@ -76,6 +76,9 @@ struct SpeculationMetrics {
   prometheus::Histogram& verify_length;   // k chosen per step (0: plain decode)
   prometheus::Family<prometheus::Counter>& position_verified;  // position: 1..kPositions
   prometheus::Family<prometheus::Counter>& position_accepted;  // position: 1..kPositions
+  prometheus::Family<prometheus::Counter>& steps;  // drafted: true | false (skipped: drafting could not pay)
+  prometheus::Counter& drafted_steps;
+  prometheus::Counter& plain_steps;
 
   // One sequence's step: `verified` drafts checked, the first `accepted` of them kept.
   void CountStep(int verified, int accepted);

@@ -205,6 +205,10 @@ pools = dashboard("ds41-pools", "ds41-serve / Encoder and decoder pools", [
         panel("Speculation: drafts verified per step (k)",
               [(q(p, "ds41_decoder_spec_verify_length", by=None), n) for p, n in PCTS],
               desc="the scheduler's choice; 0 is a plain decode step"),
+        panel("Speculation: steps that drafted",
+              [("sum by (pod) (rate(ds41_decoder_spec_steps_total{drafted=\"true\"}[5m])) / "
+                "sum by (pod) (rate(ds41_decoder_spec_steps_total[5m]))", "{{pod}}")], "percentunit",
+              desc="the rest skipped the draft: the recent acceptance could not pay for it at that batch"),
     ]),
 ])
 
@@ -241,6 +245,18 @@ transfer = dashboard("ds41-transfer-store", "ds41-serve / Transfer and store hea
                ("sum by (pod) (ds41_cache_data_held_bytes) / 1048576", "{{pod}} MiB held")]),
         panel("Data path protocol errors/s by reason",
               [("sum by (reason) (rate(ds41_cache_data_protocol_errors_total[5m]))", "{{reason}}")], "ops"),
+    ]),
+    ("Processes (every role)", [
+        panel("Resident memory", [("sum by (pod) (process_resident_memory_bytes)", "{{pod}}")], "bytes"),
+        panel("Heap in use and freed but kept",
+              [("sum by (pod) (ds41_heap_in_use_bytes)", "{{pod}} in use"),
+               ("sum by (pod) (ds41_heap_free_bytes)", "{{pod}} kept free")], "bytes",
+              desc="resident memory that grows while in-use stays flat is the allocator keeping freed memory"),
+        panel("Store index memory (RocksDB memtables)",
+              [("sum by (pod) (ds41_store_index_memory_bytes)", "{{pod}}"),
+               ("max(ds41_store_index_memory_budget_bytes)", "budget")], "bytes"),
+        panel("Open files and threads",
+              [("sum by (pod) (process_open_fds)", "{{pod}} files"), ("sum by (pod) (process_threads)", "{{pod}} threads")]),
     ]),
 ])
 
