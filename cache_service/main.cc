@@ -10,6 +10,7 @@
 #include "cache_service/cache_node.h"
 #include "rpc/transport_security.h"
 #include "unit/unit_format.h"
+#include "util/heap_trimmer.h"
 #include "util/malloc_tuning.h"
 #include "util/open_file_limit.h"
 #include "util/process.h"
@@ -18,6 +19,7 @@
 int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
   ds41::TuneMallocForLargeBuffers();
+  ds41::StartHeapTrimmer();
   ds41::RaiseOpenFileLimit();
   CLI::App app{"ds41 cache_service: cache units on SSD (payload segment files, RocksDB index), over gRPC"};
   std::string listen = "127.0.0.1:7400", data_listen, metrics_listen = "127.0.0.1:9400", path = "./cache-data", capacity = "64G",

@@ -8,12 +8,14 @@
 #include "serving/node_runtime.h"
 #include "serving/node_setup.h"
 #include "serving/swa_state_service.h"
+#include "util/heap_trimmer.h"
 #include "util/malloc_tuning.h"
 #include "util/process.h"
 
 int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
   ds41::TuneMallocForLargeBuffers();
+  ds41::StartHeapTrimmer();
   CLI::App app{"ds41 decoder_node"};
   ds41::NodeFlags node;
   std::string listen = "127.0.0.1:7600", metrics = "127.0.0.1:9600", experts = "0", sessions = "8G", swa_pool = "2G";

@@ -17,9 +17,25 @@ Status Engine::CheckSpan(const TokenSpan& span, const char* what) const {
                                   std::to_string(i) + " is outside [0, " + std::to_string(c.vocab_size) + ")");
   if (!span.image.empty() && span.image.size() != span.tokens.size())
     return InvalidArgumentError(std::string(what) + ": image flags must match the tokens in number");
-  if (!span.image_embeds.empty() && span.image_embeds.size() != span.tokens.size() * static_cast<size_t>(c.dim))
-    return InvalidArgumentError(std::string(what) + ": image embeddings must be [tokens, hidden_size]");
+  if (!span.image_embeds.empty()) {
+    const size_t flagged = static_cast<size_t>(std::count(span.image.begin(), span.image.end(), uint8_t{1}));
+    if (span.image_embeds.size() != flagged * static_cast<size_t>(c.dim))
+      return InvalidArgumentError(std::string(what) + ": image embeddings must be [flagged rows (" +
+                                  std::to_string(flagged) + "), hidden_size]");
+  }
   return Status::Ok();
+}
+
+TokenSpan TokenSpan::Slice(size_t from, size_t to, int dim) const {
+  TokenSpan out;
+  out.tokens.assign(tokens.begin() + from, tokens.begin() + to);
+  if (image.empty()) return out;
+  out.image.assign(image.begin() + from, image.begin() + to);
+  if (image_embeds.empty()) return out;
+  const size_t before = static_cast<size_t>(std::count(image.begin(), image.begin() + from, uint8_t{1}));
+  const size_t inside = static_cast<size_t>(std::count(out.image.begin(), out.image.end(), uint8_t{1}));
+  out.image_embeds.assign(image_embeds.begin() + before * dim, image_embeds.begin() + (before + inside) * dim);
+  return out;
 }
 
 std::vector<int64_t> Engine::HistoryBefore(const TokenSpan& prompt, int64_t pos) const {
@@ -98,10 +114,10 @@ Segment MakeSegment(SequenceState* s, int64_t start, const TokenSpan& span, size
   Segment seg;
   seg.state = s;
   seg.start = start;
-  seg.tokens.assign(span.tokens.begin() + from, span.tokens.begin() + to);
-  if (!span.image.empty()) seg.image.assign(span.image.begin() + from, span.image.begin() + to);
-  if (!span.image_embeds.empty())
-    seg.image_embeds.assign(span.image_embeds.begin() + from * dim, span.image_embeds.begin() + to * dim);
+  TokenSpan part = span.Slice(from, to, dim);
+  seg.tokens = std::move(part.tokens);
+  seg.image = std::move(part.image);
+  seg.image_embeds = std::move(part.image_embeds);
   return seg;
 }
 }  // namespace
@@ -349,12 +365,8 @@ Status Engine::CedPrefill(SequenceState* state, const TokenSpan& prompt, int64_t
                           std::vector<float>* logits) {
   const int64_t h = state->length, n = static_cast<int64_t>(prompt.tokens.size());
   if (n <= h) return InvalidArgumentError("ced prefill: the prompt adds no tokens beyond the state");
-  TokenSpan suffix;
-  suffix.tokens.assign(prompt.tokens.begin() + h, prompt.tokens.end());
-  if (!prompt.image.empty()) suffix.image.assign(prompt.image.begin() + h, prompt.image.end());
-  if (!prompt.image_embeds.empty())
-    suffix.image_embeds.assign(prompt.image_embeds.begin() + h * model_.config().dim, prompt.image_embeds.end());
-  DS41_ASSIGN_OR_RETURN(EncoderHandoff handoff, EncodePrefill(state, suffix));
+  DS41_ASSIGN_OR_RETURN(EncoderHandoff handoff,
+                        EncodePrefill(state, prompt.Slice(static_cast<size_t>(h), prompt.tokens.size(), model_.config().dim)));
   return DecoderReplay(state, prompt, handoff, replay_start < 0 ? DefaultReplayStart(model_.config(), n) : replay_start,
                        logits);
 }

@@ -23,11 +23,16 @@
 
 namespace ds41 {
 
-// Tokens of a contiguous range of positions, with optional image-span flags and embeddings.
+// Tokens of a contiguous range of positions, with optional image-span flags and embeddings. The
+// embeddings are those of the flagged rows only, in order: a long prompt with one image carries
+// the image's rows, not [tokens, dim].
 struct TokenSpan {
   std::vector<int32_t> tokens;
   std::vector<uint8_t> image;        // empty, or one flag per token
-  std::vector<float> image_embeds;   // empty, or [tokens, dim] used for flagged rows
+  std::vector<float> image_embeds;   // empty, or [flagged rows, dim]
+
+  // Positions [from, to), their flags and their flagged rows' embeddings.
+  TokenSpan Slice(size_t from, size_t to, int dim) const;
 };
 
 // What CED prefill hands to decoder replay (MODEL.md §10.6): the stream entering the first decoder

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 
+#include "engine/kernels/numerics.h"
 #include "engine/loading/model.h"
 #include "engine/sampling.h"
 #include "tests/support/model_suite.h"
@@ -74,6 +75,45 @@ TEST_F(EngineTest, ChunkedPrefillEqualsWholePrefillBitForBit) {
     SequenceState w2 = whole;
     EXPECT_EQ(Greedy(e, &w2, a, 5), Greedy(e, &st, b, 5));
   }
+}
+
+// An image span's rows (embeddings of the flagged rows only) split across chunks at any boundary:
+// inside the span, at its edges, and before it.
+TEST_F(EngineTest, ImageRowsSplitAcrossChunksEqualOnePrefill) {
+  Engine e(*model_);
+  TokenSpan span{Prompt(40, 4), std::vector<uint8_t>(40, 0), {}};
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 0.12f);
+  for (int p = 11; p < 26; ++p) {
+    span.image[p] = 1;
+    for (int d = 0; d < cfg().dim; ++d) span.image_embeds.push_back(RoundBf16(normal(rng)));
+  }
+  SequenceState whole = NewState();
+  std::vector<float> whole_logits, text_logits;
+  ASSERT_TRUE(e.Prefill(&whole, span, true, &whole_logits).ok());
+  SequenceState text = NewState();
+  ASSERT_TRUE(e.Prefill(&text, {span.tokens, {}, {}}, true, &text_logits).ok());
+  EXPECT_NE(whole_logits, text_logits) << "the image rows changed nothing";
+  for (const std::vector<size_t>& cuts : std::vector<std::vector<size_t>>{{5}, {11}, {12, 20}, {26}, {3, 25, 30}}) {
+    SequenceState st = NewState();
+    std::vector<float> got;
+    size_t begin = 0;
+    std::vector<size_t> ends = cuts;
+    ends.push_back(span.tokens.size());
+    for (size_t end : ends) {
+      std::vector<float> lg;
+      ASSERT_TRUE(e.Prefill(&st, span.Slice(begin, end, cfg().dim), true, &lg).ok());
+      got.insert(got.end(), lg.begin(), lg.end());
+      begin = end;
+    }
+    EXPECT_EQ(got, whole_logits) << "cut at " << cuts[0];
+  }
+  // Embeddings for every token (the old layout) are refused: they must be the flagged rows'.
+  TokenSpan wide = span;
+  wide.image_embeds.assign(span.tokens.size() * cfg().dim, 0.0f);
+  SequenceState st = NewState();
+  std::vector<float> lg;
+  EXPECT_EQ(e.Prefill(&st, wide, false, &lg).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(EngineTest, BatchedDecodeEqualsOneByOne) {

@@ -9,11 +9,13 @@
 #include "router/router_service.h"
 #include "rpc/server.h"
 #include "rpc/transport_security.h"
+#include "util/heap_trimmer.h"
 #include "util/split_list.h"
 #include "util/process.h"
 
 int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
+  ds41::StartHeapTrimmer();
   CLI::App app{"ds41 router"};
   std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, cache_ack_log, api_keys,
               model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost";

@@ -96,7 +96,7 @@ ds41::Status AddImageSpan(const std::string& arg, uint64_t seed, int dim, ds41::
   const long n = static_cast<long>(span->tokens.size());
   if (a < 0 || b <= a || b > n) return ds41::InvalidArgumentError("--image-span outside the prompt");
   span->image.assign(n, 0);
-  span->image_embeds.assign(static_cast<size_t>(n) * dim, 0.0f);
+  span->image_embeds.assign(static_cast<size_t>(b - a) * dim, 0.0f);
   ds41::Rng rng(seed);
   for (long p = a; p < b; ++p) {
     span->image[p] = 1;
@@ -104,7 +104,7 @@ ds41::Status AddImageSpan(const std::string& arg, uint64_t seed, int dim, ds41::
       // Irwin-Hall approximation of a normal: the sum of 12 uniforms minus 6.
       double v = -6.0;
       for (int k = 0; k < 12; ++k) v += rng.Uniform();
-      span->image_embeds[static_cast<size_t>(p) * dim + d] = ds41::RoundBf16(static_cast<float>(0.12 * v));
+      span->image_embeds[static_cast<size_t>(p - a) * dim + d] = ds41::RoundBf16(static_cast<float>(0.12 * v));
     }
   }
   return ds41::Status::Ok();
@@ -369,10 +369,9 @@ int main(int argc, char** argv) {
     std::vector<int32_t> all = *tokens;
     all.insert(all.end(), res.ids.begin(), res.ids.end() - 1);
     if (Status w = WriteDump(dump_dir, model, st, sd, all); !w.ok()) return Fail(w);
-    if (!span.image.empty()) {
-      if (Status w = ds41::WriteNpy(dump_dir + "/image_embeds.npy", {static_cast<int64_t>(tokens->size()), c.dim},
-                                    span.image_embeds.data());
-          !w.ok())
+    if (!span.image.empty()) {  // the flagged rows' embeddings, in order
+      const int64_t flagged = static_cast<int64_t>(span.image_embeds.size() / c.dim);
+      if (Status w = ds41::WriteNpy(dump_dir + "/image_embeds.npy", {flagged, c.dim}, span.image_embeds.data()); !w.ok())
         return Fail(w);
     }
   }

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "util/heap_trimmer.h"
+
 namespace ds41 {
 namespace {
 
@@ -87,8 +89,13 @@ std::vector<prometheus::MetricFamily> ProcessMetrics::Collect() const {
   out.push_back(One("ds41_heap_in_use_bytes", "Heap bytes allocated and not freed (glibc: arenas plus large mappings)",
                     MetricType::Gauge, static_cast<double>(mi.uordblks + mi.hblkhd)));
   out.push_back(One("ds41_heap_free_bytes",
-                    "Heap bytes freed but kept by the allocator for reuse (resident once touched; not returned to the kernel)",
+                    "Heap bytes freed and kept by the allocator for reuse (resident until a trim returns their pages)",
                     MetricType::Gauge, static_cast<double>(mi.fordblks)));
+  const HeapTrimStats trimmed = HeapTrimmed();
+  out.push_back(One("ds41_heap_trims_total", "Periodic malloc_trim calls (heap_trimmer.h)", MetricType::Counter,
+                    static_cast<double>(trimmed.trims)));
+  out.push_back(One("ds41_heap_trimmed_bytes_total", "Resident memory the periodic trims returned to the kernel",
+                    MetricType::Counter, static_cast<double>(trimmed.released_bytes)));
   return out;
 }
 

@@ -37,12 +37,15 @@ void ForwardPass::EmbedRows() {
   const int D = c_.dim, hc = c_.hc_mult;
   X_.assign(static_cast<size_t>(rows_) * hc * D, 0.0f);
   pre_.assign(static_cast<size_t>(rows_) * hc, 0.0f);
+  size_t flagged = 0;  // image rows of the current segment so far: the index into its image_embeds
   for (int r = 0; r < rows_; ++r) {
     const Segment& seg = segs_[seg_of_row_[r]];
     const int i = r - seg.row0;
+    if (i == 0) flagged = 0;
     float* x0 = &X_[static_cast<size_t>(r) * hc * D];
     if (image_[r] && !seg.image_embeds.empty()) {
-      for (int d = 0; d < D; ++d) x0[d] = RoundBf16(seg.image_embeds[static_cast<size_t>(i) * D + d]);
+      for (int d = 0; d < D; ++d) x0[d] = RoundBf16(seg.image_embeds[flagged * D + d]);
+      ++flagged;
     } else {
       for (int d = 0; d < D; ++d) x0[d] = model_.weights().embed.at(seg.tokens[i], d);
     }

@@ -68,7 +68,9 @@ def run_case(args, ckpt, model, n, decode, image_span=None):
         embeds = None
         if image_span:
             image = [image_span[0] <= i < image_span[1] for i in range(n)]
-            embeds = torch.from_numpy(np.load(os.path.join(tmp, "image_embeds.npy")))
+            rows = torch.from_numpy(np.load(os.path.join(tmp, "image_embeds.npy")))  # the flagged rows only
+            embeds = torch.zeros(n, rows.shape[1], dtype=rows.dtype)
+            embeds[image_span[0]:image_span[1]] = rows
 
     t0 = time.time()
     model.reset()
