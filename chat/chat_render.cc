@@ -55,6 +55,7 @@ struct Block {
   bool tool_result = false;
   std::string text;
   std::string tool_call_id;
+  std::vector<size_t> images;  // offsets in `text` where an image placeholder goes, ascending
 };
 
 struct Msg {
@@ -70,9 +71,35 @@ Status Bad(const std::string& field, std::string_view what) {
   return InvalidArgumentError(field + ": " + std::string(what));
 }
 
-// Content as a string, null, or an array of {type:"text", text}; parts joined by a blank line as
-// the release's process_image_messages does.
-StatusOr<std::string> ContentText(const Json& msg, const std::string& field) {
+// An image_url part: {"image_url": {"url": "...", "detail": "..."}} or {"image_url": "..."}.
+StatusOr<ChatImage> ImagePart(const Json& part, const std::string& field) {
+  ChatImage image;
+  image.field = field;
+  auto iu = part.find("image_url");
+  if (iu != part.end() && iu->is_string()) {
+    image.url = iu->get<std::string>();
+  } else if (iu != part.end() && iu->is_object()) {
+    auto url = iu->find("url");
+    if (url == iu->end() || !url->is_string()) return Bad(field + ".image_url.url", "must be a string");
+    image.url = url->get<std::string>();
+    auto detail = iu->find("detail");
+    if (detail != iu->end() && !detail->is_null()) {
+      if (!detail->is_string()) return Bad(field + ".image_url.detail", "must be a string");
+      image.detail = detail->get<std::string>();
+    }
+  } else {
+    return Bad(field + ".image_url", "must be an object with a url");
+  }
+  if (image.url.empty()) return Bad(field + ".image_url.url", "must not be empty");
+  return image;
+}
+
+// Content as a string, null, or an array of {type:"text", text} parts joined by a blank line, as
+// the release's process_image_messages does. When `images` is given (user messages), image_url
+// parts are accepted too: each is a part of its own whose place in the text is recorded in
+// `image_at` (an offset) and whose url is appended to `images`.
+StatusOr<std::string> ContentText(const Json& msg, const std::string& field,
+                                  std::vector<ChatImage>* images = nullptr, std::vector<size_t>* image_at = nullptr) {
   auto it = msg.find("content");
   if (it == msg.end() || it->is_null()) return std::string();
   if (it->is_string()) return it->get<std::string>();
@@ -84,10 +111,20 @@ StatusOr<std::string> ContentText(const Json& msg, const std::string& field) {
     if (!part.is_object()) return Bad(pf, "must be an object");
     auto type = part.find("type");
     if (type == part.end() || !type->is_string()) return Bad(pf + ".type", "must be a string");
-    if (*type != "text") return Bad(pf + ".type", "only \"text\" parts are supported");
+    if (i > 0) out += "\n\n";
+    if (*type == "image_url") {
+      if (images == nullptr) return Bad(pf + ".type", "image parts are not supported here (only in user messages)");
+      DS41_ASSIGN_OR_RETURN(ChatImage image, ImagePart(part, pf));
+      images->push_back(std::move(image));
+      image_at->push_back(out.size());
+      continue;
+    }
+    if (*type != "text") {
+      return Bad(pf + ".type", images != nullptr ? "only \"text\" and \"image_url\" parts are supported"
+                                                 : "only \"text\" parts are supported");
+    }
     auto text = part.find("text");
     if (text == part.end() || !text->is_string()) return Bad(pf + ".text", "must be a string");
-    if (i > 0) out += "\n\n";
     out += text->get<std::string>();
   }
   return out;
@@ -177,7 +214,8 @@ StatusOr<std::string> RenderToolSchemas(const Json& tools) {
 
 // Validates and normalizes the request into the release's message list: tool messages become
 // tool_result blocks of a user message, consecutive user/tool messages merge into one.
-StatusOr<std::vector<Msg>> Normalize(const Json& messages) {
+// `images`: where the user messages' image parts go; null refuses them.
+StatusOr<std::vector<Msg>> Normalize(const Json& messages, std::vector<ChatImage>* images) {
   if (!messages.is_array()) return Bad("messages", "must be an array");
   if (messages.empty()) return Bad("messages", "must not be empty");
   std::vector<Msg> out;
@@ -199,7 +237,7 @@ StatusOr<std::vector<Msg>> Normalize(const Json& messages) {
       out.push_back(std::move(msg));
     } else if (role == "user") {
       Block b;
-      DS41_ASSIGN_OR_RETURN(b.text, ContentText(m, f + ".content"));
+      DS41_ASSIGN_OR_RETURN(b.text, ContentText(m, f + ".content", images, &b.images));
       if (!merge_user) out.push_back(Msg{});
       out.back().blocks.push_back(std::move(b));
     } else if (role == "assistant") {
@@ -230,6 +268,17 @@ StatusOr<std::vector<Msg>> Normalize(const Json& messages) {
     }
   }
   return out;
+}
+
+// A user text block with its image placeholders (control pieces, never text) in place.
+void RenderUserText(const Block& b, std::vector<PromptPiece>& p) {
+  size_t at = 0;
+  for (size_t offset : b.images) {
+    AppendText(p, std::string_view(b.text).substr(at, offset - at));
+    AppendControl(p, kImage);
+    at = offset;
+  }
+  AppendText(p, std::string_view(b.text).substr(at));
 }
 
 // The release's sort_tool_results_by_call_order: within one user message, tool results take
@@ -386,11 +435,13 @@ StatusOr<int> ParseReasoningEffort(const nlohmann::ordered_json& value) {
 
 StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& messages,
                                               const nlohmann::ordered_json& tools,
-                                              const ChatRenderOptions& options, ReplySpans* replies) {
+                                              const ChatRenderOptions& options, ReplySpans* replies,
+                                              std::vector<ChatImage>* images) {
   if (options.reasoning_effort < 1 || options.reasoning_effort > 100) {
     return Bad("reasoning_effort", "must be in [1, 100]");
   }
-  DS41_ASSIGN_OR_RETURN(std::vector<Msg> msgs, Normalize(messages));
+  std::vector<ChatImage> found;
+  DS41_ASSIGN_OR_RETURN(std::vector<Msg> msgs, Normalize(messages, images != nullptr ? &found : nullptr));
   bool has_tools = false;
   if (!tools.is_null()) {
     if (!tools.is_array()) return Bad("tools", "must be an array");
@@ -456,7 +507,7 @@ StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& mess
           if (m.blocks[b].tool_result) {
             AppendText(p, "<tool_result>" + m.blocks[b].text + "</tool_result>");
           } else {
-            AppendText(p, m.blocks[b].text);
+            RenderUserText(m.blocks[b], p);
           }
         }
         break;
@@ -488,21 +539,29 @@ StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& mess
   if (replies != nullptr) {
     // One pass over the pieces; each span's digest continues the context hash at its first piece.
     *replies = ReplySpans{};
-    size_t next = 0;
+    size_t next = 0, image = 0;
+    // An image placeholder's piece alone does not say which picture it stands for: its url does.
+    auto hash_piece = [&](const PromptPiece& piece) {
+      HashPiece(replies->prompt, piece);
+      if (piece.control && piece.text == kImage && image < found.size()) {
+        PutLengthPrefixed(replies->prompt, found[image++].url);
+      }
+    };
     for (const Pending& s : pending) {
-      for (; next < s.begin; ++next) HashPiece(replies->prompt, p[next]);
+      for (; next < s.begin; ++next) hash_piece(p[next]);
       Sha256 h = replies->prompt;
       if (HashIdentity(h, msgs[s.msg], s.reasoning_rendered)) replies->spans.push_back({s.begin, s.end, Finish(h)});
     }
-    for (; next < p.size(); ++next) HashPiece(replies->prompt, p[next]);
+    for (; next < p.size(); ++next) hash_piece(p[next]);
     if (after_cue) replies->cue = last_think;
   }
+  if (images != nullptr) *images = std::move(found);
   return p;
 }
 
 StatusOr<ReplyDigest> GeneratedReplyDigest(const ReplySpans& rendered, const nlohmann::ordered_json& message) {
   if (!rendered.cue) return FailedPreconditionError("the prompt does not end in a generation cue");
-  DS41_ASSIGN_OR_RETURN(std::vector<Msg> msgs, Normalize(Json::array({message})));
+  DS41_ASSIGN_OR_RETURN(std::vector<Msg> msgs, Normalize(Json::array({message}), nullptr));
   if (msgs.size() != 1 || msgs[0].role != Role::kAssistant) return InvalidArgumentError("not an assistant message");
   Sha256 h = rendered.prompt;
   if (!HashIdentity(h, msgs[0], *rendered.cue)) return InvalidArgumentError("tool-call arguments are not canonical JSON");

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,12 +56,22 @@ struct ReplySpans {
   std::optional<bool> cue;  // the prompt ends in a generation cue: true "<think>", false "</think>"
 };
 
+// An {"type":"image_url","image_url":{"url":...,"detail":...}} part of a user message (or
+// "image_url":"..."), in prompt order: the i-th kImage piece is the i-th image.
+struct ChatImage {
+  std::string url;     // as sent; decoding and validation are the caller's (image/)
+  std::string detail;  // as sent ("" when absent); the release ignores it
+  std::string field;   // e.g. "messages[0].content[1]", for error messages
+};
+
 // `messages`: the request's messages array. `tools`: its tools array, or null. Parse the request
 // with ordered_json: tool schemas are rendered with their keys in the client's order. `replies`,
-// when given, is filled for session reuse.
+// when given, is filled for session reuse (its prompt hash covers each image's url). `images`,
+// when given, receives the image parts in order; without it image parts are refused.
 StatusOr<std::vector<PromptPiece>> RenderChat(const nlohmann::ordered_json& messages,
                                               const nlohmann::ordered_json& tools,
-                                              const ChatRenderOptions& options, ReplySpans* replies = nullptr);
+                                              const ChatRenderOptions& options, ReplySpans* replies = nullptr,
+                                              std::vector<ChatImage>* images = nullptr);
 
 // The digest of a reply generated for a rendered prompt, in the mode of its cue, from the message
 // as the client got it ({"role":"assistant", content, reasoning_content, tool_calls}). A later

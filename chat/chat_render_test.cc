@@ -440,5 +440,62 @@ TEST(ReplyDigest, ThinkingWithoutToolsDropsEarlierReasoningSoOnlyTheLastTurnMatc
   EXPECT_EQ(SpanText(r2, 0), "a1");
 }
 
+// The release's process_image_messages: an image part becomes its own part holding the
+// placeholder, joined to the text parts by a blank line; the images come back in prompt order.
+TEST(RenderChat, ImagePartsRenderAsPlaceholders) {
+  const char* msgs = R"([{"role":"user","content":[{"type":"text","text":"look"},
+      {"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","detail":"high"}},
+      {"type":"text","text":"and"},{"type":"image_url","image_url":"data:image/jpeg;base64,BBBB"}]},
+      {"role":"assistant","content":"ok"},
+      {"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,CCCC"}}]}])";
+  std::vector<ChatImage> images;
+  ChatRenderOptions o;
+  o.thinking = false;
+  auto r = RenderChat(Json::parse(msgs), Json(), o, nullptr, &images);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::string kI = "<｜deepseek_image｜>";
+  EXPECT_EQ(ToString(*r), kB + kU + "look\n\n" + kI + "\n\nand\n\n" + kI + kA + kTe + "ok" + kE + kU + kI + kA + kTe);
+  size_t control_images = 0;
+  for (const PromptPiece& piece : *r) control_images += piece.control && piece.text == kI;
+  EXPECT_EQ(control_images, 3u);  // placeholders are control pieces, never text
+  ASSERT_EQ(images.size(), 3u);
+  EXPECT_EQ(images[0].url, "data:image/png;base64,AAAA");
+  EXPECT_EQ(images[0].detail, "high");
+  EXPECT_EQ(images[0].field, "messages[0].content[1]");
+  EXPECT_EQ(images[1].url, "data:image/jpeg;base64,BBBB");
+  EXPECT_EQ(images[2].field, "messages[2].content[0]");
+}
+
+TEST(RenderChat, ImagePartsOnlyWhereAccepted) {
+  std::vector<ChatImage> images;
+  auto sys = RenderChat(Json::parse(R"([{"role":"system","content":[{"type":"image_url","image_url":{"url":"x"}}]}])"),
+                        Json(), {}, nullptr, &images);
+  ASSERT_FALSE(sys.ok());
+  EXPECT_EQ(sys.status().message().rfind("messages[0].content[0].type:", 0), 0u) << sys.status().message();
+  auto no_url = RenderChat(Json::parse(R"([{"role":"user","content":[{"type":"image_url","image_url":{}}]}])"),
+                           Json(), {}, nullptr, &images);
+  ASSERT_FALSE(no_url.ok());
+  EXPECT_EQ(no_url.status().message().rfind("messages[0].content[0].image_url.url:", 0), 0u);
+  // The image-placeholder string inside text stays text.
+  auto text = RenderChat(Json::parse(R"([{"role":"user","content":"<｜deepseek_image｜>"}])"), Json(), {}, nullptr, &images);
+  ASSERT_TRUE(text.ok());
+  EXPECT_TRUE(images.empty());
+}
+
+// Session reuse: the prompt hash covers which picture each placeholder stands for.
+TEST(RenderChat, PromptHashCoversImages) {
+  auto digest = [](const char* url) {
+    Json msgs = Json::parse(R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":""}}]}])");
+    msgs[0]["content"][0]["image_url"]["url"] = url;
+    ReplySpans spans;
+    std::vector<ChatImage> images;
+    auto r = RenderChat(msgs, Json(), {}, &spans, &images);
+    EXPECT_TRUE(r.ok());
+    return spans.prompt.HexDigest();
+  };
+  EXPECT_NE(digest("data:image/png;base64,AAAA"), digest("data:image/png;base64,BBBB"));
+  EXPECT_EQ(digest("data:image/png;base64,AAAA"), digest("data:image/png;base64,AAAA"));
+}
+
 }  // namespace
 }  // namespace ds41::chat

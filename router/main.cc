@@ -146,6 +146,14 @@ int main(int argc, char** argv) {
   }
   ds41::OpenAiApi api(&core, &*tokenizer, model_id, cfg.max_position_embeddings, static_cast<int32_t>(cfg.vocab_size),
                       replies.get());
+  if (cfg.vision && cfg.image_token_id >= 0) {
+    // The geometry is the release's (ImageGeometry's defaults) until the engine's config carries
+    // the vision_* keys; the integration maps them here.
+    ds41::ImageInputOptions images;
+    images.enabled = true;
+    images.image_token_id = cfg.image_token_id;
+    api.SetImageInput(images);
+  }
   ds41::ThreadPool pool(workers);
   ds41::HttpFront front(&api, &tenants, &nodes, &metrics, registry, &pool);
   ds41::HttpServerOptions ho;

@@ -211,10 +211,27 @@ ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, c
   if (!effort.ok()) return FromStatus(effort.status());
   opt.reasoning_effort = *effort;
   chat::ReplySpans rendered;
-  auto pieces = chat::RenderChat(body["messages"], tools, opt, replies_ != nullptr ? &rendered : nullptr);
+  std::vector<chat::ChatImage> image_parts;
+  auto pieces = chat::RenderChat(body["messages"], tools, opt, replies_ != nullptr ? &rendered : nullptr, &image_parts);
   if (!pieces.ok()) return FromStatus(pieces.status());
+  // Images are decoded and validated before anything is tokenized or routed: a bad one is the
+  // client's 400, naming its content part.
+  auto images = DecodeRequestImages(image_parts, images_);
+  if (!images.ok()) return Error(images.status().code(), images.status().message(), ImageErrorField(images.status()));
   auto prompt = ChatPromptIds(*pieces, rendered.spans, ctx.tenant.salt);
   if (!prompt.ok()) return FromStatus(prompt.status());
+  if (!images->empty()) {
+    auto request = ExpandRequestImages(*prompt, std::move(*images), images_);
+    if (!request.ok()) return FromStatus(request.status());
+    // Hook for the cluster integration (issue 27 item 3, next stage): `*request` holds the
+    // expanded prompt, its position types and the decoded, planned images; the encoders fill the
+    // spans. Until they take images, the request is refused (400: the error table has no 501)
+    // rather than run without its pictures.
+    return Error(StatusCode::kInvalidArgument,
+                 request->images[0].field + ": image inputs are valid (" + std::to_string(request->images.size()) +
+                     " images) but this cluster does not serve images yet",
+                 request->images[0].field);
+  }
   return Run(ctx, body, std::move(*prompt), /*chat_mode=*/true, opt.thinking, replies_ != nullptr ? &rendered : nullptr,
              sink);
 }

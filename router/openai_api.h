@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "chat/chat_render.h"
+#include "router/image_inputs.h"
 #include "router/reply_records.h"
 #include "router/router_core.h"
 #include "router/tenants.h"
@@ -69,6 +70,9 @@ class OpenAiApi {
   // `sink` is used when the body asks for "stream": true; the outcome then carries the status (and,
   // on success, the usage) and its body is not sent.
   ApiOutcome ChatCompletions(const ApiContext& ctx, const Json& body, const ChunkSink& sink);
+  // Image inputs (off by default: image parts are then answered 400 "this model does not accept
+  // images"). REQUIRES: called before serving, not concurrently with requests.
+  void SetImageInput(const ImageInputOptions& options) { images_ = options; }
   ApiOutcome Completions(const ApiContext& ctx, const Json& body, const ChunkSink& sink);
   Json Models() const;
   bool draining() const;  // the router is shutting down: /health says so
@@ -100,6 +104,7 @@ class OpenAiApi {
   int64_t max_context_;
   int32_t model_vocab_;
   const ReplyRecords* replies_;
+  ImageInputOptions images_;
   int64_t created_;
 };
 

@@ -159,5 +159,70 @@ TEST(OpenAiApiTest, TimeoutHeadersBecomeDeadlines) {
   }
 }
 
+// Image parts (issue 27 item 3): refused with a 400 naming the part when the model has no vision
+// or an image is bad; decoded, planned and expanded otherwise. No tokenizer is reached.
+constexpr const char* kRedBluePng =
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAIAAAABCAIAAAB7QOjdAAAAD0lEQVR4nGP4z8DAwPAfAAcAAf9+CLHQAAAAAElFTkSuQmCC";
+
+Json ImageChat(const std::string& url) {
+  return {{"messages", Json::array({{{"role", "user"},
+                                     {"content", Json::array({{{"type", "text"}, {"text", "what is this?"}},
+                                                              {{"type", "image_url"}, {"image_url", {{"url", url}}}}})}}})}};
+}
+
+TEST_F(RefusedRequestTest, ImagesWithoutVisionAre400NamingThePart) {
+  const ApiOutcome o = api_.ChatCompletions(ApiContext{}, ImageChat(kRedBluePng), nullptr);
+  EXPECT_EQ(o.http_status, 400);
+  ExpectErrorBody(o, "messages[0].content[1]: this model does not accept images", "invalid_request_error",
+                  "messages[0].content[1]", nullptr);
+}
+
+TEST_F(RefusedRequestTest, BadImagesAre400NamingThePart) {
+  ImageInputOptions vision;
+  vision.enabled = true;
+  vision.image_token_id = 99;
+  api_.SetImageInput(vision);
+  struct Case {
+    std::string url, says;
+  };
+  const Case cases[] = {
+      {"https://example.com/cat.png", "the server does not fetch URLs"},
+      {"data:image/webp;base64,UklGRg==", "unsupported image format"},
+      {"data:image/png;base64,iVBORw0KGgo", "base64"},
+      {"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAIAAAAB", "invalid PNG"},
+      {"data:image/jpeg;base64,/9j/4AAQSkZJRg==", "invalid JPEG"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.url);
+    const ApiOutcome o = api_.ChatCompletions(ApiContext{}, ImageChat(c.url), nullptr);
+    EXPECT_EQ(o.http_status, 400);
+    EXPECT_EQ(o.status.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(o.status.message().rfind("messages[0].content[1]: ", 0), 0u) << o.status.message();
+    EXPECT_NE(o.status.message().find(c.says), std::string::npos) << o.status.message();
+    EXPECT_EQ(o.body["error"]["param"], "messages[0].content[1]");
+  }
+}
+
+TEST(RequestImagesTest, DecodedPlannedAndExpanded) {
+  ImageInputOptions vision;
+  vision.enabled = true;
+  vision.image_token_id = 99;
+  std::vector<chat::ChatImage> parts = {{kRedBluePng, "", "messages[0].content[1]"}};
+  auto images = DecodeRequestImages(parts, vision);
+  ASSERT_TRUE(images.ok()) << images.status().ToString();
+  ASSERT_EQ(images->size(), 1u);
+  EXPECT_EQ((*images)[0].rgb.rgb, (std::vector<uint8_t>{255, 0, 0, 0, 0, 255}));
+  EXPECT_EQ((*images)[0].field, "messages[0].content[1]");
+  const int64_t span = image::NumImageTokens((*images)[0].plan);
+  const int32_t prompt[] = {7, 99, 8};
+  auto request = ExpandRequestImages(prompt, std::move(*images), vision);
+  ASSERT_TRUE(request.ok()) << request.status().ToString();
+  EXPECT_EQ(static_cast<int64_t>(request->tokens.size()), 2 + span);
+  EXPECT_EQ(request->spans[0].start, 1);
+  EXPECT_EQ(request->types[1], image::SpanPosition::kStart);
+  vision.max_images = 0;
+  EXPECT_EQ(DecodeRequestImages(parts, vision).status().message(), "messages[0].content[1]: at most 0 images per request");
+}
+
 }  // namespace
 }  // namespace ds41

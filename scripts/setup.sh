@@ -9,6 +9,8 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libhwy-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librocksdb-dev libasio-dev prometheus-cpp-dev libhttp-parser-dev python3-regex
+  libpng-dev libjpeg62-turbo-dev  # image inputs (image/)
+  python3-pil  # image/pil_oracle.py
   prometheus python3-yaml python3-jsonschema
   python3 python3-numpy python3-torch
   curl openssl

@@ -1,0 +1,63 @@
+#include "router/image_inputs.h"
+
+#include "image/image_source.h"
+
+namespace ds41 {
+namespace {
+
+Status PartError(const std::string& field, const Status& s) {
+  return Status(s.code() == StatusCode::kInternal ? StatusCode::kInternal : StatusCode::kInvalidArgument,
+                field + ": " + s.message());
+}
+
+}  // namespace
+
+StatusOr<std::vector<RequestImage>> DecodeRequestImages(const std::vector<chat::ChatImage>& parts,
+                                                        const ImageInputOptions& options) {
+  std::vector<RequestImage> images;
+  if (parts.empty()) return images;
+  if (!options.enabled) return InvalidArgumentError(parts[0].field + ": this model does not accept images");
+  if (parts.size() > options.max_images) {
+    return InvalidArgumentError(parts[options.max_images].field + ": at most " + std::to_string(options.max_images) +
+                                " images per request");
+  }
+  images.reserve(parts.size());
+  for (const chat::ChatImage& part : parts) {
+    auto bytes = image::ParseImageDataUrl(part.url, options.limits);
+    if (!bytes.ok()) return PartError(part.field, bytes.status());
+    auto rgb = image::DecodeImage(*bytes, options.limits);
+    if (!rgb.ok()) return PartError(part.field, rgb.status());
+    auto plan = image::PlanImageGrid(rgb->width, rgb->height, options.geometry);
+    if (!plan.ok()) return PartError(part.field, plan.status());
+    RequestImage img;
+    img.field = part.field;
+    img.hash = image::ImageContentHash(*rgb, *plan);
+    img.rgb = std::move(*rgb);
+    img.plan = *plan;
+    images.push_back(std::move(img));
+  }
+  return images;
+}
+
+std::string ImageErrorField(const Status& s) {
+  const std::string& m = s.message();
+  const size_t colon = m.find(": ");
+  return colon == std::string::npos ? std::string() : m.substr(0, colon);
+}
+
+StatusOr<ImagePrompt> ExpandRequestImages(std::span<const int32_t> prompt, std::vector<RequestImage> images,
+                                          const ImageInputOptions& options) {
+  std::vector<image::PlannedImage> planned;
+  planned.reserve(images.size());
+  for (const RequestImage& img : images) planned.push_back({img.plan, img.hash});
+  DS41_ASSIGN_OR_RETURN(image::ExpandedPrompt expanded,
+                        image::ExpandImageTokens(prompt, options.image_token_id, planned));
+  ImagePrompt out;
+  out.tokens = std::move(expanded.tokens);
+  out.types = std::move(expanded.types);
+  out.spans = std::move(expanded.spans);
+  out.images = std::move(images);
+  return out;
+}
+
+}  // namespace ds41
