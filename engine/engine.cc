@@ -9,7 +9,7 @@ namespace ds41 {
 
 int64_t DefaultReplayStart(const ModelConfig& c, int64_t n) { return std::max<int64_t>(0, n - c.window_size); }
 
-Status Engine::CheckSpan(const TokenSpan& span, const char* what) const {
+Status Engine::CheckSpan(const TokenSpan& span, const char* what, int64_t computed_from) const {
   const ModelConfig& c = model_.config();
   for (size_t i = 0; i < span.tokens.size(); ++i)
     if (span.tokens[i] < 0 || span.tokens[i] >= c.vocab_size)
@@ -18,10 +18,17 @@ Status Engine::CheckSpan(const TokenSpan& span, const char* what) const {
   if (!span.image.empty() && span.image.size() != span.tokens.size())
     return InvalidArgumentError(std::string(what) + ": image flags must match the tokens in number");
   if (!span.image_embeds.empty()) {
-    const size_t flagged = static_cast<size_t>(std::count(span.image.begin(), span.image.end(), uint8_t{1}));
+    const int64_t n = static_cast<int64_t>(span.tokens.size()), from = span.image_embeds_from;
+    if (from < 0 || from > n || span.image.empty())
+      return InvalidArgumentError(std::string(what) + ": image embeddings need flags and a start within the tokens");
+    const size_t flagged = static_cast<size_t>(std::count(span.image.begin() + from, span.image.end(), uint8_t{1}));
     if (span.image_embeds.size() != flagged * static_cast<size_t>(c.dim))
-      return InvalidArgumentError(std::string(what) + ": image embeddings must be [flagged rows (" +
-                                  std::to_string(flagged) + "), hidden_size]");
+      return InvalidArgumentError(std::string(what) + ": image embeddings must be [flagged rows from index " +
+                                  std::to_string(from) + " (" + std::to_string(flagged) + "), hidden_size]");
+    for (int64_t p = std::max<int64_t>(0, computed_from); p < std::min(from, n); ++p)
+      if (span.image[p])
+        return InvalidArgumentError(std::string(what) + ": image row " + std::to_string(p) +
+                                    " is computed but its embedding is not given (they start at " + std::to_string(from) + ")");
   }
   return Status::Ok();
 }
@@ -32,9 +39,12 @@ TokenSpan TokenSpan::Slice(size_t from, size_t to, int dim) const {
   if (image.empty()) return out;
   out.image.assign(image.begin() + from, image.begin() + to);
   if (image_embeds.empty()) return out;
-  const size_t before = static_cast<size_t>(std::count(image.begin(), image.begin() + from, uint8_t{1}));
-  const size_t inside = static_cast<size_t>(std::count(out.image.begin(), out.image.end(), uint8_t{1}));
+  const size_t first = static_cast<size_t>(image_embeds_from);
+  const size_t lo = std::min(std::max(from, first), to);
+  const size_t before = static_cast<size_t>(std::count(image.begin() + first, image.begin() + std::max(lo, first), uint8_t{1}));
+  const size_t inside = static_cast<size_t>(std::count(image.begin() + lo, image.begin() + to, uint8_t{1}));
   out.image_embeds.assign(image_embeds.begin() + before * dim, image_embeds.begin() + (before + inside) * dim);
+  out.image_embeds_from = static_cast<int64_t>(lo - from);
   return out;
 }
 
@@ -118,6 +128,7 @@ Segment MakeSegment(SequenceState* s, int64_t start, const TokenSpan& span, size
   seg.tokens = std::move(part.tokens);
   seg.image = std::move(part.image);
   seg.image_embeds = std::move(part.image_embeds);
+  seg.image_embeds_from = static_cast<int>(part.image_embeds_from);
   return seg;
 }
 }  // namespace
@@ -299,7 +310,7 @@ Status Engine::DecoderReplay(SequenceState* state, const TokenSpan& prompt, cons
                              int64_t s, std::vector<float>* logits, bool all_rows, std::vector<float>* dspark_hidden) {
   const ModelConfig& c = model_.config();
   if (!c.ced_capable) return FailedPreconditionError("CED is not possible with this configuration: " + c.ced_problem);
-  DS41_RETURN_IF_ERROR(CheckSpan(prompt, "replay"));
+  DS41_RETURN_IF_ERROR(CheckSpan(prompt, "replay", s));
   const int64_t n = handoff.n;
   if (static_cast<int64_t>(prompt.tokens.size()) != n)
     return InvalidArgumentError("replay: the prompt must hold positions [0, " + std::to_string(n) + ")");
@@ -331,7 +342,7 @@ Status Engine::DecoderReplay(SequenceState* state, const TokenSpan& prompt, cons
 Status Engine::EncoderReplay(SequenceState* state, const TokenSpan& prompt, int64_t start) {
   const ModelConfig& c = model_.config();
   if (!c.ced_capable) return FailedPreconditionError("CED is not possible with this configuration: " + c.ced_problem);
-  DS41_RETURN_IF_ERROR(CheckSpan(prompt, "encoder replay"));
+  DS41_RETURN_IF_ERROR(CheckSpan(prompt, "encoder replay", start));
   const int64_t h = state->length;
   if (static_cast<int64_t>(prompt.tokens.size()) < h)
     return InvalidArgumentError("encoder replay: the prompt must cover positions [0, " + std::to_string(h) + ")");

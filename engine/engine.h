@@ -24,14 +24,17 @@
 namespace ds41 {
 
 // Tokens of a contiguous range of positions, with optional image-span flags and embeddings. The
-// embeddings are those of the flagged rows only, in order: a long prompt with one image carries
-// the image's rows, not [tokens, dim].
+// embeddings are those of the flagged rows only, in order, and only from image_embeds_from on: a
+// long prompt carries the rows of the images a call computes, not [tokens, dim] (a decoder replaying
+// the last window needs no embeddings of the images before it). A call that would compute a
+// flagged row before image_embeds_from is refused.
 struct TokenSpan {
   std::vector<int32_t> tokens;
   std::vector<uint8_t> image;        // empty, or one flag per token
-  std::vector<float> image_embeds;   // empty, or [flagged rows, dim]
+  std::vector<float> image_embeds;   // empty, or [flagged rows at index >= image_embeds_from, dim]
+  int64_t image_embeds_from = 0;     // index (into tokens) of the first row image_embeds may cover
 
-  // Positions [from, to), their flags and their flagged rows' embeddings.
+  // Indices [from, to), their flags and the embeddings of their flagged rows that this span has.
   TokenSpan Slice(size_t from, size_t to, int dim) const;
 };
 
@@ -132,7 +135,8 @@ class Engine {
   Status CedPrefill(SequenceState* state, const TokenSpan& prompt_all, int64_t replay_start, std::vector<float>* logits);
 
  private:
-  Status CheckSpan(const TokenSpan& span, const char* what) const;
+  // The span's shape, and (with embeddings) that every flagged row from `computed_from` on has one.
+  Status CheckSpan(const TokenSpan& span, const char* what, int64_t computed_from = 0) const;
   // All layers over rows[i] appended to states[i], every row's logits; `undo` (or null) as VerifyBatch.
   Status Step(const std::vector<SequenceState*>& states, const std::vector<std::vector<int32_t>>& rows,
               std::vector<float>* logits, std::vector<float>* dspark_hidden, std::vector<StateUndo>* undo,

@@ -108,12 +108,32 @@ TEST_F(EngineTest, ImageRowsSplitAcrossChunksEqualOnePrefill) {
     }
     EXPECT_EQ(got, whole_logits) << "cut at " << cuts[0];
   }
+  // Embeddings that start later (image_embeds_from) but before the image change nothing; sliced
+  // at a cut inside the image, the second chunk carries only its own rows.
+  TokenSpan later = span;
+  later.image_embeds_from = 8;
+  {
+    SequenceState st = NewState();
+    std::vector<float> a, b;
+    TokenSpan first = later.Slice(0, 17, cfg().dim), second = later.Slice(17, 40, cfg().dim);
+    EXPECT_EQ(second.image_embeds.size(), 9u * cfg().dim);
+    ASSERT_TRUE(e.Prefill(&st, first, true, &a).ok());
+    ASSERT_TRUE(e.Prefill(&st, second, true, &b).ok());
+    a.insert(a.end(), b.begin(), b.end());
+    EXPECT_EQ(a, whole_logits);
+  }
+  SequenceState st = NewState();
+  std::vector<float> lg;
   // Embeddings for every token (the old layout) are refused: they must be the flagged rows'.
   TokenSpan wide = span;
   wide.image_embeds.assign(span.tokens.size() * cfg().dim, 0.0f);
-  SequenceState st = NewState();
-  std::vector<float> lg;
   EXPECT_EQ(e.Prefill(&st, wide, false, &lg).code(), StatusCode::kInvalidArgument);
+  // An image row that would be computed without its embedding is refused, not taken as a token.
+  TokenSpan cut = span;
+  cut.image_embeds_from = 15;
+  cut.image_embeds.erase(cut.image_embeds.begin(), cut.image_embeds.begin() + 4 * cfg().dim);
+  EXPECT_EQ(e.Prefill(&st, cut, false, &lg).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.length, 0);
 }
 
 TEST_F(EngineTest, BatchedDecodeEqualsOneByOne) {

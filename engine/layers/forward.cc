@@ -43,7 +43,7 @@ void ForwardPass::EmbedRows() {
     const int i = r - seg.row0;
     if (i == 0) flagged = 0;
     float* x0 = &X_[static_cast<size_t>(r) * hc * D];
-    if (image_[r] && !seg.image_embeds.empty()) {
+    if (image_[r] && !seg.image_embeds.empty() && i >= seg.image_embeds_from) {
       for (int d = 0; d < D; ++d) x0[d] = RoundBf16(seg.image_embeds[flagged * D + d]);
       ++flagged;
     } else {

@@ -33,7 +33,8 @@ struct Segment {
   int64_t start = 0;               // position of the first row
   std::vector<int32_t> tokens;     // [n] token ids
   std::vector<uint8_t> image;      // [n] image-span flags (bias_vl, Engram DEAD), or empty
-  std::vector<float> image_embeds; // [flagged rows, dim] embeddings of the image rows in order, or empty
+  std::vector<float> image_embeds; // [flagged rows from image_embeds_from, dim], in order, or empty
+  int image_embeds_from = 0;       // the engine checked that no earlier flagged row is computed
   // Compressed ids of positions start-1, start-2, ... (Engram look-back); empty: the state's history,
   // which requires start == state->length.
   std::vector<int64_t> history;
