@@ -400,6 +400,11 @@ int main(int argc, char** argv) {
       for (int L : c.dspark_target_layer_ids) std::cout << " " << L;
       std::cout << ", experts " << c.dspark_active() << " of " << c.dspark_experts() << "\n";
     }
+    if (c.vision)
+      std::cout << "vision " << c.vision_n_layers << " blocks of " << c.vision_dim << " (" << c.vision_n_heads
+                << " heads), patch " << c.vision_patch_size << ", merge " << c.vision_downsample_ratio << "x"
+                << c.vision_downsample_ratio << ", span cap " << c.vision_max_n_token << ", image token "
+                << c.image_token_id << "\n";
     return 0;
   }
   if (session->parsed()) {
