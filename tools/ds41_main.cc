@@ -116,10 +116,10 @@ ds41::Status AddImageSpan(const std::string& arg, uint64_t seed, int dim, ds41::
 
 ds41::StatusOr<std::pair<int, int>> ParseGrid(const std::string& s) {
   const auto x = s.find('x');
+  const std::string hs = s.substr(0, x), ws = x == std::string::npos ? "" : s.substr(x + 1);
   char* e1 = nullptr;
   char* e2 = nullptr;
-  const long h = x == std::string::npos ? 0 : std::strtol(s.substr(0, x).c_str(), &e1, 10);
-  const long w = x == std::string::npos ? 0 : std::strtol(s.substr(x + 1).c_str(), &e2, 10);
+  const long h = std::strtol(hs.c_str(), &e1, 10), w = std::strtol(ws.c_str(), &e2, 10);
   if (x == std::string::npos || *e1 != '\0' || *e2 != '\0' || h < 1 || w < 1 || h > 4096 || w > 4096)
     return ds41::InvalidArgumentError("grid \"" + s + "\": expected HxW patches, e.g. 12x9");
   return std::make_pair(static_cast<int>(h), static_cast<int>(w));
