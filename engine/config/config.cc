@@ -318,8 +318,12 @@ Status ModelConfig::Validate() {
     DS41_RETURN_IF_ERROR(vmultiple(vision_inter_dim, 32, "intermediate_size"));
     DS41_RETURN_IF_ERROR(need(vision_n_heads >= 1 && vision_dim % vision_n_heads == 0 && vision_head_dim() % 32 == 0,
                               "vision_config.num_attention_heads must divide hidden_size into heads of a multiple of 32"));
-    DS41_RETURN_IF_ERROR(need(vision_patch_size >= 1, "vision_config.patch_size must be at least 1"));
-    DS41_RETURN_IF_ERROR(need(vision_downsample_ratio >= 1, "vision_config.downsample_ratio must be at least 1"));
+    // Bounds far above the release's (1024, 2816, 14, 3) so that derived sizes (3·p², dim·r², 2·inter) fit an int.
+    DS41_RETURN_IF_ERROR(need(vision_dim <= 65536 && vision_inter_dim <= 262144,
+                              "vision_config.hidden_size must be at most 65536 and intermediate_size at most 262144"));
+    DS41_RETURN_IF_ERROR(need(vision_patch_size >= 1 && vision_patch_size <= 256, "vision_config.patch_size must be in [1, 256]"));
+    DS41_RETURN_IF_ERROR(need(vision_downsample_ratio >= 1 && vision_downsample_ratio <= 16,
+                              "vision_config.downsample_ratio must be in [1, 16]"));
     DS41_RETURN_IF_ERROR(need(vision_max_n_token >= 5, "vision_config.max_image_tokens must be at least 5 (one row of one image token)"));
     DS41_RETURN_IF_ERROR(need(vision_min_pixels >= 0, "vision_config.min_pixels must not be negative"));
     DS41_RETURN_IF_ERROR(need(vision_max_wh_ratio >= 0.0, "vision_config.max_wh_ratio must not be negative"));
