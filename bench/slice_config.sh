@@ -3,7 +3,7 @@
 # 512, q LoRA 1280, 8 output groups of 1024, experts 2304 wide, top-6, window 128, top-k 512, index
 # 32x128) with 2 encoder + 2 decoder layers, 64 routed experts, a 32768-token vocabulary and small
 # Engram tables, so it fits in memory, and the vision tower at real width with 2 of its 32 blocks
-# (engine_bench --only vision: ms per block per image). ~5.8 GB.
+# (engine_bench --only vision: ms per block per image). 6.12 GiB as ds41-ckpt counts it.
 #   slice_config.sh CKPT_TOOL OUT_DIR
 set -euo pipefail
 "$1" --preset release --out "$2" --seed 11 \
