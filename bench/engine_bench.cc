@@ -15,6 +15,11 @@
 //                        decode step (the curve decoder_node --speculative measures for its
 //                        scheduler), and the decode speed-up that curve gives at the paper's example
 //                        acceptance profile, labelled derived: random weights accept almost nothing
+//   vision (--only vision, a checkpoint with a vision tower: ds41-ckpt --preset tiny-vision, or the
+//                        slice, which carries 2 real-width blocks): one image's tower and aligner time at
+//                        --vision-grid patches (default: the largest square grid the span cap allows,
+//                        93x93 for the release's 1344x1344 plan), ms per block, and useful FLOPs against
+//                        the peak
 // and the run's peak resident memory against the mapped checkpoint. The matmuls read the tile-major
 // weight copy (ds41-tiles.bin, built beside the checkpoint on first use); --weight-tiles off measures
 // the row-major kernels.
@@ -29,6 +34,8 @@
 #include "bench/machine_limits.h"
 #include "engine/engine.h"
 #include "engine/kernels/matmul.h"
+#include "engine/kernels/numerics.h"
+#include "engine/layers/vision.h"
 #include "engine/sampling.h"
 #include "engine/speculation.h"
 #include "util/malloc_tuning.h"
@@ -77,7 +84,11 @@ int main(int argc, char** argv) {
   app.add_option("--triad-mib", triad_mib, "MiB across the three STREAM arrays");
   std::string only = "decode,prefill,batched,ced,verify", tiles = "file";
   app.add_option("--weight-tiles", tiles, "tile-major weight copy: file, memory or off (row-major kernels)");
-  app.add_option("--only", only, "figures to measure, comma separated (decode,prefill,batched,ced,verify)");
+  app.add_option("--only", only, "figures to measure, comma separated (decode,prefill,batched,ced,verify; vision "
+                 "only when named)");
+  std::string vision_grid;
+  app.add_option("--vision-grid", vision_grid, "patch grid HxW of the vision figure (default: the largest square within "
+                 "the span cap)");
   CLI11_PARSE(app, argc, argv);
   auto want = [&](const char* part) { return ("," + only + ",").find("," + std::string(part) + ",") != std::string::npos; };
 
@@ -245,6 +256,48 @@ int main(int argc, char** argv) {
       const int chosen = ChooseVerifyLength(std::vector<std::vector<double>>(static_cast<size_t>(B), profile), *curve);
       std::printf("  -> best k=%d, %.2fx (the scheduler, draft already paid, picks k=%d)\n", best_k, best, chosen);
     }
+  }
+  // Vision tower and aligner: one image.
+  if (want("vision") && !c.vision) {
+    std::printf("vision: skipped, the model has no vision tower (ds41-ckpt --preset tiny-vision writes one)\n");
+  } else if (want("vision")) {
+    int gh = 0, gw = 0;
+    if (vision_grid.empty()) {  // largest square token grid t with t (t + 1) + 2 <= cap, in patches
+      int t = 1;
+      while ((t + 1) * (t + 2) + 2 <= c.vision_max_n_token) ++t;
+      gh = gw = t * c.vision_downsample_ratio;
+    } else if (std::sscanf(vision_grid.c_str(), "%dx%d", &gh, &gw) != 2) {
+      Check(InvalidArgumentError("--vision-grid expects HxW"));
+    }
+    auto grid = PlanImageGrid(c, gh, gw);
+    Check(grid.status());
+    const int K = c.vision_patch_inputs();
+    std::vector<float> patches(static_cast<size_t>(grid->patches()) * K);
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 0.5f);
+    for (float& v : patches) v = RoundBf16(nd(rng));
+    std::vector<float> feats, rows;
+    VisionTower(model, patches.data(), gh, gw, &feats, &pool);  // warm-up (page faults, packing buffers)
+    const int reps = std::max(1, std::min(steps, 3));
+    double t_tower = 0, t_align = 0;
+    for (int i = 0; i < reps; ++i) {
+      auto t0 = Steady::now();
+      VisionTower(model, patches.data(), gh, gw, &feats, &pool);
+      t_tower += Seconds(t0);
+      t0 = Steady::now();
+      VisionAligner(model, feats, *grid, &rows, &pool);
+      t_align += Seconds(t0);
+    }
+    t_tower /= reps;
+    t_align /= reps;
+    const double flops = 2.0 * VisionMacs(c, *grid), t = t_tower + t_align;
+    std::printf("vision: %dx%d patches (%lld) -> %dx%d tokens, span %lld; %d blocks of %d (%d heads), patch %d, merge %d: "
+                "tower+aligner %.1f ms per image (tower %.1f ms = %.1f ms per block, aligner %.1f ms), %.3g GFLOP useful "
+                "-> %.1f GFLOP/s = %.3f of peak FMA%s\n",
+                gh, gw, static_cast<long long>(grid->patches()), grid->n_h, grid->n_w,
+                static_cast<long long>(grid->span_length()), c.vision_n_layers, c.vision_dim, c.vision_n_heads,
+                c.vision_patch_size, c.vision_downsample_ratio, t * 1e3, t_tower * 1e3, t_tower * 1e3 / c.vision_n_layers,
+                t_align * 1e3, flops / 1e9, flops / t / 1e9, flops / t / peak, dot_share(flops / t).c_str());
   }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);

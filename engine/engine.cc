@@ -436,4 +436,35 @@ StatusOr<EncoderHandoff> ParseHandoff(const std::string& s, const ModelConfig& c
   return h;
 }
 
+StatusOr<std::vector<float>> Engine::EncodeImage(const float* patches, int n_vit_h, int n_vit_w) const {
+  DS41_ASSIGN_OR_RETURN(ImageGrid grid, PlanImageGrid(model_.config(), n_vit_h, n_vit_w));
+  if (patches == nullptr) return InvalidArgumentError("EncodeImage: no patches");
+  std::vector<float> features, rows;
+  VisionTower(model_, patches, grid.n_vit_h, grid.n_vit_w, &features, pool_);
+  VisionAligner(model_, features, grid, &rows, pool_);
+  return rows;
+}
+
+StatusOr<std::vector<float>> Engine::EncodeImage(const std::vector<float>& patches, int n_vit_h, int n_vit_w) const {
+  DS41_ASSIGN_OR_RETURN(ImageGrid grid, PlanImageGrid(model_.config(), n_vit_h, n_vit_w));
+  const size_t want = static_cast<size_t>(grid.patches()) * model_.config().vision_patch_inputs();
+  if (patches.size() != want)
+    return InvalidArgumentError("EncodeImage: " + std::to_string(patches.size()) + " patch values for a " +
+                                std::to_string(n_vit_h) + "x" + std::to_string(n_vit_w) + " grid, expected " +
+                                std::to_string(want) + " (3 * patch_size^2 per patch)");
+  return EncodeImage(patches.data(), n_vit_h, n_vit_w);
+}
+
+StatusOr<std::vector<float>> Engine::ImageSpanEmbeds(const std::vector<float>& rows, int n_vit_h, int n_vit_w) const {
+  const ModelConfig& c = model_.config();
+  DS41_ASSIGN_OR_RETURN(ImageGrid grid, PlanImageGrid(c, n_vit_h, n_vit_w));
+  const size_t want = static_cast<size_t>(grid.image_rows()) * c.dim;
+  if (rows.size() != want)
+    return InvalidArgumentError("ImageSpanEmbeds: " + std::to_string(rows.size()) + " values, expected " +
+                                std::to_string(grid.image_rows()) + " aligner rows of " + std::to_string(c.dim));
+  std::vector<float> out(static_cast<size_t>(grid.span_length()) * c.dim);
+  BuildImageSpan(model_.weights().vision, c.dim, rows.data(), grid, out.data());
+  return out;
+}
+
 }  // namespace ds41

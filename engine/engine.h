@@ -18,6 +18,7 @@
 #include "engine/layers/forward.h"
 #include "engine/loading/model.h"
 #include "engine/layers/state.h"
+#include "engine/layers/vision.h"
 #include "util/status.h"
 #include "util/thread_pool.h"
 
@@ -130,6 +131,18 @@ class Engine {
   // with bounded replay at start, rebuilding encoder rings, the CED source window, the open compressor
   // groups and the stream ring; global KV of [0, h) must already be in the state.
   Status EncoderReplay(SequenceState* state, const TokenSpan& prompt, int64_t start);
+
+  // Vision (engine/layers/vision.h; REF encode_image): `patches` [n_vit_h * n_vit_w, 3 * p * p] in
+  // (c, py, px) order, bf16 values -> the aligner rows [ceil(n_vit_h / r) * ceil(n_vit_w / r), dim]
+  // (bf16 values). InvalidArgument without vision, for a null input or an empty grid, or when the
+  // image's span would exceed vision_max_n_token. The vector form also checks the input's size.
+  StatusOr<std::vector<float>> EncodeImage(const float* patches, int n_vit_h, int n_vit_w) const;
+  StatusOr<std::vector<float>> EncodeImage(const std::vector<float>& patches, int n_vit_h, int n_vit_w) const;
+
+  // REF merge_image_embeddings for one image: [start] ([image] x n_w [newline]) x n_h [end] as
+  // [span_length, dim] rows for TokenSpan::image_embeds (every position flagged as image).
+  // InvalidArgument as EncodeImage, or when `rows` is not [n_h * n_w, dim].
+  StatusOr<std::vector<float>> ImageSpanEmbeds(const std::vector<float>& rows, int n_vit_h, int n_vit_w) const;
 
   // Exact == CED for prompts no longer than the window; the whole CED prefill in one call.
   Status CedPrefill(SequenceState* state, const TokenSpan& prompt_all, int64_t replay_start, std::vector<float>* logits);

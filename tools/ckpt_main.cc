@@ -39,9 +39,10 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   bool quiet = false;
   app.add_option("--out", out, "output folder")->required();
-  app.add_option("--preset", preset, "base configuration: tiny, tiny-dspark, small or release");
+  app.add_option("--preset", preset, "base configuration: tiny, tiny-dspark, tiny-vision, small or release");
   app.add_option("--config", config_path, "base configuration from an HF config.json instead of a preset");
-  app.add_option("--set", sets, "override a text_config key: key=JSON (e.g. num_hidden_layers=4)");
+  app.add_option("--set", sets, "override a text_config key: key=JSON (e.g. num_hidden_layers=4); "
+                 "vision_config.KEY=JSON a vision_config key, image_token_id=N the top-level one");
   app.add_option("--seed", seed, "weight seed");
   app.add_option("--shard-size", shard, "bytes per shard (K/M/G suffixes)");
   app.add_flag("--quiet", quiet, "no progress output");
@@ -78,7 +79,14 @@ int main(int argc, char** argv) {
     }
     const std::string key = kv.substr(0, eq), val = kv.substr(eq + 1);
     nlohmann::json v = nlohmann::json::parse(val, nullptr, false);
-    j["text_config"][key] = v.is_discarded() ? nlohmann::json(val) : v;
+    const nlohmann::json value = v.is_discarded() ? nlohmann::json(val) : v;
+    static const std::string kVision = "vision_config.";
+    if (key.rfind(kVision, 0) == 0)
+      j["vision_config"][key.substr(kVision.size())] = value;
+    else if (key == "image_token_id")
+      j[key] = value;
+    else
+      j["text_config"][key] = value;
     rows_given |= key == "engram_num_embeddings";
   }
   if (!rows_given && j["text_config"].contains("engram_layer_ids")) {

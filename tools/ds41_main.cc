@@ -3,6 +3,10 @@
 //   ds41 logits   --model DIR --tokens 1,2,3 [--mode exact|ced] [--decode K] --out FILE.npy [--dump DIR]
 //                 [--dspark DIR]   (DSpark drafts after the prompt and after every decode step)
 //   ds41 info     --model DIR
+//   ds41 vision   --model DIR --grid HxW [--seed S] --out DIR   one seeded image through tower and aligner:
+//                 patches.npy, rows.npy (aligner rows), span.npy (the span's embeddings)
+//   ds41 logits ... --image HxW@START   the positions of one image's span (tokens: image_token_id) take the
+//                 tower's embeddings of seeded patches (written to the --dump folder as patches.npy)
 //   ds41 session  --model DIR --turns FILE   greedy replies of a multi-turn session, as the cluster serves it
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -108,6 +112,74 @@ ds41::Status AddImageSpan(const std::string& arg, uint64_t seed, int dim, ds41::
     }
   }
   return ds41::Status::Ok();
+}
+
+ds41::StatusOr<std::pair<int, int>> ParseGrid(const std::string& s) {
+  const auto x = s.find('x');
+  const std::string hs = s.substr(0, x), ws = x == std::string::npos ? "" : s.substr(x + 1);
+  char* e1 = nullptr;
+  char* e2 = nullptr;
+  const long h = std::strtol(hs.c_str(), &e1, 10), w = std::strtol(ws.c_str(), &e2, 10);
+  if (x == std::string::npos || *e1 != '\0' || *e2 != '\0' || h < 1 || w < 1 || h > 4096 || w > 4096)
+    return ds41::InvalidArgumentError("grid \"" + s + "\": expected HxW patches, e.g. 12x9");
+  return std::make_pair(static_cast<int>(h), static_cast<int>(w));
+}
+
+// Seeded patches [h * w, 3 * p * p] as bf16 values, roughly a normalized image's spread (std 0.5).
+std::vector<float> SeededPatches(uint64_t seed, int64_t n, int inputs) {
+  std::vector<float> out(static_cast<size_t>(n) * inputs);
+  ds41::Rng rng(seed);
+  for (float& v : out) {
+    double u = -6.0;
+    for (int k = 0; k < 12; ++k) u += rng.Uniform();
+    v = ds41::RoundBf16(static_cast<float>(0.5 * u));
+  }
+  return out;
+}
+
+// `--image HxW@START`: one image's span at START with the tower's embeddings (the tokens there must be
+// image_token_id, as REF's processor writes them).
+ds41::Status AddImage(const std::string& arg, uint64_t seed, ds41::Engine& engine, const ds41::ModelConfig& c,
+                      ds41::TokenSpan* span, std::vector<float>* patches_out) {
+  const auto at = arg.find('@');
+  if (at == std::string::npos) return ds41::InvalidArgumentError("--image expects HxW@START");
+  DS41_ASSIGN_OR_RETURN(auto grid, ParseGrid(arg.substr(0, at)));
+  const long start = std::strtol(arg.substr(at + 1).c_str(), nullptr, 10);
+  DS41_ASSIGN_OR_RETURN(ds41::ImageGrid g, ds41::PlanImageGrid(c, grid.first, grid.second));
+  const long n = static_cast<long>(span->tokens.size());
+  if (start < 0 || start + g.span_length() > n)
+    return ds41::InvalidArgumentError("--image: a span of " + std::to_string(g.span_length()) + " positions at " +
+                                      std::to_string(start) + " does not fit the prompt of " + std::to_string(n));
+  for (long p = start; p < start + g.span_length(); ++p)
+    if (span->tokens[p] != c.image_token_id)
+      return ds41::InvalidArgumentError("--image: token " + std::to_string(p) + " is not image_token_id " +
+                                        std::to_string(c.image_token_id));
+  *patches_out = SeededPatches(seed, g.patches(), c.vision_patch_inputs());
+  DS41_ASSIGN_OR_RETURN(std::vector<float> rows, engine.EncodeImage(*patches_out, g.n_vit_h, g.n_vit_w));
+  DS41_ASSIGN_OR_RETURN(std::vector<float> embeds, engine.ImageSpanEmbeds(rows, g.n_vit_h, g.n_vit_w));
+  span->image.assign(n, 0);
+  std::fill(span->image.begin() + start, span->image.begin() + start + g.span_length(), 1);
+  span->image_embeds = std::move(embeds);  // the flagged rows' embeddings: the span's
+  return ds41::Status::Ok();
+}
+
+// `ds41 vision`: one seeded image through the tower, its aligner rows and span embeddings as .npy.
+Status RunVision(const ds41::Model& model, const std::string& grid_arg, uint64_t seed, const std::string& dir) {
+  const ds41::ModelConfig& c = model.config();
+  DS41_ASSIGN_OR_RETURN(auto grid, ParseGrid(grid_arg));
+  DS41_ASSIGN_OR_RETURN(ds41::ImageGrid g, ds41::PlanImageGrid(c, grid.first, grid.second));
+  ds41::Engine engine(model);
+  const std::vector<float> patches = SeededPatches(seed, g.patches(), c.vision_patch_inputs());
+  const auto t0 = std::chrono::steady_clock::now();
+  DS41_ASSIGN_OR_RETURN(std::vector<float> rows, engine.EncodeImage(patches, g.n_vit_h, g.n_vit_w));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  DS41_ASSIGN_OR_RETURN(std::vector<float> span, engine.ImageSpanEmbeds(rows, g.n_vit_h, g.n_vit_w));
+  DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/patches.npy", {g.patches(), c.vision_patch_inputs()}, patches.data()));
+  DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/rows.npy", {g.image_rows(), c.dim}, rows.data()));
+  DS41_RETURN_IF_ERROR(ds41::WriteNpy(dir + "/span.npy", {g.span_length(), c.dim}, span.data()));
+  std::printf("grid %dx%d patches -> %dx%d tokens, span %lld positions; tower+aligner %.3f s\n", g.n_vit_h, g.n_vit_w,
+              g.n_h, g.n_w, static_cast<long long>(g.span_length()), secs);
+  return Status::Ok();
 }
 
 struct RunResult {
@@ -281,7 +353,18 @@ int main(int argc, char** argv) {
   lg->add_option("--dspark", dspark_dir, "also draft with DSpark after the prompt and every step; write the drafts "
                  "(dspark_*.npy) into this folder");
   lg->add_option("--image-span", image_span, "flag positions START:END as an image span (random embeddings)");
-  lg->add_option("--image-seed", image_seed, "seed of the image-span embeddings");
+  lg->add_option("--image-seed", image_seed, "seed of the image-span embeddings (or of --image's patches)");
+  std::string image_arg;
+  lg->add_option("--image", image_arg, "an image span HxW@START: seeded patches of an HxW patch grid through the vision "
+                 "tower, its span at START (tokens there: image_token_id)");
+
+  std::string grid_arg, vision_out;
+  uint64_t vision_seed = 1;
+  auto* vis = app.add_subcommand("vision", "one seeded image through the vision tower and aligner, as .npy");
+  vis->add_option("--model", model_dir, "checkpoint folder")->required();
+  vis->add_option("--grid", grid_arg, "patch grid HxW")->required();
+  vis->add_option("--seed", vision_seed, "seed of the patches");
+  vis->add_option("--out", vision_out, "output folder (patches.npy, rows.npy, span.npy)")->required();
 
   auto* info = app.add_subcommand("info", "configuration, layer map and fingerprint");
   info->add_option("--model", model_dir, "checkpoint folder")->required();
@@ -316,10 +399,19 @@ int main(int argc, char** argv) {
       for (int L : c.dspark_target_layer_ids) std::cout << " " << L;
       std::cout << ", experts " << c.dspark_active() << " of " << c.dspark_experts() << "\n";
     }
+    if (c.vision)
+      std::cout << "vision " << c.vision_n_layers << " blocks of " << c.vision_dim << " (" << c.vision_n_heads
+                << " heads), patch " << c.vision_patch_size << ", merge " << c.vision_downsample_ratio << "x"
+                << c.vision_downsample_ratio << ", span cap " << c.vision_max_n_token << ", image token "
+                << c.image_token_id << "\n";
     return 0;
   }
   if (session->parsed()) {
     const Status s = RunSession(model, turns_path);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (vis->parsed()) {
+    const Status s = RunVision(model, grid_arg, vision_seed, vision_out);
     return s.ok() ? 0 : Fail(s);
   }
 
@@ -333,6 +425,11 @@ int main(int argc, char** argv) {
   ds41::TokenSpan span{*tokens, {}, {}};
   if (!image_span.empty()) {
     if (Status s = AddImageSpan(image_span, image_seed, c.dim, &span); !s.ok()) return Fail(s);
+  }
+  std::vector<float> image_patches;
+  if (!image_arg.empty()) {
+    if (!image_span.empty()) return Fail(ds41::InvalidArgumentError("--image and --image-span exclude each other"));
+    if (Status s = AddImage(image_arg, image_seed, engine, c, &span, &image_patches); !s.ok()) return Fail(s);
   }
 
   if (gen->parsed()) {
@@ -372,6 +469,13 @@ int main(int argc, char** argv) {
     if (!span.image.empty()) {  // the flagged rows' embeddings, in order
       const int64_t flagged = static_cast<int64_t>(span.image_embeds.size() / c.dim);
       if (Status w = ds41::WriteNpy(dump_dir + "/image_embeds.npy", {flagged, c.dim}, span.image_embeds.data()); !w.ok())
+        return Fail(w);
+    }
+    if (!image_patches.empty()) {
+      const int64_t K = c.vision_patch_inputs();
+      if (Status w = ds41::WriteNpy(dump_dir + "/patches.npy", {static_cast<int64_t>(image_patches.size()) / K, K},
+                                    image_patches.data());
+          !w.ok())
         return Fail(w);
     }
   }

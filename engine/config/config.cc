@@ -141,11 +141,23 @@ StatusOr<ModelConfig> ModelConfig::FromJson(const std::string& json_text) {
     if (expert != "fp4") return Bad("quantization_config.expert_dtype is \"" + expert + "\", expected \"fp4\"");
   }
   if (vc != nullptr) {
+    // HF names of MODEL.md §1.1; absent keys keep REF's ModelArgs defaults.
     FieldReader r(*vc, "vision_config.");
-    int layers = 0;
-    r.Int("num_hidden_layers", &layers, false);
+    std::string vtype;
+    r.String("model_type", &vtype, false);
+    r.Int("num_hidden_layers", &c.vision_n_layers, false);
+    r.Int("hidden_size", &c.vision_dim, false);
+    r.Int("num_attention_heads", &c.vision_n_heads, false);
+    r.Int("intermediate_size", &c.vision_inter_dim, false);
+    r.Int("patch_size", &c.vision_patch_size, false);
+    r.Double("rope_theta", &c.vision_rope_theta, false);
+    r.Int("downsample_ratio", &c.vision_downsample_ratio, false);
+    r.Int("max_image_tokens", &c.vision_max_n_token, false);
+    r.Int("min_pixels", &c.vision_min_pixels, false);
+    r.Double("max_wh_ratio", &c.vision_max_wh_ratio, false);  // null: no limit
     DS41_RETURN_IF_ERROR(r.status());
-    c.vision = layers > 0;
+    if (!vtype.empty() && vtype != "deepseek_v41_vision")
+      return Bad("vision_config.model_type is \"" + vtype + "\", expected \"deepseek_v41_vision\"");
   }
 
   FieldReader r(*tc, "text_config.");
@@ -290,6 +302,33 @@ Status ModelConfig::Validate() {
                               "text_config.dspark expert counts must not be negative"));
     DS41_RETURN_IF_ERROR(need(dspark_active() >= 1 && dspark_active() <= dspark_experts(),
                               "text_config.dspark_num_experts_per_tok must be in [1, dspark_n_routed_experts]"));
+  }
+
+  vision = vision_n_layers > 0;
+  DS41_RETURN_IF_ERROR(need(vision_n_layers >= 0, "vision_config.num_hidden_layers must not be negative"));
+  if (vision) {
+    // The tower's linears and attention products run on the canonical 32-wide K blocks
+    // (engine/kernels/kernels.h; the patch embedding's 3·p·p inputs are zero-padded), so widths and
+    // head_dim are multiples of 32 (the release's 1024, 2816 and 64 are).
+    auto vmultiple = [&](int v, int m, const char* key) {
+      return need(v > 0 && v % m == 0, std::string("vision_config.") + key + " = " + std::to_string(v) +
+                                           " must be a positive multiple of " + std::to_string(m));
+    };
+    DS41_RETURN_IF_ERROR(vmultiple(vision_dim, 32, "hidden_size"));
+    DS41_RETURN_IF_ERROR(vmultiple(vision_inter_dim, 32, "intermediate_size"));
+    DS41_RETURN_IF_ERROR(need(vision_n_heads >= 1 && vision_dim % vision_n_heads == 0 && vision_head_dim() % 32 == 0,
+                              "vision_config.num_attention_heads must divide hidden_size into heads of a multiple of 32"));
+    // Bounds far above the release's (1024, 2816, 14, 3) so that derived sizes (3·p², dim·r², 2·inter) fit an int.
+    DS41_RETURN_IF_ERROR(need(vision_dim <= 65536 && vision_inter_dim <= 262144,
+                              "vision_config.hidden_size must be at most 65536 and intermediate_size at most 262144"));
+    DS41_RETURN_IF_ERROR(need(vision_patch_size >= 1 && vision_patch_size <= 256, "vision_config.patch_size must be in [1, 256]"));
+    DS41_RETURN_IF_ERROR(need(vision_downsample_ratio >= 1 && vision_downsample_ratio <= 16,
+                              "vision_config.downsample_ratio must be in [1, 16]"));
+    DS41_RETURN_IF_ERROR(need(vision_max_n_token >= 5, "vision_config.max_image_tokens must be at least 5 (one row of one image token)"));
+    DS41_RETURN_IF_ERROR(need(vision_min_pixels >= 0, "vision_config.min_pixels must not be negative"));
+    DS41_RETURN_IF_ERROR(need(vision_max_wh_ratio >= 0.0, "vision_config.max_wh_ratio must not be negative"));
+    DS41_RETURN_IF_ERROR(need(vision_rope_theta > 0.0, "vision_config.rope_theta must be positive"));
+    DS41_RETURN_IF_ERROR(need(image_token_id >= 0 && image_token_id < vocab_size, "image_token_id must be a token id with vision"));
   }
 
   // KV and index sources.
@@ -481,7 +520,21 @@ std::string ModelConfig::ToJson() const {
                                  {"scale_fmt", "ue8m0"},
                                  {"expert_dtype", "fp4"}};
   root["text_config"] = t;
-  if (vision) root["vision_config"] = {{"model_type", "deepseek_v41_vision"}, {"num_hidden_layers", 1}};
+  if (vision) {
+    json v = {{"model_type", "deepseek_v41_vision"},
+              {"num_hidden_layers", vision_n_layers},
+              {"hidden_size", vision_dim},
+              {"num_attention_heads", vision_n_heads},
+              {"intermediate_size", vision_inter_dim},
+              {"patch_size", vision_patch_size},
+              {"rope_theta", vision_rope_theta},
+              {"downsample_ratio", vision_downsample_ratio},
+              {"max_image_tokens", vision_max_n_token},
+              {"min_pixels", vision_min_pixels}};
+    if (vision_max_wh_ratio > 0) v["max_wh_ratio"] = vision_max_wh_ratio;
+    else v["max_wh_ratio"] = nullptr;
+    root["vision_config"] = v;
+  }
   return root.dump(2) + "\n";
 }
 

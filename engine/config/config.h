@@ -95,7 +95,19 @@ struct ModelConfig {
   int eos_token_id = 1;
   int pad_token_id = 2;
   int image_token_id = -1;
-  bool vision = false;          // vision_config present with layers > 0 (bias_vl tensors exist)
+  // Vision tower (vision_config; REF ModelArgs vision_*, MODEL.md §1.1-1.2, §2.5, §9.2). Read only
+  // when vision_n_layers > 0; the defaults are REF's.
+  int vision_n_layers = 0;            // num_hidden_layers
+  int vision_dim = 1024;              // hidden_size
+  int vision_n_heads = 16;            // num_attention_heads
+  int vision_inter_dim = 2816;        // intermediate_size (mlp.w1 holds gate and up: 2x this)
+  int vision_patch_size = 14;         // patch_size
+  int vision_downsample_ratio = 3;    // downsample_ratio: the aligner merges r x r patches
+  int vision_max_n_token = 1024;      // max_image_tokens: whole span, delimiters included (§9.2)
+  int64_t vision_min_pixels = 544 * 544;  // min_pixels
+  double vision_max_wh_ratio = 0.0;   // max_wh_ratio; 0: null (no limit)
+  double vision_rope_theta = 10000.0; // rope_theta
+  bool vision = false;          // vision_n_layers > 0: the tower's tensors and bias_vl exist
 
   // Derived by Validate().
   std::vector<LayerRole> roles;  // [n_layers]
@@ -117,6 +129,9 @@ struct ModelConfig {
   int dspark_experts() const { return dspark_n_routed_experts > 0 ? dspark_n_routed_experts : n_routed_experts; }
   int dspark_active() const { return dspark_n_activated_experts > 0 ? dspark_n_activated_experts : n_activated_experts; }
   bool has_dspark() const { return n_mtp_layers > 0; }
+  int vision_head_dim() const { return vision_n_heads > 0 ? vision_dim / vision_n_heads : 0; }
+  int vision_patch_inputs() const { return 3 * vision_patch_size * vision_patch_size; }  // (c, py, px)
+  int vision_aligner_in() const { return vision_dim * vision_downsample_ratio * vision_downsample_ratio; }
 
   // Parses an HF config.json (top level with text_config) and validates it.
   static StatusOr<ModelConfig> FromJson(const std::string& json_text);

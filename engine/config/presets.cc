@@ -61,7 +61,16 @@ ModelConfig ReleaseConfig() {
   c.dspark_n_routed_experts = 128;
   c.dspark_n_activated_experts = 3;
   c.image_token_id = 129264;
-  c.vision = true;
+  c.vision_n_layers = 32;
+  c.vision_dim = 1024;
+  c.vision_n_heads = 16;
+  c.vision_inter_dim = 2816;
+  c.vision_patch_size = 14;
+  c.vision_downsample_ratio = 3;
+  c.vision_max_n_token = 1024;
+  c.vision_min_pixels = 295936;
+  c.vision_max_wh_ratio = 0.0;  // null
+  c.vision_rope_theta = 10000;
   Status s = c.Validate();
   DS41_CHECK(s.ok(), s.ToString());
   return c;
@@ -114,7 +123,7 @@ ModelConfig TinyConfig() {
   c.engram_pad_id = 2;
   c.engram_compressed_vocab_size = 256;
   c.n_mtp_layers = 0;
-  c.vision = false;
+  c.vision_n_layers = 0;
   Status s = c.Validate();
   DS41_CHECK(s.ok(), s.ToString());
   return c;
@@ -152,14 +161,36 @@ ModelConfig TinyDsparkConfig() {
   return c;
 }
 
-std::vector<std::string> PresetNames() { return {"release", "small", "tiny", "tiny-dspark"}; }
+ModelConfig TinyVisionConfig() {
+  ModelConfig c = TinyConfig();
+  // A two-block tower at toy width with the release's structure: 2 heads of 32 (rope over 16 = 8 h and
+  // 8 w frequencies), patch 4 (48 inputs: a partial K block), 3x3 merge, and a span cap that a 12x12
+  // patch grid (4x4 tokens: 22 positions) fits and a 13x13 one (5x5: 32) does not.
+  c.image_token_id = 509;
+  c.vision_n_layers = 2;
+  c.vision_dim = 64;
+  c.vision_n_heads = 2;
+  c.vision_inter_dim = 96;
+  c.vision_patch_size = 4;
+  c.vision_downsample_ratio = 3;
+  c.vision_max_n_token = 30;
+  c.vision_min_pixels = 16 * 16;
+  c.vision_max_wh_ratio = 0.0;
+  c.vision_rope_theta = 10000;
+  Status s = c.Validate();
+  DS41_CHECK(s.ok(), s.ToString());
+  return c;
+}
+
+std::vector<std::string> PresetNames() { return {"release", "small", "tiny", "tiny-dspark", "tiny-vision"}; }
 
 StatusOr<ModelConfig> PresetConfig(const std::string& name) {
   if (name == "release") return ReleaseConfig();
   if (name == "tiny") return TinyConfig();
   if (name == "small") return SmallConfig();
   if (name == "tiny-dspark") return TinyDsparkConfig();
-  return NotFoundError("unknown preset \"" + name + "\" (known: release, small, tiny, tiny-dspark)");
+  if (name == "tiny-vision") return TinyVisionConfig();
+  return NotFoundError("unknown preset \"" + name + "\" (known: release, small, tiny, tiny-dspark, tiny-vision)");
 }
 
 }  // namespace ds41

@@ -14,6 +14,7 @@ ModelConfig ReleaseConfig();  // DeepSeek-V4.1-Flash as published (40 layers, 51
 ModelConfig TinyConfig();     // 8 layers, 256 wide: every mechanism at toy size
 ModelConfig SmallConfig();    // tiny's width with the release's window, top-k and candidate pool
 ModelConfig TinyDsparkConfig();  // tiny + 3 DSpark layers over layers 5-7 (MODEL.md §9.3)
+ModelConfig TinyVisionConfig();  // tiny + a 2-block, 64-wide vision tower (MODEL.md §2.5, §9.2)
 
 // "release", "tiny", ... ; NotFound for an unknown name.
 StatusOr<ModelConfig> PresetConfig(const std::string& name);

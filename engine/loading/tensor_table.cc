@@ -30,6 +30,8 @@ std::vector<StoredTensor> StoredTensors(const TensorSpec& s) {
 bool IsIgnoredTensorName(const ModelConfig& c, const std::string& n) {
   // DSpark tensors are read whenever the configuration has DSpark layers (then the table lists them).
   if (c.n_mtp_layers == 0 && n.rfind("mtp.", 0) == 0) return true;
+  // Likewise the vision tower's whenever the configuration has one.
+  if (c.vision) return false;
   for (const char* p : {"vision.", "aligner.", "image_start", "image_end", "image_newline"})
     if (n.rfind(p, 0) == 0) return true;
   return false;
@@ -125,6 +127,31 @@ void ForEachTensor(const ModelConfig& c, const std::function<void(const TensorSp
       proj(p + "confidence_head.proj.weight", F::kBf16, 1, D + c.dspark_markov_rank, 1.0);
     }
   }
+
+  // Vision tower and aligner (MODEL.md §2.5), all BF16, after everything else so that configurations
+  // without vision list (and pack) exactly what they did before.
+  if (!c.vision) return;
+  const int64_t V = c.vision_dim, I = c.vision_inter_dim;
+  auto bias = [&](std::string name, int64_t n) { emit(std::move(name), F::kBf16, {n}, {H::kSmall, 0.02}); };
+  proj("vision.patch_embed.proj.weight", F::kBf16, V, c.vision_patch_inputs(), 1.0);
+  bias("vision.patch_embed.proj.bias", V);
+  for (int b = 0; b < c.vision_n_layers; ++b) {
+    const std::string p = "vision.blocks." + std::to_string(b) + ".";
+    proj(p + "attn.wqkv.weight", F::kBf16, 3 * V, V, 1.0);
+    bias(p + "attn.wqkv.bias", 3 * V);
+    proj(p + "attn.wo.weight", F::kBf16, V, V, 1.0);
+    bias(p + "attn.wo.bias", V);
+    proj(p + "mlp.w1.weight", F::kBf16, 2 * I, V, 1.0);  // [gate; up] chunks (REF MLP)
+    proj(p + "mlp.w2.weight", F::kBf16, V, I, 1.0);
+    norm(p + "norm1.weight", V, 1.0);
+    norm(p + "norm2.weight", V, 1.0);
+  }
+  norm("vision.norm.weight", V, 1.0);
+  proj("aligner.w1.weight", F::kBf16, D, c.vision_aligner_in(), 1.0);
+  bias("aligner.w1.bias", D);
+  proj("aligner.w2.weight", F::kBf16, D, D, 1.0);
+  bias("aligner.w2.bias", D);
+  for (const char* n : {"image_start", "image_end", "image_newline"}) emit(n, F::kBf16, {D}, {H::kEmbedding, 0.12});
 }
 
 }  // namespace ds41

@@ -47,11 +47,12 @@ struct StoredTensor {
 std::vector<StoredTensor> StoredTensors(const TensorSpec& spec);
 
 // Every tensor the engine reads (globals, then the backbone layer by layer, then the DSpark layers
-// mtp.0.. when configured), in a stable order.
+// mtp.0.. and the vision tower when configured), in a stable order.
 void ForEachTensor(const ModelConfig& config, const std::function<void(const TensorSpec&)>& fn);
 
-// Names the engine never reads but the release ships (vision, and DSpark's mtp.* when `config` has
-// no DSpark layers); present tensors with these prefixes are accepted and ignored.
+// Names the engine never reads but the release ships (the vision tower's when `config` has no
+// vision, DSpark's mtp.* when it has no DSpark layers); present tensors with these prefixes are
+// accepted and ignored.
 bool IsIgnoredTensorName(const ModelConfig& config, const std::string& name);
 
 }  // namespace ds41

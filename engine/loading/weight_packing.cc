@@ -93,6 +93,17 @@ std::vector<Target> Targets(ModelWeights* w) {
   for (size_t k = 0; k < w->dspark.layers.size(); ++k) block("mtp." + std::to_string(k) + ".", w->dspark.layers[k]);
   fp8("mtp.main_proj", w->dspark.main_proj);
   bf16("mtp.markov_head", w->dspark.markov_head);
+  // The vision tower last, likewise (the patch embedding's 3·p·p inputs are no whole K block: unpacked).
+  for (size_t b = 0; b < w->vision.blocks.size(); ++b) {
+    VisionBlockWeights& vb = w->vision.blocks[b];
+    const std::string p = "vision.blocks." + std::to_string(b) + ".";
+    bf16(p + "wqkv", vb.wqkv);
+    bf16(p + "wo", vb.wo);
+    bf16(p + "w1", vb.w1);
+    bf16(p + "w2", vb.w2);
+  }
+  bf16("aligner.w1", w->vision.aligner_w1);
+  bf16("aligner.w2", w->vision.aligner_w2);
   return out;
 }
 

@@ -150,6 +150,32 @@ StatusOr<ModelWeights> BindWeights(const ModelConfig& c, const SafetensorsCheckp
       d.confidence_proj = bf16(p + "confidence_head.proj.weight");
     }
   }
+  if (c.vision) {
+    VisionWeights& v = w.vision;
+    v.patch_w = bf16("vision.patch_embed.proj.weight");
+    v.patch_b = bf16("vision.patch_embed.proj.bias");
+    v.blocks.resize(c.vision_n_layers);
+    for (int b = 0; b < c.vision_n_layers; ++b) {
+      const std::string p = "vision.blocks." + std::to_string(b) + ".";
+      VisionBlockWeights& vb = v.blocks[b];
+      vb.wqkv = bf16(p + "attn.wqkv.weight");
+      vb.wqkv_bias = bf16(p + "attn.wqkv.bias");
+      vb.wo = bf16(p + "attn.wo.weight");
+      vb.wo_bias = bf16(p + "attn.wo.bias");
+      vb.w1 = bf16(p + "mlp.w1.weight");
+      vb.w2 = bf16(p + "mlp.w2.weight");
+      vb.norm1 = bf16(p + "norm1.weight");
+      vb.norm2 = bf16(p + "norm2.weight");
+    }
+    v.norm = bf16("vision.norm.weight");
+    v.aligner_w1 = bf16("aligner.w1.weight");
+    v.aligner_b1 = bf16("aligner.w1.bias");
+    v.aligner_w2 = bf16("aligner.w2.weight");
+    v.aligner_b2 = bf16("aligner.w2.bias");
+    v.image_start = bf16("image_start");
+    v.image_end = bf16("image_end");
+    v.image_newline = bf16("image_newline");
+  }
   return w;
 }
 

@@ -107,10 +107,29 @@ struct DsparkWeights {
   Bf16View confidence_proj;          // last stage: [1, dim + markov_rank]
 };
 
+// Vision tower blocks and aligner (MODEL.md §2.5; REF vision.py), all BF16 [out, in] with biases [out].
+struct VisionBlockWeights {
+  Bf16View wqkv, wqkv_bias;  // [3*vdim, vdim]: q, k, v chunks
+  Bf16View wo, wo_bias;      // [vdim, vdim]
+  Bf16View w1;               // [2*inter, vdim]: gate rows, then up rows
+  Bf16View w2;               // [vdim, inter]
+  Bf16View norm1, norm2;     // [vdim]
+};
+
+struct VisionWeights {
+  Bf16View patch_w, patch_b;  // [vdim, 3*p*p] (inputs in (c, py, px) order), [vdim]
+  std::vector<VisionBlockWeights> blocks;  // [vision_n_layers]
+  Bf16View norm;              // [vdim]
+  Bf16View aligner_w1, aligner_b1;  // [dim, vdim*r*r], [dim]
+  Bf16View aligner_w2, aligner_b2;  // [dim, dim], [dim]
+  Bf16View image_start, image_end, image_newline;  // [dim] span delimiters
+};
+
 struct ModelWeights {
   Bf16View embed, head, norm;
   std::vector<LayerWeights> layers;
   DsparkWeights dspark;  // empty layers when the config has none
+  VisionWeights vision;  // empty blocks (null views) when the config has no vision
 };
 
 // Resolves every tensor of the table against the checkpoint. A missing required tensor, a wrong

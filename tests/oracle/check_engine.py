@@ -44,14 +44,21 @@ def prompt_tokens(n, vocab, seed):
     return [int(t) for t in rng.integers(3, vocab, size=n)]
 
 
-def run_case(args, ckpt, model, n, decode, image_span=None):
+def run_case(args, ckpt, model, n, decode, image_span=None, image_grid=None, vision=None):
+    """image_grid (h, w, start, span_len): the span's tokens are image_token_id and its embeddings come
+    from the vision tower (the engine's `--image`; the oracle's own tower on the engine's patches)."""
     tokens = prompt_tokens(n, model.cfg.vocab, args.seed)
+    if image_grid:
+        gh, gw, start, slen = image_grid
+        tokens[start : start + slen] = [vision.cfg.image_token_id] * slen
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "logits.npy")
         cmd = [args.engine, "logits", "--model", ckpt, "--tokens", ",".join(map(str, tokens)), "--decode", str(decode),
                "--out", out, "--dump", tmp]
         if image_span:
             cmd += ["--image-span", f"{image_span[0]}:{image_span[1]}"]
+        if image_grid:
+            cmd += ["--image", f"{gh}x{gw}@{start}", "--image-seed", str(args.seed)]
         if args.dspark:
             cmd += ["--dspark", tmp]
         t0 = time.time()
@@ -71,6 +78,16 @@ def run_case(args, ckpt, model, n, decode, image_span=None):
             rows = torch.from_numpy(np.load(os.path.join(tmp, "image_embeds.npy")))  # the flagged rows only
             embeds = torch.zeros(n, rows.shape[1], dtype=rows.dtype)
             embeds[image_span[0]:image_span[1]] = rows
+        span_note = ""
+        if image_grid:
+            image = [start <= i < start + slen for i in range(n)]
+            e_embeds = np.load(os.path.join(tmp, "image_embeds.npy"))  # the flagged rows only: the span
+            patches = torch.from_numpy(np.load(os.path.join(tmp, "patches.npy")))
+            o_span = vision.span(vision.encode_image(patches, gh, gw), gh, gw)
+            embeds = torch.zeros(n, model.cfg.dim)
+            embeds[start : start + slen] = o_span
+            span_l2 = rel_l2(e_embeds, o_span.numpy())
+            span_note = f" tower span relL2 {span_l2:.1e}"
 
     t0 = time.time()
     model.reset()
@@ -112,6 +129,8 @@ def run_case(args, ckpt, model, n, decode, image_span=None):
     same_streams = float(np.mean(es == o_streams))
     if worst_logit > TOL:
         problems.append(f"logits rel L2 {worst_logit:.2e} > {TOL}")
+    if image_grid and span_l2 > TOL:
+        problems.append(f"image span embeddings rel L2 {span_l2:.2e} > {TOL}")
     if worst_stream > TOL:
         problems.append(f"stream rel L2 {worst_stream:.2e} > {TOL}")
     for k, ov in o_cache.items():
@@ -124,6 +143,8 @@ def run_case(args, ckpt, model, n, decode, image_span=None):
     if args.dspark:
         dspark_note = check_dspark(model, e_dspark, drafts, hidden_rows, problems)
     tag = f"n={n:<4d}" + (f" image {image_span[0]}:{image_span[1]}" if image_span else "")
+    if image_grid:
+        tag += f" image {gh}x{gw} patches at {start}:{start + slen}{span_note}"
     print(f"  {tag} steps={decode} logits relL2 {worst_logit:.1e} (bit-identical {same_logits:.4f}) "
           f"streams relL2 {worst_stream:.1e} (bit-identical {same_streams:.4f}) caches "
           f"{'identical' if not any(p.startswith('cache') for p in problems) else 'DIFFER'} "

@@ -823,3 +823,140 @@ class Oracle:
         for L in range(self.cfg.n_layers):
             out[f"window_L{L}"] = torch.stack([b for _, b in self.win[L][-self.cfg.window :]]).numpy()
         return out
+
+
+# ------------------------------------------------------------------------------------------ vision
+# The vision tower and aligner (MODEL.md §2.5, §9.2), from the reference's semantics (REF vision.py:
+# ViT, Aligner; model.py encode_image / merge_image_embeddings) with the project's rounding and
+# summation choices (engine/layers/vision.h): bf16 linears with bias added in fp32 before the one
+# rounding; RMSNorm eps 1e-6; 2-D RoPE, rotate-half over the whole head; softmax probabilities rounded
+# to bf16 before P.V; exact-erf GELU.
+#
+# Deliberate errors that the WILL_FAIL tests use to show the check can fail:
+#   DS41_ORACLE_VISION_UNFOLD=spatial  the r x r merge in (ky, kx, c) order instead of F.unfold's (c, ky, kx)
+#   DS41_ORACLE_VISION_ROPE=wh         the rope's h and w frequency halves swapped
+def _pad32(x):
+    k = x.shape[-1]
+    kp = (k + 31) // 32 * 32
+    return x if kp == k else torch.nn.functional.pad(x, (0, kp - k))
+
+
+def linear_bias(x, w, b=None):
+    y = block_linear(_pad32(x), _pad32(w))
+    return bf16(y + b if b is not None else y)
+
+
+def gelu_c(x):
+    return f64_then_f32(lambda d: 0.5 * d * (1.0 + torch.erf(d / math.sqrt(2.0))), x)
+
+
+class VisionConfig:
+    def __init__(self, folder):
+        with open(os.path.join(folder, "config.json")) as f:
+            root = json.load(f)
+        v = root.get("vision_config") or {}
+        self.layers = v.get("num_hidden_layers", 0)
+        self.dim, self.heads = v.get("hidden_size", 1024), v.get("num_attention_heads", 16)
+        self.inter, self.patch = v.get("intermediate_size", 2816), v.get("patch_size", 14)
+        self.theta, self.r = v.get("rope_theta", 10000.0), v.get("downsample_ratio", 3)
+        self.max_tokens = v.get("max_image_tokens", 1024)
+        self.hd = self.dim // self.heads
+        self.text_dim = root["text_config"]["hidden_size"]
+        self.image_token_id = root.get("image_token_id", -1)
+
+
+def vision_cos_sin(n_h, n_w, hd, theta):
+    """REF get_vision_cos_sin over rope dim hd/2: [n, hd/2] with the h frequencies, then the w ones."""
+    rd = hd // 2
+    expo = torch.arange(0, rd, 2, dtype=F32) / rd
+    inv = 1.0 / (torch.tensor(theta, dtype=F64) ** expo.to(F64)).to(F32)
+    hpos = torch.arange(n_h).unsqueeze(1).expand(n_h, n_w).reshape(-1).to(F32)
+    wpos = torch.arange(n_w).unsqueeze(0).expand(n_h, n_w).reshape(-1).to(F32)
+    first, second = (wpos, hpos) if os.environ.get("DS41_ORACLE_VISION_ROPE") == "wh" else (hpos, wpos)
+    ang = torch.cat([first.unsqueeze(1) * inv, second.unsqueeze(1) * inv], dim=1)
+    return f64_then_f32(torch.cos, ang), f64_then_f32(torch.sin, ang)
+
+
+def vision_rotate(x, cos, sin):
+    """x [n, heads, hd]; cos/sin [n, hd/2]."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+    return bf16(torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1))
+
+
+def aligner_unfold(x, n_h, n_w, r):
+    """[n_h*n_w, C] -> [ceil(n_h/r)*ceil(n_w/r), C*r*r] in F.unfold's column order (c, ky, kx)."""
+    C = x.shape[-1]
+    g = x.reshape(n_h, n_w, C).permute(2, 0, 1)
+    g = torch.nn.functional.pad(g, (0, -n_w % r, 0, -n_h % r))
+    H, W = g.shape[1] // r, g.shape[2] // r
+    blocks = g.reshape(C, H, r, W, r).permute(1, 3, 0, 2, 4)  # [H, W, C, ky, kx]
+    if os.environ.get("DS41_ORACLE_VISION_UNFOLD") == "spatial":
+        blocks = blocks.permute(0, 1, 3, 4, 2)  # [H, W, ky, kx, C]: the wrong order
+    return blocks.reshape(H * W, C * r * r)
+
+
+class Vision:
+    def __init__(self, folder, weights=None):
+        self.cfg = VisionConfig(folder)
+        self.w = weights or Weights(folder)
+
+    def attention(self, qkv, n):
+        cfg = self.cfg
+        V, H, hd = cfg.dim, cfg.heads, cfg.hd
+        scale = torch.tensor(1.0 / math.sqrt(hd), dtype=F64).to(F32)
+        out = torch.zeros(n, V)
+        for h in range(H):
+            q = qkv[:, h * hd : (h + 1) * hd]
+            k = qkv[:, V + h * hd : V + (h + 1) * hd]
+            v = qkv[:, 2 * V + h * hd : 2 * V + (h + 1) * hd]
+            s = block_linear(q, k) * scale  # [n, n]
+            e = exp_c(s - s.amax(-1, keepdim=True))
+            l = e.to(F64).sum(-1).to(F32)
+            p = bf16(e / l.unsqueeze(-1))
+            out[:, h * hd : (h + 1) * hd] = bf16(block_linear(_pad32(p), _pad32(v.t().contiguous())))
+        return out
+
+    def tower(self, patches, n_h, n_w):
+        """patches [n, 3*p*p] (bf16 values) -> final norm output [n, dim]."""
+        cfg, w = self.cfg, self.w
+        n = n_h * n_w
+        x = linear_bias(patches, w.bf16("vision.patch_embed.proj.weight"), w.bf16("vision.patch_embed.proj.bias"))
+        cos, sin = vision_cos_sin(n_h, n_w, cfg.hd, cfg.theta)
+        V, I = cfg.dim, cfg.inter
+        for b in range(cfg.layers):
+            p = f"vision.blocks.{b}."
+            h = rms_norm(x, w.bf16(p + "norm1.weight"), 1e-6)
+            qkv = linear_bias(h, w.bf16(p + "attn.wqkv.weight"), w.bf16(p + "attn.wqkv.bias"))
+            q = vision_rotate(qkv[:, :V].reshape(n, cfg.heads, cfg.hd), cos, sin).reshape(n, V)
+            k = vision_rotate(qkv[:, V : 2 * V].reshape(n, cfg.heads, cfg.hd), cos, sin).reshape(n, V)
+            qkv = torch.cat([q, k, qkv[:, 2 * V :]], dim=1)
+            a = linear_bias(self.attention(qkv, n), w.bf16(p + "attn.wo.weight"), w.bf16(p + "attn.wo.bias"))
+            x = bf16(x + a)
+            h = rms_norm(x, w.bf16(p + "norm2.weight"), 1e-6)
+            gu = linear_bias(h, w.bf16(p + "mlp.w1.weight"))
+            act = bf16(bf16(silu_c(gu[:, :I])) * gu[:, I:])
+            x = bf16(x + linear_bias(act, w.bf16(p + "mlp.w2.weight")))
+        return rms_norm(x, w.bf16("vision.norm.weight"), 1e-6)
+
+    def aligner(self, feats, n_h, n_w):
+        w = self.w
+        m = aligner_unfold(feats, n_h, n_w, self.cfg.r)
+        h = bf16(gelu_c(linear_bias(m, w.bf16("aligner.w1.weight"), w.bf16("aligner.w1.bias"))))
+        return linear_bias(h, w.bf16("aligner.w2.weight"), w.bf16("aligner.w2.bias"))
+
+    def encode_image(self, patches, n_h, n_w):
+        return self.aligner(self.tower(patches, n_h, n_w), n_h, n_w)
+
+    def span(self, rows, n_h, n_w):
+        """REF merge_image_embeddings for one image: [start] ([image]*tw [newline])*th [end]."""
+        r = self.cfg.r
+        th, tw = -(-n_h // r), -(-n_w // r)
+        w = self.w
+        out = [w.bf16("image_start")]
+        for y in range(th):
+            out.extend(rows[y * tw : (y + 1) * tw])
+            out.append(w.bf16("image_newline"))
+        out.append(w.bf16("image_end"))
+        return torch.stack(out)
