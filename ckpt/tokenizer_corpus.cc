@@ -64,4 +64,11 @@ Status WriteTrainedTokenizer(const std::vector<std::string>& corpus, int32_t voc
   return Status::Ok();
 }
 
+int32_t TrainedControlTokenId(std::string_view control) {
+  const auto all = chat::ControlTokens();  // ids 0..2 are the trainer's begin, end and pad: the same three
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i] == control) return static_cast<int32_t>(i);
+  return -1;
+}
+
 }  // namespace ds41

@@ -16,4 +16,8 @@ StatusOr<std::vector<std::string>> ReadCorpus(const std::vector<std::string>& pa
 // Trains and writes <out_dir>/tokenizer.json with `vocab_size` entries.
 Status WriteTrainedTokenizer(const std::vector<std::string>& corpus, int32_t vocab_size, const std::string& out_dir);
 
+// The id WriteTrainedTokenizer gives a control token of the chat format (chat/control_tokens.h), or
+// -1: the config's image_token_id must name the tokenizer's image token.
+int32_t TrainedControlTokenId(std::string_view control);
+
 }  // namespace ds41

@@ -244,7 +244,7 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
     if (reach < boundary) H = reach;  // lost units: ask the encoder for less
   }
 
-  PrefillInput pin{in.ns, prompt_ids, H, in.swa_peer, U};
+  PrefillInput pin{in.ns, prompt_ids, H, in.swa_peer, U, in.images};
   DS41_ASSIGN_OR_RETURN(PrefillOutput po, prefill_(in.encoder, pin, in.deadline, stream->cancel_token()));
   if (stream->cancelled()) return CancelledError("cancelled before the first token");
   DS41_ASSIGN_OR_RETURN(UnitLayout layout, UnitLayout::FromConfig(c, U));
@@ -261,7 +261,10 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   const int64_t s = std::max(DefaultReplayStart(c, P), handoff.stream_start);
   const auto tr = std::chrono::steady_clock::now();
   std::vector<float> logits;
-  const TokenSpan prompt{prompt_ids, {}, {}};
+  // The replay computes [s, P): only images there go through the tower (the encoder's rows stay there).
+  EnginePrompt engine_prompt(engine_, c, prompt_ids, in.images);
+  DS41_ASSIGN_OR_RETURN(const TokenSpan prompt, engine_prompt.From(s));
+  if (metrics_ && engine_prompt.images_encoded() > 0) metrics_->images_encoded.Increment(engine_prompt.images_encoded());
   // Speculating: the replayed rows (and the resumed ones) start the DSpark state, which needs no
   // more than the last window positions.
   std::vector<float> hidden;

@@ -35,6 +35,7 @@
 #include "engine/sampling.h"
 #include "engine/speculation.h"
 #include "node_client/node_messages.h"
+#include "serving/engine_prompt.h"
 #include "serving/node_metrics.h"
 #include "serving/prefix_loader.h"
 #include "serving/session_cache.h"

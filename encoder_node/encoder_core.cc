@@ -118,7 +118,8 @@ void EncoderCore::KeepEncodedUnits(const PrefillInput& in, const SequenceState& 
   if (units.ok()) persister_.Put(in.ns, std::move(*units));
 }
 
-Status EncoderCore::RestoreSwa(const PrefillInput& in, int64_t H, SequenceState* st, PrefillOutput* out) {
+Status EncoderCore::RestoreSwa(const PrefillInput& in, int64_t H, EnginePrompt* prompt, SequenceState* st,
+                               PrefillOutput* out) {
   const ModelConfig& c = model_.config();
   const UnitKey pk = PrefixKey(in.ns, in.tokens, H, in.unit_tokens);
   std::optional<std::string> swa = swa_pool_.Get(SwaPoolKey(in.ns, pk));
@@ -136,7 +137,8 @@ Status EncoderCore::RestoreSwa(const PrefillInput& in, int64_t H, SequenceState*
   }
   if (swa && st->RestoreSwa(*swa, c).ok()) return Status::Ok();  // the exact SWA state: no replay
   const int64_t start = std::max<int64_t>(0, H - c.window_size);
-  DS41_RETURN_IF_ERROR(engine_.EncoderReplay(st, TokenSpan{in.tokens, {}, {}}, start));
+  DS41_ASSIGN_OR_RETURN(TokenSpan replayed, prompt->From(start, H));
+  DS41_RETURN_IF_ERROR(engine_.EncoderReplay(st, replayed, start));
   out->swa_source = "replay";
   out->replay_tokens = H - start;
   return Status::Ok();
@@ -150,12 +152,14 @@ StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in, CancelToken
 
   SequenceState st = SequenceState::Create(c);
   PrefillOutput out;
+  // The cache keys hold the images' key tokens; the engine sees the image token and the tower's rows.
+  EnginePrompt prompt(engine_, c, in.tokens, in.images);
   const int64_t H = loader_.Load(in.ns, in.tokens, in.cached_tokens, in.unit_tokens, &st);
   out.cached_tokens = H;
   if (H == 0) {
     out.swa_source = "none";
   } else {
-    DS41_RETURN_IF_ERROR(RestoreSwa(in, H, &st, &out));
+    DS41_RETURN_IF_ERROR(RestoreSwa(in, H, &prompt, &st, &out));
   }
   if (metrics_) {
     if (out.swa_source == "local") metrics_->swa_local.Increment();
@@ -166,7 +170,9 @@ StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in, CancelToken
     metrics_->computed_replay.Increment(static_cast<double>(out.replay_tokens));
   }
 
-  TokenSpan rest{std::vector<int32_t>(in.tokens.begin() + H, in.tokens.end()), {}, {}};
+  DS41_ASSIGN_OR_RETURN(TokenSpan whole, prompt.From(H));
+  TokenSpan rest = whole.Slice(static_cast<size_t>(H), whole.tokens.size(), c.dim);
+  if (metrics_ && prompt.images_encoded() > 0) metrics_->images_encoded.Increment(prompt.images_encoded());
   EncodeJob job;
   DS41_RETURN_IF_ERROR(engine_.BeginEncode(&st, std::move(rest), &job));
   Pending pending{&job, cancel, {}};

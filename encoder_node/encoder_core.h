@@ -24,6 +24,7 @@
 #include "cache_client/cache_client.h"
 #include "engine/engine.h"
 #include "node_client/node_messages.h"
+#include "serving/engine_prompt.h"
 #include "serving/node_metrics.h"
 #include "serving/prefix_loader.h"
 #include "serving/swa_pool.h"
@@ -68,7 +69,7 @@ class EncoderCore {
   // The full units of what a cancelled prefill had encoded, to the store.
   void KeepEncodedUnits(const PrefillInput& in, const SequenceState& st, int64_t H, int64_t encoded);
   // The SWA state at H: this node's pool, else the peer's, else an encoder replay; sets the source.
-  Status RestoreSwa(const PrefillInput& in, int64_t H, SequenceState* st, PrefillOutput* out);
+  Status RestoreSwa(const PrefillInput& in, int64_t H, EnginePrompt* prompt, SequenceState* st, PrefillOutput* out);
 
   const Model& model_;
   Engine engine_;

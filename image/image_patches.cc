@@ -195,15 +195,23 @@ StatusOr<std::vector<float>> ImagePatches(const RgbImage& rgb, const ImagePlan& 
     return InvalidArgumentError("image plan does not match the geometry's patch size");
   }
   DS41_ASSIGN_OR_RETURN(RgbImage fitted, FitToPlan(rgb, plan));
+  return CanvasPatches(fitted, plan.n_vit_h, plan.n_vit_w, p);
+}
+
+StatusOr<std::vector<float>> CanvasPatches(const RgbImage& fitted, int n_vit_h, int n_vit_w, int p) {
+  if (p < 1 || n_vit_h < 1 || n_vit_w < 1 || fitted.width != n_vit_w * p || fitted.height != n_vit_h * p ||
+      fitted.rgb.size() != static_cast<size_t>(fitted.width) * fitted.height * 3) {
+    return InvalidArgumentError("the fitted picture is not the patch grid's size");
+  }
   // The 256 possible values after (x/255 - 0.5)/0.5 in fp32, then bf16, as the release computes.
   float lut[256];
   for (int v = 0; v < 256; ++v) lut[v] = RoundBf16((static_cast<float>(v) / 255.0f - 0.5f) / 0.5f);
   const size_t patch_len = static_cast<size_t>(3) * p * p;
-  std::vector<float> out(static_cast<size_t>(plan.n_vit_h) * plan.n_vit_w * patch_len);
-  const int W = plan.best_width;
-  for (int gy = 0; gy < plan.n_vit_h; ++gy) {
-    for (int gx = 0; gx < plan.n_vit_w; ++gx) {
-      float* dst = &out[(static_cast<size_t>(gy) * plan.n_vit_w + gx) * patch_len];
+  std::vector<float> out(static_cast<size_t>(n_vit_h) * n_vit_w * patch_len);
+  const int W = fitted.width;
+  for (int gy = 0; gy < n_vit_h; ++gy) {
+    for (int gx = 0; gx < n_vit_w; ++gx) {
+      float* dst = &out[(static_cast<size_t>(gy) * n_vit_w + gx) * patch_len];
       for (int c = 0; c < 3; ++c) {
         for (int py = 0; py < p; ++py) {
           const uint8_t* row = &fitted.rgb[(static_cast<size_t>(gy * p + py) * W + gx * p) * 3];

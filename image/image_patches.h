@@ -25,4 +25,8 @@ StatusOr<RgbImage> FitToPlan(const RgbImage& src, const ImagePlan& plan);
 // same geometry.
 StatusOr<std::vector<float>> ImagePatches(const RgbImage& rgb, const ImagePlan& plan, const ImageGeometry& geometry);
 
+// The same patches from a picture already fitted (FitToPlan's output, n_vit_h * p by n_vit_w * p),
+// as the nodes receive it. InvalidArgument when the picture is not that size.
+StatusOr<std::vector<float>> CanvasPatches(const RgbImage& fitted, int n_vit_h, int n_vit_w, int patch_size);
+
 }  // namespace ds41::image

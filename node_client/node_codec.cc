@@ -17,6 +17,35 @@ Status CheckPromptLength(int n) {
   return Status::Ok();
 }
 
+template <typename Request>
+void EncodeImages(const std::vector<PromptImage>& images, Request* req) {
+  for (const PromptImage& im : images) {
+    auto* out = req->add_images();
+    out->set_start(im.start);
+    out->set_vit_h(im.n_vit_h);
+    out->set_vit_w(im.n_vit_w);
+    out->set_hash(std::string(reinterpret_cast<const char*>(im.hash.data()), im.hash.size()));
+    out->set_pixels(im.pixels);
+  }
+}
+
+template <typename Request>
+Status DecodeImages(const Request& req, std::vector<PromptImage>* images) {
+  if (static_cast<size_t>(req.images_size()) > kMaxPromptImages)
+    return InvalidArgumentError("more than " + std::to_string(kMaxPromptImages) + " images");
+  for (const auto& im : req.images()) {
+    PromptImage out;
+    out.start = im.start();
+    out.n_vit_h = im.vit_h();
+    out.n_vit_w = im.vit_w();
+    if (im.hash().size() != out.hash.size()) return InvalidArgumentError("image hash must be 32 bytes");
+    std::copy(im.hash().begin(), im.hash().end(), out.hash.begin());
+    out.pixels = im.pixels();
+    images->push_back(std::move(out));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void EncodePrefillRequest(const PrefillInput& in, const std::string& fingerprint, pb::PrefillRequest* req) {
@@ -26,6 +55,7 @@ void EncodePrefillRequest(const PrefillInput& in, const std::string& fingerprint
   req->set_cached_tokens(in.cached_tokens);
   req->mutable_swa()->set_peer(in.swa_peer);
   req->set_unit_tokens(in.unit_tokens);
+  EncodeImages(in.images, req);
 }
 
 Status DecodePrefillRequest(const pb::PrefillRequest& req, const std::string& fingerprint, PrefillInput* in) {
@@ -33,6 +63,7 @@ Status DecodePrefillRequest(const pb::PrefillRequest& req, const std::string& fi
   DS41_RETURN_IF_ERROR(ParseNs(req.ns(), &in->ns));
   DS41_RETURN_IF_ERROR(CheckPromptLength(req.tokens_size()));
   in->tokens.assign(req.tokens().begin(), req.tokens().end());
+  DS41_RETURN_IF_ERROR(DecodeImages(req, &in->images));
   in->cached_tokens = req.cached_tokens();
   in->swa_peer = req.swa().peer();
   in->unit_tokens = req.unit_tokens();
@@ -80,6 +111,7 @@ void EncodeGenerateRequest(const GenerateInput& in, const std::string& fingerpri
   s->set_seed(in.sampling.seed);
   s->set_max_tokens(in.sampling.max_tokens);
   s->mutable_stop_token_ids()->Add(in.sampling.stop_ids.begin(), in.sampling.stop_ids.end());
+  EncodeImages(in.images, req);
 }
 
 Status DecodeGenerateRequest(const pb::GenerateRequest& req, const std::string& fingerprint, GenerateInput* in) {
@@ -104,7 +136,7 @@ Status DecodeGenerateRequest(const pb::GenerateRequest& req, const std::string& 
   in->sampling.stop_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
   in->unit_tokens = req.unit_tokens() == 0 ? kDefaultUnitTokens : req.unit_tokens();
   in->resumed = req.resumed_tokens();
-  return Status::Ok();
+  return DecodeImages(req, &in->images);
 }
 
 void EncodeUsage(const GenerateUsage& u, pb::Usage* out) {
@@ -136,31 +168,65 @@ GenerateUsage DecodeUsage(const pb::Usage& u) {
 namespace {
 
 // The checks both calls share; `what` names the call in the message ("prefill", "generate").
-Status CheckPromptAndUnits(const char* what, const std::vector<int32_t>& tokens, int64_t cached_tokens, int unit_tokens,
-                           const ModelConfig& c) {
+// Image spans lie in [0, prompt_end), in order, apart, within the model's span cap, with pixels of
+// their grid's size, and hold their key tokens; every other token is a vocabulary id.
+Status CheckPromptAndUnits(const char* what, const std::vector<int32_t>& tokens, const std::vector<PromptImage>& images,
+                           int64_t prompt_end, int64_t cached_tokens, int unit_tokens, const ModelConfig& c) {
   const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0) return InvalidArgumentError(std::string(what) + ": empty prompt");
-  if (cached_tokens < 0 || cached_tokens >= n)
-    return InvalidArgumentError(std::string(what) + ": cached_tokens must be in [0, N)");
+  const std::string w(what);
+  if (n == 0) return InvalidArgumentError(w + ": empty prompt");
+  if (cached_tokens < 0 || cached_tokens >= n) return InvalidArgumentError(w + ": cached_tokens must be in [0, N)");
   DS41_RETURN_IF_ERROR(UnitLayout::FromConfig(c, unit_tokens).status());
-  for (int32_t t : tokens)
-    if (t < 0 || t >= c.vocab_size)
-      return InvalidArgumentError(std::string(what) + ": token " + std::to_string(t) + " outside the vocabulary");
+  if (!images.empty() && (!c.vision || c.image_token_id < 0))
+    return InvalidArgumentError(w + ": the model does not take images");
+  int64_t next = 0;  // the first position the next span may take
+  size_t k = 0;
+  for (int64_t p = 0; p < n; ++p) {
+    if (k < images.size() && p == images[k].start) {
+      const PromptImage& im = images[k];
+      const std::string field = w + ": image " + std::to_string(k);
+      const int r = c.vision_downsample_ratio, patch = c.vision_patch_size;
+      if (im.n_vit_h < 1 || im.n_vit_w < 1 || im.n_vit_h > 4096 || im.n_vit_w > 4096)
+        return InvalidArgumentError(field + ": patch grid out of range");
+      const int64_t h = (im.n_vit_h + r - 1) / r, wd = (im.n_vit_w + r - 1) / r, len = h * (wd + 1) + 2;
+      if (len > c.vision_max_n_token)
+        return InvalidArgumentError(field + ": " + std::to_string(len) + " positions, over the model's " +
+                                    std::to_string(c.vision_max_n_token));
+      if (im.pixels.size() != static_cast<size_t>(im.n_vit_h) * patch * im.n_vit_w * patch * 3)
+        return InvalidArgumentError(field + ": pixels must be the grid's RGB8 rows");
+      if (p + len > prompt_end) return InvalidArgumentError(field + ": its span runs past the prompt");
+      for (int64_t j = 0; j < len; ++j)
+        if (tokens[p + j] != ImageKeyToken(im.hash, j))
+          return InvalidArgumentError(field + ": position " + std::to_string(p + j) + " does not hold its key token");
+      p += len - 1;
+      next = p + 1;
+      ++k;
+      continue;
+    }
+    if (tokens[p] < 0 || tokens[p] >= c.vocab_size)
+      return InvalidArgumentError(w + ": token " + std::to_string(tokens[p]) + " at " + std::to_string(p) +
+                                  " outside the vocabulary");
+  }
+  if (k < images.size())
+    return InvalidArgumentError(w + ": image " + std::to_string(k) + " starts at " + std::to_string(images[k].start) +
+                                (images[k].start < next ? ", inside the span before it" : ", outside the prompt"));
   return Status::Ok();
 }
 
 }  // namespace
 
 Status CheckPrefillInput(const PrefillInput& in, const ModelConfig& model) {
-  return CheckPromptAndUnits("prefill", in.tokens, in.cached_tokens, in.unit_tokens, model);
+  return CheckPromptAndUnits("prefill", in.tokens, in.images, static_cast<int64_t>(in.tokens.size()), in.cached_tokens,
+                             in.unit_tokens, model);
 }
 
 Status CheckGenerateInput(const GenerateInput& in, const ModelConfig& model) {
-  DS41_RETURN_IF_ERROR(CheckPromptAndUnits("generate", in.tokens, in.cached_tokens, in.unit_tokens, model));
   // A migrated request holds the prompt and then the tokens its failed attempt streamed (resumed);
-  // its cached prefix lies inside the prompt.
+  // its cached prefix and its images lie inside the prompt.
   const int64_t n = static_cast<int64_t>(in.tokens.size());
   if (in.resumed < 0 || in.resumed >= n) return InvalidArgumentError("generate: resumed tokens must be in [0, N)");
+  DS41_RETURN_IF_ERROR(
+      CheckPromptAndUnits("generate", in.tokens, in.images, n - in.resumed, in.cached_tokens, in.unit_tokens, model));
   if (in.cached_tokens >= n - in.resumed) {
     return InvalidArgumentError("generate: cached_tokens must be in [0, N - resumed)");
   }

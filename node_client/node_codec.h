@@ -14,6 +14,7 @@
 namespace ds41 {
 
 inline constexpr size_t kMaxStopTokens = 1024;
+inline constexpr size_t kMaxPromptImages = 64;
 inline constexpr size_t kMaxSessionIdBytes = 256;  // longer session ids are cut to this
 
 void EncodePrefillRequest(const PrefillInput& in, const std::string& fingerprint, ds41::node::v1::PrefillRequest* req);
@@ -28,7 +29,8 @@ void EncodeUsage(const GenerateUsage& u, ds41::node::v1::Usage* out);
 GenerateUsage DecodeUsage(const ds41::node::v1::Usage& u);
 
 // What a serving node checks in a decoded request, against its model, before any work: a prompt
-// of ids inside the vocabulary, cached_tokens in [0, N), a unit size the model's unit layout
+// of ids inside the vocabulary but for image spans that hold their key tokens (PromptImage),
+// cached_tokens in [0, N), a unit size the model's unit layout
 // accepts; for Generate also max_tokens >= 1 and an encoder named (the sampling ranges are the
 // engine's SamplingParams::Validate, which the decoder runs after this). INVALID_ARGUMENT naming
 // the field. Kept here, beside the decoding, so the fuzz harness runs the nodes' own checks.

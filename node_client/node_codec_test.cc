@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/config/presets.h"
 #include "node_client/node_protocol.h"
 
 namespace ds41 {
@@ -17,7 +18,7 @@ UnitKey Key(uint8_t b) {
 }
 
 TEST(NodeCodecTest, PrefillRequestRoundTrips) {
-  PrefillInput in{Key(7), {1, 2, 3, 4}, 2, "10.0.0.1:7500", 64};
+  PrefillInput in{Key(7), {1, 2, 3, 4}, 2, "10.0.0.1:7500", 64, {}};
   pb::PrefillRequest req;
   EncodePrefillRequest(in, kFp, &req);
   PrefillInput out;
@@ -29,8 +30,74 @@ TEST(NodeCodecTest, PrefillRequestRoundTrips) {
   EXPECT_EQ(out.unit_tokens, 64);
 }
 
+// A prompt with an image: its span's positions hold the image's key tokens, which travel with its
+// pixels and are checked against the model's vision geometry.
+TEST(NodeCodecTest, PromptImagesRoundTripAndAreChecked) {
+  ModelConfig c = TinyVisionConfig();
+  const int r = c.vision_downsample_ratio, p = c.vision_patch_size;
+  PromptImage im;
+  im.start = 2;
+  im.n_vit_h = r + 1;  // 2 x 1 aligner rows: 2 * (1 + 1) + 2 = 6 positions
+  im.n_vit_w = r;
+  im.hash.fill(0x5a);
+  im.pixels.assign(static_cast<size_t>(im.n_vit_h) * p * im.n_vit_w * p * 3, '\x7f');
+  PrefillInput in{Key(7), {1, 2}, 0, "", 64, {im}};
+  for (int j = 0; j < 6; ++j) in.tokens.push_back(ImageKeyToken(im.hash, j));
+  in.tokens.push_back(9);
+  pb::PrefillRequest req;
+  EncodePrefillRequest(in, kFp, &req);
+  PrefillInput out;
+  ASSERT_TRUE(DecodePrefillRequest(req, kFp, &out).ok());
+  ASSERT_EQ(out.images.size(), 1u);
+  EXPECT_EQ(out.images[0].start, 2);
+  EXPECT_EQ(out.images[0].hash, im.hash);
+  EXPECT_EQ(out.images[0].pixels, im.pixels);
+  EXPECT_EQ(out.tokens, in.tokens);
+  EXPECT_TRUE(CheckPrefillInput(out, c).ok()) << CheckPrefillInput(out, c).ToString();
+  // Two pictures never share a key token at an offset (they would share cache units otherwise).
+  std::array<uint8_t, 32> other = im.hash;
+  other[0] ^= 1;
+  EXPECT_NE(ImageKeyToken(other, 0), ImageKeyToken(im.hash, 0));
+  EXPECT_LT(ImageKeyToken(im.hash, 0), 0);
+
+  auto refused = [&](PrefillInput bad, const char* why) {
+    const Status s = CheckPrefillInput(bad, c);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << why;
+  };
+  PrefillInput bad = out;
+  bad.tokens[4] = 509;  // the image token itself, not the key token
+  refused(bad, "a span position without its key token");
+  bad = out;
+  bad.images[0].start = 3;
+  refused(bad, "a span that does not start where its key tokens do");
+  bad = out;
+  bad.images[0].pixels.pop_back();
+  refused(bad, "pixels of the wrong size");
+  bad = out;
+  bad.images.clear();
+  refused(bad, "key tokens without their image");
+  bad = out;
+  bad.tokens.resize(6);
+  refused(bad, "a span past the prompt");
+  bad = out;
+  bad.images.push_back(bad.images[0]);
+  refused(bad, "a second image inside the first's span");
+  bad = out;
+  bad.images[0].n_vit_h = 4000;
+  refused(bad, "a grid over the span cap");
+  EXPECT_EQ(CheckPrefillInput(out, TinyConfig()).code(), StatusCode::kInvalidArgument) << "a model without vision";
+  GenerateInput g;
+  g.tokens = out.tokens;
+  g.images = out.images;
+  g.encoder = "e:1";
+  g.unit_tokens = 64;
+  EXPECT_TRUE(CheckGenerateInput(g, c).ok());
+  g.resumed = 2;  // the last two tokens were generated: the span would reach into them
+  EXPECT_EQ(CheckGenerateInput(g, c).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(NodeCodecTest, RequestsForAnotherModelOrProtocolAreRefused) {
-  PrefillInput in{Key(7), {1}, 0, "", 64};
+  PrefillInput in{Key(7), {1}, 0, "", 64, {}};
   pb::PrefillRequest req;
   EncodePrefillRequest(in, kFp, &req);
   PrefillInput out;

@@ -4,6 +4,7 @@
 // (thread-compatible).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -17,12 +18,23 @@ namespace ds41 {
 enum class NodeRole { kEncoder, kDecoder };
 const char* NodeRoleName(NodeRole r);  // "encoder" | "decoder"
 
+// One image of a prompt: its span starts at `start` (the span's positions carry ImageKeyToken(hash,
+// offset) in the prompt's tokens, unit/unit_key.h) and its pixels are the picture already fitted
+// to the plan (image/image_patches.h FitToPlan): n_vit_h * patch rows of n_vit_w * patch RGB8 pixels.
+struct PromptImage {
+  int64_t start = 0;
+  int n_vit_h = 0, n_vit_w = 0;
+  std::array<uint8_t, 32> hash{};
+  std::string pixels;
+};
+
 struct PrefillInput {
   UnitKey ns{};                    // cache namespace root (tenant)
   std::vector<int32_t> tokens;     // the prompt [0, N)
   int64_t cached_tokens = 0;       // H
   std::string swa_peer;            // who may hold the SWA state at H
   int unit_tokens = kDefaultUnitTokens;
+  std::vector<PromptImage> images;  // in prompt order
 };
 
 struct PrefillOutput {
@@ -47,6 +59,7 @@ struct GenerateInput {
   std::string request_id, session_id;
   UnitKey ns{};
   std::vector<int32_t> tokens;      // prompt [0, N)
+  std::vector<PromptImage> images;  // in prompt order, inside the prompt (not the resumed tokens)
   int64_t cached_tokens = 0;        // H from the router
   std::string encoder;              // encoder address
   std::string swa_peer;             // who may hold the SWA state at H

@@ -1,5 +1,6 @@
 #include "router/image_inputs.h"
 
+#include "image/image_patches.h"
 #include "image/image_source.h"
 
 namespace ds41 {
@@ -57,6 +58,28 @@ StatusOr<ImagePrompt> ExpandRequestImages(std::span<const int32_t> prompt, std::
   out.types = std::move(expanded.types);
   out.spans = std::move(expanded.spans);
   out.images = std::move(images);
+  return out;
+}
+
+StatusOr<std::vector<PromptImage>> PromptImagesOf(ImagePrompt& prompt) {
+  std::vector<PromptImage> out;
+  out.reserve(prompt.images.size());
+  for (size_t k = 0; k < prompt.images.size(); ++k) {
+    RequestImage& img = prompt.images[k];
+    const image::ImageSpan& span = prompt.spans[k];
+    auto fitted = image::FitToPlan(img.rgb, img.plan);
+    if (!fitted.ok()) return InvalidArgumentError(img.field + ": " + std::string(fitted.status().message()));
+    PromptImage p;
+    p.start = span.start;
+    p.n_vit_h = img.plan.n_vit_h;
+    p.n_vit_w = img.plan.n_vit_w;
+    p.hash = span.hash;
+    p.pixels.assign(fitted->rgb.begin(), fitted->rgb.end());
+    img.rgb = {};  // the fitted copy is what travels
+    const int64_t n = image::NumImageTokens(img.plan);
+    for (int64_t j = 0; j < n; ++j) prompt.tokens[static_cast<size_t>(span.start + j)] = ImageKeyToken(span.hash, j);
+    out.push_back(std::move(p));
+  }
   return out;
 }
 

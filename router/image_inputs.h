@@ -15,6 +15,7 @@
 #include "image/image_decode.h"
 #include "image/image_expand.h"
 #include "image/image_plan.h"
+#include "node_client/node_messages.h"
 #include "util/status.h"
 
 namespace ds41 {
@@ -58,5 +59,10 @@ std::string ImageErrorField(const Status& s);
 // Expands `prompt` (with one image_token_id per image) into an ImagePrompt.
 StatusOr<ImagePrompt> ExpandRequestImages(std::span<const int32_t> prompt, std::vector<RequestImage> images,
                                           const ImageInputOptions& options);
+
+// What the nodes take (node_client/node_messages.h PromptImage): each picture fitted to its plan,
+// and the prompt's span positions replaced by the image's key tokens (unit/unit_key.h), so that the
+// cache's keys tell pictures apart. Errors name the content part.
+StatusOr<std::vector<PromptImage>> PromptImagesOf(ImagePrompt& prompt);
 
 }  // namespace ds41

@@ -147,11 +147,18 @@ int main(int argc, char** argv) {
   ds41::OpenAiApi api(&core, &*tokenizer, model_id, cfg.max_position_embeddings, static_cast<int32_t>(cfg.vocab_size),
                       replies.get());
   if (cfg.vision && cfg.image_token_id >= 0) {
-    // The geometry is the release's (ImageGeometry's defaults) until the engine's config carries
-    // the vision_* keys; the integration maps them here.
     ds41::ImageInputOptions images;
     images.enabled = true;
     images.image_token_id = cfg.image_token_id;
+    images.geometry.patch_size = cfg.vision_patch_size;
+    images.geometry.downsample_ratio = cfg.vision_downsample_ratio;
+    images.geometry.max_n_token = cfg.vision_max_n_token;
+    images.geometry.min_pixels = cfg.vision_min_pixels;
+    if (cfg.vision_max_wh_ratio > 0) images.geometry.max_wh_ratio = cfg.vision_max_wh_ratio;
+    if (ds41::Status s = images.geometry.Validate(); !s.ok()) {
+      std::cerr << "vision config: " << s.ToString() << "\n";
+      return 2;
+    }
     api.SetImageInput(images);
   }
   ds41::ThreadPool pool(workers);

@@ -220,20 +220,17 @@ ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, c
   if (!images.ok()) return Error(images.status().code(), images.status().message(), ImageErrorField(images.status()));
   auto prompt = ChatPromptIds(*pieces, rendered.spans, ctx.tenant.salt);
   if (!prompt.ok()) return FromStatus(prompt.status());
+  std::vector<PromptImage> prompt_images;
   if (!images->empty()) {
     auto request = ExpandRequestImages(*prompt, std::move(*images), images_);
     if (!request.ok()) return FromStatus(request.status());
-    // Hook for the cluster integration (issue 27 item 3, next stage): `*request` holds the
-    // expanded prompt, its position types and the decoded, planned images; the encoders fill the
-    // spans. Until they take images, the request is refused (400: the error table has no 501)
-    // rather than run without its pictures.
-    return Error(StatusCode::kInvalidArgument,
-                 request->images[0].field + ": image inputs are valid (" + std::to_string(request->images.size()) +
-                     " images) but this cluster does not serve images yet",
-                 request->images[0].field);
+    auto fitted = PromptImagesOf(*request);
+    if (!fitted.ok()) return Error(fitted.status().code(), fitted.status().message(), ImageErrorField(fitted.status()));
+    *prompt = std::move(request->tokens);  // with each span's key tokens
+    prompt_images = std::move(*fitted);
   }
   return Run(ctx, body, std::move(*prompt), /*chat_mode=*/true, opt.thinking, replies_ != nullptr ? &rendered : nullptr,
-             sink);
+             sink, std::move(prompt_images));
 }
 
 StatusOr<std::vector<int32_t>> OpenAiApi::ChatPromptIds(const std::vector<chat::PromptPiece>& pieces,
@@ -585,14 +582,16 @@ std::optional<ApiOutcome> OpenAiApi::CheckRequest(const ApiContext& ctx, const J
 }
 
 ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode,
-                          bool thinking, const chat::ReplySpans* rendered, const ChunkSink& sink) {
+                          bool thinking, const chat::ReplySpans* rendered, const ChunkSink& sink,
+                          std::vector<PromptImage> images) {
   if (std::optional<ApiOutcome> refused = CheckRequest(ctx, body, prompt)) return *std::move(refused);
   Sampling s;
   if (std::optional<ApiOutcome> refused = ParseSampling(body, static_cast<int64_t>(prompt.size()), max_context_, &s)) {
     return *std::move(refused);
   }
   const std::string session = SessionId(ctx, body, prompt);
-  const RouteRequest rq = BuildRouteRequest(ctx, chat_mode, session, std::move(prompt), s);
+  RouteRequest rq = BuildRouteRequest(ctx, chat_mode, session, std::move(prompt), s);
+  rq.images = std::move(images);
   ReplyStream reply(*tok_, s, chat_mode, thinking, sink, rq.request_id, model_id_);
   RouteResult r = core_->Generate(rq, [&](const std::vector<int32_t>& ids) { return reply.Add(ids); });
   if (!r.status.ok() && r.usage.completion_tokens == 0) {
@@ -610,7 +609,12 @@ ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<i
       if (digest.ok()) (void)replies_->Record(ctx.tenant.salt, *digest, *ids);
     }
   }
-  return reply.Respond(r, rq.tokens, body.contains("return_token_ids") && body["return_token_ids"] == true);
+  const bool return_ids = body.contains("return_token_ids") && body["return_token_ids"] == true;
+  if (!return_ids || rq.images.empty()) return reply.Respond(r, rq.tokens, return_ids);
+  std::vector<int32_t> shown = rq.tokens;  // the model's ids: image spans hold the image token
+  for (int32_t& t : shown)
+    if (t < 0) t = images_.image_token_id;
+  return reply.Respond(r, shown, return_ids);
 }
 
 }  // namespace ds41

@@ -96,7 +96,7 @@ class OpenAiApi {
                                                const std::string& tenant_salt) const;
   // `rendered`: a chat request's rendering when its reply is to be recorded (replies_ set), else nullptr.
   ApiOutcome Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode, bool thinking,
-                 const chat::ReplySpans* rendered, const ChunkSink& sink);
+                 const chat::ReplySpans* rendered, const ChunkSink& sink, std::vector<PromptImage> images = {});
 
   RouterCore* core_;
   const Tokenizer* tok_;

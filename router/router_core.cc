@@ -57,6 +57,7 @@ GenerateInput RouterCore::BuildInput(const RouteRequest& rq, const CacheNamespac
   in.ns = ns.id;
   in.tokens = rq.tokens;
   in.tokens.insert(in.tokens.end(), streamed.ids.begin(), streamed.ids.end());
+  in.images = rq.images;
   in.resumed = static_cast<int64_t>(streamed.ids.size());
   in.cached_tokens = H;
   in.encoder = p.encoder;

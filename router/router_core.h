@@ -49,7 +49,8 @@ struct RouteRequest {
   std::string request_id;
   std::string tenant_salt;          // namespaces the cache: tenants never see each other's hits
   std::string session_id;
-  std::vector<int32_t> tokens;      // the prompt
+  std::vector<int32_t> tokens;      // the prompt (image spans hold their key tokens)
+  std::vector<PromptImage> images;  // the prompt's images, fitted to their plans, in order
   float temperature = 0;            // 0: greedy
   float top_p = 1;
   uint64_t seed = 0;

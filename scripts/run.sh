@@ -16,14 +16,16 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # DS41_SKIP_BUILD=1: use the existing build. DS41_PORT_OFFSET=K: every port + K (tests run
 # beside a live cluster that way). DS41_RUN_DIR: where logs and the cache's RocksDB go.
+# DS41_MODEL_PRESET: the checkpoint's preset (default small; tiny-vision: a model that takes images).
 [ "${DS41_SKIP_BUILD:-0}" = 1 ] || "$root/scripts/build.sh"
 bin="$root/build"
-model="$bin/models/small"
+preset="${DS41_MODEL_PRESET:-small}"
+model="$bin/models/$preset"
 if [ ! -f "$model/tokenizer.json" ]; then
   rm -rf "$model"
   corpus=("$root/docs" "$root/README.md")
   [ -d /usr/share/common-licenses ] && corpus+=(/usr/share/common-licenses)
-  "$bin/tools/ds41-ckpt" --preset small --seed 1 --out "$model" --tokenizer-corpus "${corpus[@]}"
+  "$bin/tools/ds41-ckpt" --preset "$preset" --seed 1 --out "$model" --tokenizer-corpus "${corpus[@]}"
 fi
 run="${DS41_RUN_DIR:-$bin/cluster}"
 mkdir -p "$run/logs" "$run/pids" "$run/restarts"

@@ -56,7 +56,8 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r, const std::string& role)
       swa_replay(swa.Add({{"source", "replay"}})),
       swa_warm(swa.Add({{"source", "warm"}})),
       swa_none(swa.Add({{"source", "none"}})),
-      generated_tokens(prometheus::BuildCounter().Name("ds41_" + role + "_generated_tokens_total").Help("Tokens generated").Register(r).Add({})) {
+      generated_tokens(prometheus::BuildCounter().Name("ds41_" + role + "_generated_tokens_total").Help("Tokens generated").Register(r).Add({})),
+      images_encoded(prometheus::BuildCounter().Name("ds41_" + role + "_images_encoded_total").Help("Images through the vision tower (each once per request that computes its rows)").Register(r).Add({})) {
   for (CancelReason reason : kCancelReasons) cancelled.Add({{"reason", CancelReasonName(reason)}});
 }
 

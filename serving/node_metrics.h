@@ -62,6 +62,7 @@ struct NodeMetrics {
   prometheus::Counter& swa_warm;
   prometheus::Counter& swa_none;
   prometheus::Counter& generated_tokens;       // decoder
+  prometheus::Counter& images_encoded;         // images through the vision tower (serving/engine_prompt.h)
 };
 
 // A decoder's speculative decoding (engine/speculation.h), ds41_decoder_spec_...: registered by

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "chat/control_tokens.h"
 #include "ckpt/tokenizer_corpus.h"
 #include "ckpt/writer.h"
 #include "engine/config/presets.h"
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
     j = nlohmann::json::parse(base->ToJson());
   }
   bool rows_given = false;
+  bool image_token_set = false;
   for (const std::string& kv : sets) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -88,6 +90,7 @@ int main(int argc, char** argv) {
     else
       j["text_config"][key] = value;
     rows_given |= key == "engram_num_embeddings";
+    image_token_set |= key == "image_token_id";
   }
   if (!rows_given && j["text_config"].contains("engram_layer_ids")) {
     // Row counts follow from the other Engram keys; fill them so overrides stay consistent.
@@ -108,6 +111,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+
+  // A trained tokenizer puts the image token where the chat format's order does; the config names it.
+  if (!corpus.empty() && config.vision && !image_token_set) config.image_token_id = ds41::TrainedControlTokenId(ds41::chat::kImage);
 
   ds41::CheckpointWriteOptions opt;
   opt.out_dir = out;

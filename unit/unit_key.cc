@@ -61,6 +61,16 @@ UnitKey ReplyKey(const UnitKey& root, const std::array<uint8_t, 32>& digest) {
   return Finish(&h);
 }
 
+int32_t ImageKeyToken(const std::array<uint8_t, 32>& image_hash, int64_t offset) {
+  uint64_t x = 0;
+  for (int i = 0; i < 8; ++i) x |= static_cast<uint64_t>(image_hash[i]) << (8 * i);
+  x += 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(offset + 1);  // splitmix64 of (hash, offset)
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return -1 - static_cast<int32_t>(x & 0x3fffffff);  // in [-2^30, -1]: never a vocabulary id
+}
+
 std::vector<UnitKey> ChainKeys(const UnitKey& root, const std::vector<int32_t>& tokens, int U) {
   std::vector<UnitKey> keys;
   UnitKey prev = root;

@@ -35,6 +35,12 @@ std::vector<UnitKey> ChainKeys(const UnitKey& root, const std::vector<int32_t>& 
 // on a unit boundary (the root for 0), else the tail key after the last full unit.
 UnitKey PrefixKey(const UnitKey& root, const std::vector<int32_t>& tokens, int64_t pos, int unit_tokens);
 
+// What a prompt carries at offset `offset` of an image span instead of the image token (every span
+// position's model token): a negative id derived from the image's content hash, so that the chain
+// keys above, built from token ids, separate two pictures and join two copies of one. Nodes map it
+// back to the image token before the engine sees it.
+int32_t ImageKeyToken(const std::array<uint8_t, 32>& image_hash, int64_t offset);
+
 std::string KeyHex(const UnitKey& k);
 // A key's 32 bytes as they travel (protobuf bytes fields, data-path frames, index keys).
 inline std::string_view KeyView(const UnitKey& k) { return {reinterpret_cast<const char*>(k.data()), k.size()}; }

@@ -234,6 +234,21 @@ describe('ds41-serve with the official openai client', { skip }, () => {
     );
   });
 
+  test('an image to a model without a vision tower is a 400 naming the part', async () => {
+    const tinyPng = 'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC';
+    await assert.rejects(
+      client.chat.completions.create({
+        model: MODEL, max_tokens: 4,
+        messages: [{ role: 'user', content: [{ type: 'text', text: 'hi' }, { type: 'image_url', image_url: { url: tinyPng } }] }],
+      }),
+      (e) => {
+        assert.equal(e.status, 400, e.message);
+        assert.match(e.message, /messages\[0\]\.content\[1\].*does not accept images/);
+        return true;
+      },
+    );
+  });
+
   test('an unknown model raises NotFoundError (404)', async () => {
     await assert.rejects(
       client.chat.completions.create({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }], max_tokens: 4 }),

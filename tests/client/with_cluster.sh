@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # with_cluster.sh <build_dir> [CMD...]: runs CMD (default: the official-openai-client tests,
-# `node --test tests/client/`) against a fresh local cluster, with DS41_BASE_URL, DS41_PORT_OFFSET
+# `node --test tests/client/`) against a fresh local cluster (of DS41_MODEL_PRESET's model, as run.sh), with DS41_BASE_URL, DS41_PORT_OFFSET
 # and DS41_CLUSTER_PID exported, and DS41_BASE_URL_2: a second router replica over the same nodes
 # and cache (what a deployment with several router replicas has). For the default command it
 # installs the openai npm package into <build_dir>/npm (once; offline-safe after). Starts
@@ -18,8 +18,10 @@ shift
 cmd=("$@")
 if [ ${#cmd[@]} -eq 0 ]; then
   cmd=(node --test tests/client/)
-  # Only the default command needs the npm client (a command that wants it, like scripts/replay,
-  # ensures it itself), so other commands run without npm or network.
+fi
+if [ "${cmd[0]}" = node ] && [ "${cmd[1]:-}" = --test ]; then
+  # Only client tests need the npm client (a command that wants it, like scripts/replay, ensures it
+  # itself), so other commands run without npm or network.
   export DS41_OPENAI_MODULES
   DS41_OPENAI_MODULES=$("$root/tools/replay/ensure_openai.sh" "$build/npm")
 fi
@@ -105,7 +107,7 @@ until grep -q "is up" "$tmp/cluster.log" 2>/dev/null; do
 done
 # The second router replica: run.sh's router flags on ports of its own.
 h=127.0.0.1
-"$build/router/router" --model "$build/models/small" --listen "$h:$((8001 + offset))" \
+"$build/router/router" --model "$build/models/${DS41_MODEL_PRESET:-small}" --listen "$h:$((8001 + offset))" \
   --grpc-listen "$h:$((50051 + offset))" --encoders "$h:$((7500 + offset)),$h:$((7501 + offset))" \
   --decoders "$h:$((7600 + offset)),$h:$((7601 + offset))" --cache "$h:$((7400 + offset))" \
   >"$tmp/run/logs/router2.log" 2>&1 </dev/null &
