@@ -269,7 +269,7 @@ int main(int argc, char** argv) {
     } else if (std::sscanf(vision_grid.c_str(), "%dx%d", &gh, &gw) != 2) {
       Check(InvalidArgumentError("--vision-grid expects HxW"));
     }
-    auto grid = PlanImageGrid(c, gh, gw);
+    auto grid = VisionGrid(c, gh, gw);
     Check(grid.status());
     const int K = c.vision_patch_inputs();
     std::vector<float> patches(static_cast<size_t>(grid->patches()) * K);

@@ -437,7 +437,7 @@ StatusOr<EncoderHandoff> ParseHandoff(const std::string& s, const ModelConfig& c
 }
 
 StatusOr<std::vector<float>> Engine::EncodeImage(const float* patches, int n_vit_h, int n_vit_w) const {
-  DS41_ASSIGN_OR_RETURN(ImageGrid grid, PlanImageGrid(model_.config(), n_vit_h, n_vit_w));
+  DS41_ASSIGN_OR_RETURN(ImageGrid grid, VisionGrid(model_.config(), n_vit_h, n_vit_w));
   if (patches == nullptr) return InvalidArgumentError("EncodeImage: no patches");
   std::vector<float> features, rows;
   VisionTower(model_, patches, grid.n_vit_h, grid.n_vit_w, &features, pool_);
@@ -446,7 +446,7 @@ StatusOr<std::vector<float>> Engine::EncodeImage(const float* patches, int n_vit
 }
 
 StatusOr<std::vector<float>> Engine::EncodeImage(const std::vector<float>& patches, int n_vit_h, int n_vit_w) const {
-  DS41_ASSIGN_OR_RETURN(ImageGrid grid, PlanImageGrid(model_.config(), n_vit_h, n_vit_w));
+  DS41_ASSIGN_OR_RETURN(ImageGrid grid, VisionGrid(model_.config(), n_vit_h, n_vit_w));
   const size_t want = static_cast<size_t>(grid.patches()) * model_.config().vision_patch_inputs();
   if (patches.size() != want)
     return InvalidArgumentError("EncodeImage: " + std::to_string(patches.size()) + " patch values for a " +
@@ -457,7 +457,7 @@ StatusOr<std::vector<float>> Engine::EncodeImage(const std::vector<float>& patch
 
 StatusOr<std::vector<float>> Engine::ImageSpanEmbeds(const std::vector<float>& rows, int n_vit_h, int n_vit_w) const {
   const ModelConfig& c = model_.config();
-  DS41_ASSIGN_OR_RETURN(ImageGrid grid, PlanImageGrid(c, n_vit_h, n_vit_w));
+  DS41_ASSIGN_OR_RETURN(ImageGrid grid, VisionGrid(c, n_vit_h, n_vit_w));
   const size_t want = static_cast<size_t>(grid.image_rows()) * c.dim;
   if (rows.size() != want)
     return InvalidArgumentError("ImageSpanEmbeds: " + std::to_string(rows.size()) + " values, expected " +

@@ -289,6 +289,11 @@ ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const
   } else {
     return Error(StatusCode::kInvalidArgument, "\"prompt\" must be a string or an array of token ids", "prompt");
   }
+  // An image token without its picture would run as a text token where the model expects a span.
+  if (images_.enabled && std::find(prompt.begin(), prompt.end(), images_.image_token_id) != prompt.end()) {
+    return Error(StatusCode::kInvalidArgument,
+                 "\"prompt\" holds the image token; images come as image_url parts of /v1/chat/completions", "prompt");
+  }
   return Run(ctx, body, std::move(prompt), /*chat_mode=*/false, /*thinking=*/false, /*rendered=*/nullptr, sink);
 }
 

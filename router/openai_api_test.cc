@@ -203,6 +203,16 @@ TEST_F(RefusedRequestTest, BadImagesAre400NamingThePart) {
   }
 }
 
+TEST_F(RefusedRequestTest, ARawPromptWithTheImageTokenIsRefusedWhenTheModelTakesImages) {
+  ImageInputOptions vision;
+  vision.enabled = true;
+  vision.image_token_id = 99;
+  api_.SetImageInput(vision);
+  const ApiOutcome o = api_.Completions(ApiContext{}, Json{{"model", "m"}, {"prompt", Json::array({5, 99, 6})}}, nullptr);
+  EXPECT_EQ(o.http_status, 400);
+  EXPECT_NE(o.status.message().find("image token"), std::string::npos) << o.status.message();
+}
+
 TEST(RequestImagesTest, DecodedPlannedAndExpanded) {
   ImageInputOptions vision;
   vision.enabled = true;

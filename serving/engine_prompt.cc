@@ -21,7 +21,7 @@ StatusOr<TokenSpan> EnginePrompt::From(int64_t from, int64_t end) {
   span.image_embeds_from = std::clamp<int64_t>(from, 0, n);
   for (size_t k = 0; k < images_.size(); ++k) {
     const PromptImage& im = images_[k];
-    DS41_ASSIGN_OR_RETURN(ImageGrid grid, PlanImageGrid(c, im.n_vit_h, im.n_vit_w));
+    DS41_ASSIGN_OR_RETURN(ImageGrid grid, VisionGrid(c, im.n_vit_h, im.n_vit_w));
     const int64_t a = im.start, b = std::min(n, im.start + grid.span_length());
     if (a >= n) break;
     for (int64_t p = a; p < b; ++p) {

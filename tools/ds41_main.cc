@@ -145,7 +145,7 @@ ds41::Status AddImage(const std::string& arg, uint64_t seed, ds41::Engine& engin
   if (at == std::string::npos) return ds41::InvalidArgumentError("--image expects HxW@START");
   DS41_ASSIGN_OR_RETURN(auto grid, ParseGrid(arg.substr(0, at)));
   const long start = std::strtol(arg.substr(at + 1).c_str(), nullptr, 10);
-  DS41_ASSIGN_OR_RETURN(ds41::ImageGrid g, ds41::PlanImageGrid(c, grid.first, grid.second));
+  DS41_ASSIGN_OR_RETURN(ds41::ImageGrid g, ds41::VisionGrid(c, grid.first, grid.second));
   const long n = static_cast<long>(span->tokens.size());
   if (start < 0 || start + g.span_length() > n)
     return ds41::InvalidArgumentError("--image: a span of " + std::to_string(g.span_length()) + " positions at " +
@@ -167,7 +167,7 @@ ds41::Status AddImage(const std::string& arg, uint64_t seed, ds41::Engine& engin
 Status RunVision(const ds41::Model& model, const std::string& grid_arg, uint64_t seed, const std::string& dir) {
   const ds41::ModelConfig& c = model.config();
   DS41_ASSIGN_OR_RETURN(auto grid, ParseGrid(grid_arg));
-  DS41_ASSIGN_OR_RETURN(ds41::ImageGrid g, ds41::PlanImageGrid(c, grid.first, grid.second));
+  DS41_ASSIGN_OR_RETURN(ds41::ImageGrid g, ds41::VisionGrid(c, grid.first, grid.second));
   ds41::Engine engine(model);
   const std::vector<float> patches = SeededPatches(seed, g.patches(), c.vision_patch_inputs());
   const auto t0 = std::chrono::steady_clock::now();

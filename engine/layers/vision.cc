@@ -117,7 +117,7 @@ void Attend(const ModelConfig& c, const std::vector<float>& qkv, int64_t n, std:
 
 }  // namespace
 
-StatusOr<ImageGrid> PlanImageGrid(const ModelConfig& c, int n_vit_h, int n_vit_w) {
+StatusOr<ImageGrid> VisionGrid(const ModelConfig& c, int n_vit_h, int n_vit_w) {
   if (!c.vision) return InvalidArgumentError("image input: this model has no vision tower (vision_config.num_hidden_layers is 0)");
   if (n_vit_h < 1 || n_vit_w < 1)
     return InvalidArgumentError("image input: patch grid " + std::to_string(n_vit_h) + "x" + std::to_string(n_vit_w) +

@@ -35,7 +35,7 @@ struct ImageGrid {
 
 // The grid of an n_vit_h x n_vit_w image; InvalidArgument without vision, for a non-positive size,
 // or when the span exceeds vision_max_n_token (MODEL.md §9.2: the cap counts the delimiters).
-StatusOr<ImageGrid> PlanImageGrid(const ModelConfig& config, int n_vit_h, int n_vit_w);
+StatusOr<ImageGrid> VisionGrid(const ModelConfig& config, int n_vit_h, int n_vit_w);
 
 // REF get_vision_cos_sin: cos/sin [n_vit_h * n_vit_w, head_dim / 2] for patches in row-major order;
 // column i < head_dim / 4 turns by row * inv_freq[i], column head_dim / 4 + i by col * inv_freq[i],

@@ -71,21 +71,21 @@ TEST(AlignerUnfold, ChannelMajorColumnsRowMajorBlocksZeroPadding) {
 
 TEST(ImageGridPlan, SpanCapCountsDelimitersAndRefusesEmptyGridsAndTextModels) {
   const ModelConfig c = TinyVisionConfig();  // downsample 3, cap 30
-  auto g = PlanImageGrid(c, 12, 10);
+  auto g = VisionGrid(c, 12, 10);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(g->n_h, 4);
   EXPECT_EQ(g->n_w, 4);
   EXPECT_EQ(g->span_length(), 4 * 5 + 2);
-  auto over = PlanImageGrid(c, 13, 13);  // 5 x 5 tokens: 32 positions
+  auto over = VisionGrid(c, 13, 13);  // 5 x 5 tokens: 32 positions
   EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(over.status().message().find("vision_max_n_token"), std::string::npos);
-  EXPECT_EQ(PlanImageGrid(c, 0, 4).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(PlanImageGrid(TinyConfig(), 3, 3).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(VisionGrid(c, 0, 4).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(VisionGrid(TinyConfig(), 3, 3).status().code(), StatusCode::kInvalidArgument);
   // The release: a 1344 x 1344 image is planned to 93 x 93 patches, 31 x 31 tokens, 994 positions.
-  auto rel = PlanImageGrid(ReleaseConfig(), 93, 93);
+  auto rel = VisionGrid(ReleaseConfig(), 93, 93);
   ASSERT_TRUE(rel.ok());
   EXPECT_EQ(rel->span_length(), 994);
-  EXPECT_FALSE(PlanImageGrid(ReleaseConfig(), 96, 96).ok());  // 32 x 32 tokens: 1058 > 1024
+  EXPECT_FALSE(VisionGrid(ReleaseConfig(), 96, 96).ok());  // 32 x 32 tokens: 1058 > 1024
 }
 
 TEST(VisionConfig, RoundTripsAndListsTheTowerTensors) {

@@ -89,6 +89,10 @@ def extract_cpp_metrics(repo):
                     out[f"ds41_{role}{templ}"] = (kind, labels)
             else:
                 out[name] = (kind, labels)
+    # Every role's process figures, made when scraped: One("name", "help", MetricType::Kind, ...).
+    with open(os.path.join(repo, "util/process_metrics.cc")) as f:
+        for name, kind in re.findall(r'One\("(\w+)",\s*"[^"]*",\s*MetricType::(\w+)', f.read()):
+            out[name] = (kind.lower(), set())
     return out
 
 
