@@ -33,7 +33,11 @@ StatusOr<std::vector<RequestImage>> DecodeRequestImages(const std::vector<chat::
     RequestImage img;
     img.field = part.field;
     img.hash = image::ImageContentHash(*rgb, *plan);
-    img.rgb = std::move(*rgb);
+    // Only the fitted picture is kept (at most the plan's size): a request's images never hold more
+    // than one decoded original at a time, however large the originals.
+    auto fitted = image::FitToPlan(*rgb, *plan);
+    if (!fitted.ok()) return PartError(part.field, fitted.status());
+    img.fitted = std::move(*fitted);
     img.plan = *plan;
     images.push_back(std::move(img));
   }
@@ -67,15 +71,13 @@ StatusOr<std::vector<PromptImage>> PromptImagesOf(ImagePrompt& prompt) {
   for (size_t k = 0; k < prompt.images.size(); ++k) {
     RequestImage& img = prompt.images[k];
     const image::ImageSpan& span = prompt.spans[k];
-    auto fitted = image::FitToPlan(img.rgb, img.plan);
-    if (!fitted.ok()) return InvalidArgumentError(img.field + ": " + std::string(fitted.status().message()));
     PromptImage p;
     p.start = span.start;
     p.n_vit_h = img.plan.n_vit_h;
     p.n_vit_w = img.plan.n_vit_w;
     p.hash = span.hash;
-    p.pixels.assign(fitted->rgb.begin(), fitted->rgb.end());
-    img.rgb = {};  // the fitted copy is what travels
+    p.pixels.assign(img.fitted.rgb.begin(), img.fitted.rgb.end());
+    img.fitted = {};  // what travels is the copy
     const int64_t n = image::NumImageTokens(img.plan);
     for (int64_t j = 0; j < n; ++j) prompt.tokens[static_cast<size_t>(span.start + j)] = ImageKeyToken(span.hash, j);
     out.push_back(std::move(p));

@@ -2,7 +2,8 @@
 // cluster integration hands to the encoders together with the expanded prompt.
 //
 // Images come only as data URLs (the router never fetches remote URLs). Each is decoded to RGB8
-// under ImageLimits, planned with the model's ImageGeometry and hashed for the encoder cache.
+// under ImageLimits, planned with the model's ImageGeometry, hashed for the encoder cache and
+// fitted to its plan.
 // Errors name the content part ("messages[0].content[1]: ..."). Pure functions; thread-safe.
 #pragma once
 
@@ -32,7 +33,7 @@ struct ImageInputOptions {
 // One decoded image of a request, in prompt order.
 struct RequestImage {
   std::string field;  // the content part it came from, e.g. "messages[0].content[1]"
-  image::RgbImage rgb;
+  image::RgbImage fitted;  // the picture fitted to its plan (image/image_patches.h FitToPlan)
   image::ImagePlan plan;
   image::ImageHash hash{};
 };

@@ -221,7 +221,11 @@ TEST(RequestImagesTest, DecodedPlannedAndExpanded) {
   auto images = DecodeRequestImages(parts, vision);
   ASSERT_TRUE(images.ok()) << images.status().ToString();
   ASSERT_EQ(images->size(), 1u);
-  EXPECT_EQ((*images)[0].rgb.rgb, (std::vector<uint8_t>{255, 0, 0, 0, 0, 255}));
+  // Kept fitted to the plan: the 2x1 picture is upscaled to the minimum pixel count's grid.
+  const image::ImagePlan plan = (*images)[0].plan;
+  EXPECT_EQ((*images)[0].fitted.width, plan.best_width);
+  EXPECT_EQ((*images)[0].fitted.height, plan.best_height);
+  EXPECT_EQ((*images)[0].fitted.rgb.size(), static_cast<size_t>(plan.best_width) * plan.best_height * 3);
   EXPECT_EQ((*images)[0].field, "messages[0].content[1]");
   const int64_t span = image::NumImageTokens((*images)[0].plan);
   const int32_t prompt[] = {7, 99, 8};
@@ -230,6 +234,15 @@ TEST(RequestImagesTest, DecodedPlannedAndExpanded) {
   EXPECT_EQ(static_cast<int64_t>(request->tokens.size()), 2 + span);
   EXPECT_EQ(request->spans[0].start, 1);
   EXPECT_EQ(request->types[1], image::SpanPosition::kStart);
+  // What the nodes take: the span holds the picture's key tokens, and its fitted pixels travel.
+  auto nodes = PromptImagesOf(*request);
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_EQ((*nodes)[0].pixels.size(), static_cast<size_t>(plan.best_width) * plan.best_height * 3);
+  EXPECT_EQ((*nodes)[0].n_vit_w * 14, plan.best_width);
+  for (int64_t j = 0; j < span; ++j) EXPECT_EQ(request->tokens[1 + j], ImageKeyToken((*nodes)[0].hash, j));
+  EXPECT_EQ(request->tokens.front(), 7);
+  EXPECT_EQ(request->tokens.back(), 8);
   vision.max_images = 0;
   EXPECT_EQ(DecodeRequestImages(parts, vision).status().message(), "messages[0].content[1]: at most 0 images per request");
 }
