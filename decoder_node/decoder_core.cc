@@ -8,6 +8,7 @@
 #include "node_client/node_codec.h"
 #include "unit/state_units.h"
 #include "util/clock.h"
+#include "util/thread_scratch.h"
 
 namespace ds41 {
 
@@ -194,6 +195,7 @@ void DecoderCore::Start(GenerateInput in, std::shared_ptr<TokenStream> stream) {
 }
 
 void DecoderCore::RunAdmission(const GenerateInput& in, const std::shared_ptr<TokenStream>& stream) {
+  ScratchReleaser release_scratch;  // the replay's scratch: this is one of many admission threads
   const Status s = stream->cancelled() ? CancelledError("cancelled before admission") : Admit(in, stream);
   --waiting_;
   if (!s.ok()) {

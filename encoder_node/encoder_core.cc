@@ -6,6 +6,7 @@
 #include "node_client/node_codec.h"
 #include "unit/state_units.h"
 #include "util/clock.h"
+#include "util/thread_scratch.h"
 
 namespace ds41 {
 
@@ -145,6 +146,8 @@ Status EncoderCore::RestoreSwa(const PrefillInput& in, int64_t H, EnginePrompt* 
 }
 
 StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in, CancelToken* cancel) {
+  // This request thread runs a pass only for a replay or an image: its scratch goes when it is done.
+  ScratchReleaser release_scratch;
   const ModelConfig& c = model_.config();
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t N = static_cast<int64_t>(in.tokens.size());

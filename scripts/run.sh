@@ -17,6 +17,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # DS41_SKIP_BUILD=1: use the existing build. DS41_PORT_OFFSET=K: every port + K (tests run
 # beside a live cluster that way). DS41_RUN_DIR: where logs and the cache's RocksDB go.
 # DS41_MODEL_PRESET: the checkpoint's preset (default small; tiny-vision: a model that takes images).
+# DS41_WRAP_<ROLE>="CMD ARGS": run that role (CACHE, ENCODER0, DECODER1, ROUTER, ...) under a tool,
+# e.g. DS41_WRAP_ENCODER0="heaptrack -o /tmp/enc0"; its pid file then holds the tool's pid.
 [ "${DS41_SKIP_BUILD:-0}" = 1 ] || "$root/scripts/build.sh"
 bin="$root/build"
 preset="${DS41_MODEL_PRESET:-small}"
@@ -72,7 +74,9 @@ supervise() {
   while :; do
     started=$(now_ms)
     readies=$(grep -c " ready " "$log" || true)
-    "$@" >>"$log" 2>&1 &
+    wrap_var="DS41_WRAP_${name^^}"
+    # shellcheck disable=SC2086
+    ${!wrap_var:-} "$@" >>"$log" 2>&1 &
     child=$!
     echo "$child" >"$run/pids/$name"
     if [ "$restarts" -gt 0 ]; then

@@ -520,6 +520,7 @@ void Simulation::End(size_t i, std::string_view outcome, int http_status, std::s
     rec.decoder = r.route.placement.decoder;
     rec.encoder = r.route.placement.encoder;
     rec.placement_reason = r.route.placement.reason;
+    rec.predicted_ttft_s = r.route.placement.predicted_seconds;
   }
   if (outcome == kOutcomeOk) {
     rec.completion_tokens = r.generated;
@@ -532,6 +533,7 @@ void Simulation::End(size_t i, std::string_view outcome, int http_status, std::s
   }
   if (r.first_t >= 0) {
     rec.ttft_s = r.first_t - wr.arrival_s;
+    rec.router_ttft_s = r.first_t - r.start;
     rec.itl_s = std::move(r.itl);
   }
   r.itl = {};

@@ -36,6 +36,9 @@ int64_t Int(const Json& j, const char* key) {
 std::string Str(const Json& j, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
 }
+double Num(const Json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : -1;
+}
 
 // What one streamed reply showed: text chunk batches, the usage chunk, an error event.
 struct StreamState {
@@ -196,6 +199,8 @@ RequestRecord ReplayClient::Send(const WorkloadRequest& w, Clock::time_point run
     r.decoder = Str(ds41, "decoder");
     r.encoder = Str(ds41, "encoder");
     r.placement_reason = Str(ds41, "placement_reason");
+    r.predicted_ttft_s = Num(ds41, "predicted_ttft_seconds");
+    r.router_ttft_s = Num(ds41, "ttft_seconds");
   }
   // A reply whose every token was held back until the end shows no text chunk: its tokens came
   // with the final chunk.

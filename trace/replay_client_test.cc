@@ -63,7 +63,9 @@ Json Usage(int64_t completion, int64_t cached, const std::string& source) {
             {"prefix_source", source},
             {"decoder", "d1"},
             {"encoder", "e0"},
-            {"placement_reason", "cost"}}}};
+            {"placement_reason", "cost"},
+            {"ttft_seconds", 0.25},
+            {"predicted_ttft_seconds", 0.125}}}};
 }
 
 TEST(ReplayClientTest, TheRequestBody) {
@@ -108,6 +110,8 @@ TEST(ReplayClientTest, AStreamBecomesARecord) {
   EXPECT_EQ(r.decoder, "d1");
   EXPECT_EQ(r.encoder, "e0");
   EXPECT_EQ(r.placement_reason, "cost");
+  EXPECT_EQ(r.router_ttft_s, 0.25);
+  EXPECT_EQ(r.predicted_ttft_s, 0.125);
   EXPECT_GE(r.start_s, 0.99);
   // TTFT from the scheduled arrival: the half second before sending counts.
   EXPECT_GE(r.ttft_s, 0.53);

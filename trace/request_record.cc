@@ -51,6 +51,8 @@ Json RecordJson(const RequestRecord& r) {
   j["prefix_source"] = r.prefix_source;
   j["ttft_s"] = r.ttft_s;
   j["e2e_s"] = r.e2e_s;
+  j["predicted_ttft_s"] = r.predicted_ttft_s;
+  j["router_ttft_s"] = r.router_ttft_s;
   j["itl_s"] = r.itl_s;
   j["decoder"] = r.decoder;
   j["encoder"] = r.encoder;
@@ -83,6 +85,8 @@ StatusOr<RequestRecord> RecordFromJson(const Json& j) {
   DS41_RETURN_IF_ERROR(Read(j, "prefix_source", &r.prefix_source));
   DS41_RETURN_IF_ERROR(Read(j, "ttft_s", &r.ttft_s));
   DS41_RETURN_IF_ERROR(Read(j, "e2e_s", &r.e2e_s));
+  DS41_RETURN_IF_ERROR(Read(j, "predicted_ttft_s", &r.predicted_ttft_s));
+  DS41_RETURN_IF_ERROR(Read(j, "router_ttft_s", &r.router_ttft_s));
   DS41_RETURN_IF_ERROR(Read(j, "itl_s", &r.itl_s));
   DS41_RETURN_IF_ERROR(Read(j, "decoder", &r.decoder));
   DS41_RETURN_IF_ERROR(Read(j, "encoder", &r.encoder));

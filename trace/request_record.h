@@ -44,6 +44,10 @@ struct RequestRecord {
   // omission). -1 when no token came.
   double ttft_s = -1;
   double e2e_s = -1;            // arrival to the last byte (or to the give-up)
+  // The router's placement predicted this much time to the first token (usage.ds41), and measured
+  // this much from its own receipt of the request; -1 when not reported.
+  double predicted_ttft_s = -1;
+  double router_ttft_s = -1;
   // Every inter-token gap; a chunk carrying k tokens contributes k gaps of (its gap / k).
   std::vector<double> itl_s;
   std::string decoder, encoder, placement_reason;

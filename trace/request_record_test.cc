@@ -34,6 +34,8 @@ RequestRecord Sample(int64_t i) {
   r.kv_bytes_read = KvBytesRead(r.cached_tokens, r.prefix_source);
   r.ttft_s = 0.1 / 3;
   r.e2e_s = 0.7;
+  r.predicted_ttft_s = 0.02;
+  r.router_ttft_s = 0.03;
   r.itl_s = {0.01, 0.02, 1.0 / 7};
   r.decoder = "127.0.0.1:7600";
   r.encoder = "127.0.0.1:7501";

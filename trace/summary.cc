@@ -112,13 +112,15 @@ Summary Summarize(const std::vector<RequestRecord>& records, const HitCeiling& c
   s.slo = slo;
   for (const std::string& n : expected.decoders) s.decoders.nodes[n];
   for (const std::string& n : expected.encoders) s.encoders.nodes[n];
-  std::vector<double> ttft, e2e, itl;
+  std::vector<double> ttft, e2e, itl, refused;
   for (const RequestRecord& r : records) {
     ++s.requests;
     s.encoder_tokens += r.computed_tokens;
     s.kv_bytes_read += r.kv_bytes_read;
-    if (r.outcome == kOutcomeRejected) ++s.rejected;
-    else if (r.outcome == kOutcomeTimeout) ++s.timeout;
+    if (r.outcome == kOutcomeRejected) {
+      ++s.rejected;
+      refused.push_back(r.e2e_s);
+    } else if (r.outcome == kOutcomeTimeout) ++s.timeout;
     else if (r.outcome != kOutcomeOk) ++s.failed;
     if (!r.ok()) continue;
     ++s.ok;
@@ -147,6 +149,8 @@ Summary Summarize(const std::vector<RequestRecord>& records, const HitCeiling& c
   s.itl_p99 = Percentile(itl, 99);
   s.e2e_mean = Mean(e2e);
   s.e2e_p99 = Percentile(e2e, 99);
+  s.reject_p50 = Percentile(refused, 50);
+  s.reject_p99 = Percentile(refused, 99);
   s.goodput_rps = wall_seconds > 0 ? static_cast<double>(s.good) / wall_seconds : 0;
   s.goodput_share = s.requests > 0 ? static_cast<double>(s.good) / static_cast<double>(s.requests) : 0;
   Finish(&s.decoders, /*tokens=*/false);
@@ -181,6 +185,10 @@ void PrintSummary(std::ostream& os, const Summary& s) {
      << " ms\n";
   os << "  end to end      mean " << Fmt("%.3f", s.e2e_mean) << " s, p99 " << Fmt("%.3f", s.e2e_p99) << " ("
      << s.completion_tokens << " tokens generated)\n";
+  if (s.rejected > 0) {
+    os << "  refusals        answered in p50 " << Fmt("%.1f", 1000 * s.reject_p50) << " ms, p99 "
+       << Fmt("%.1f", 1000 * s.reject_p99) << " ms\n";
+  }
   os << "  goodput         " << s.good << " requests with TTFT <= " << Fmt("%g", s.slo.ttft_s) << " s and mean ITL <= "
      << Fmt("%g", 1000 * s.slo.itl_s) << " ms: " << Fmt("%.3f", s.goodput_rps) << "/s, "
      << Fmt("%.1f", 100 * s.goodput_share) << " % of requests\n";
@@ -224,6 +232,7 @@ Json SummaryJson(const Summary& s) {
           {"itl_s", {{"p50", s.itl_p50}, {"p99", s.itl_p99}}},
           {"e2e_s", {{"mean", s.e2e_mean}, {"p99", s.e2e_p99}}},
           {"completion_tokens", s.completion_tokens},
+          {"refusal_s", {{"p50", s.reject_p50}, {"p99", s.reject_p99}}},
           {"slo", {{"ttft_s", s.slo.ttft_s}, {"itl_s", s.slo.itl_s}}},
           {"good", s.good},
           {"goodput_rps", s.goodput_rps},

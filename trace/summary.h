@@ -62,6 +62,8 @@ struct Summary {
   double itl_p50 = 0, itl_p99 = 0;
   double e2e_mean = 0, e2e_p99 = 0;
   int64_t completion_tokens = 0;
+  // How quickly refusals came: e2e (arrival to the answer) over rejected requests.
+  double reject_p50 = 0, reject_p99 = 0;
 
   // Goodput: ok requests with TTFT <= slo.ttft_s and mean gap <= slo.itl_s (one with no gap meets
   // the gap objective), per second of wall time and as a share of all requests.

@@ -56,6 +56,7 @@ TEST(SummaryTest, HandMadeRun) {
     RequestRecord r;
     r.outcome = o;
     r.prompt_tokens = 1000;  // not counted in the hit share
+    r.e2e_s = 0.004;         // the refusal's answer came in 4 ms
     rs.push_back(r);
   }
   const Summary s = Summarize(rs, HitCeiling{.prompt_tokens = 400, .hit_tokens = 200}, {.ttft_s = 2, .itl_s = 0.2}, 10,
@@ -76,6 +77,8 @@ TEST(SummaryTest, HandMadeRun) {
   EXPECT_EQ(s.itl_p99, 0.3);
   EXPECT_DOUBLE_EQ(s.e2e_mean, 7.0 / 3);
   EXPECT_EQ(s.e2e_p99, 4.0);
+  EXPECT_EQ(s.reject_p50, 0.004);
+  EXPECT_EQ(s.reject_p99, 0.004);
   EXPECT_EQ(s.good, 1);
   EXPECT_DOUBLE_EQ(s.goodput_rps, 0.1);
   EXPECT_DOUBLE_EQ(s.goodput_share, 1.0 / 6);
@@ -98,6 +101,7 @@ TEST(SummaryTest, HandMadeRun) {
   PrintSummary(os, labelled);
   EXPECT_NE(os.str().find("run cost@90: 6 requests"), std::string::npos) << os.str();
   EXPECT_NE(os.str().find("37.5 % of prompt tokens"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("refusals        answered in p50 4.0 ms, p99 4.0 ms"), std::string::npos) << os.str();
   const nlohmann::json j = SummaryJson(labelled);
   EXPECT_EQ(j["ttft_s"]["p90"], 3.0);
   EXPECT_EQ(j["decoders"]["nodes"]["d0"]["requests"], 2);

@@ -9,6 +9,7 @@
 #include "engine/kernels/numerics.h"
 #include "engine/kernels/vector_ops.h"
 #include "util/thread_pool.h"
+#include "util/thread_scratch.h"
 
 namespace ds41 {
 
@@ -59,7 +60,7 @@ MatmulActs UnquantizedActs(const float* x, int64_t rows, int64_t K, ExponentRang
   if (!(blocks ? bf16dot::Available() : bf16dot::DecodeAvailable()) || !bf16dot::ActsSafe(x, rows * K, K, w)) return a;
   a.dot_exact = true;
   if (blocks) {
-    thread_local std::vector<uint32_t> pairs;
+    thread_local ThreadScratch<uint32_t> pairs;
     pairs.resize(static_cast<size_t>(rows * K / 2));
     PackPairs(x, rows, K, pairs.data(), pool);
     a.bf16_pairs = pairs.data();

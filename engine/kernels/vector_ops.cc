@@ -12,6 +12,7 @@
 #include "engine/kernels/vector_ops.h"
 
 #include "engine/kernels/numerics.h"
+#include "util/thread_scratch.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ds41 {
@@ -178,7 +179,7 @@ HWY_ATTR void BlockPv(const double* p, int H, int nk, const float* keys, int hd,
   const hn::Rebind<float, decltype(dd)> df;
   const int L = static_cast<int>(hn::Lanes(dd));
   const size_t tw = static_cast<size_t>(4 * L);  // a tile's width
-  thread_local std::vector<double> kd;
+  thread_local ThreadScratch<double> kd;
   if (kd.size() < static_cast<size_t>(nk) * tw) kd.resize(static_cast<size_t>(nk) * tw);
   // (hd is a multiple of 32, and a tile is at most 32 doubles wide on every target.)
   for (int d = 0; d < hd; d += 4 * L) {
@@ -428,7 +429,7 @@ HWY_ATTR void SoftmaxBlock(const float* s, int H, int nk, float* m, float* l, fl
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> df;
   const int L = static_cast<int>(hn::Lanes(dd));
-  thread_local std::vector<float> p;
+  thread_local ThreadScratch<float> p;
   if (p.size() < static_cast<size_t>(nk) * H) p.resize(static_cast<size_t>(nk) * H);
   int h = 0;
   for (; h + L <= H; h += L) SoftmaxHeads(df, s, H, nk, h, m, l, sf, p.data());

@@ -10,6 +10,7 @@
 #include "engine/kernels/vector_ops.h"
 #include "util/check.h"
 #include "util/thread_pool.h"
+#include "util/thread_scratch.h"
 
 namespace ds41 {
 
@@ -120,8 +121,8 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
 
   // Per-thread buffers that only grow: a prefill attends every row, and fresh zero-filled vectors
   // of ~2 MB per row (keys, scores, transposed query) cost more than filling them.
-  thread_local std::vector<float> keys;
-  thread_local std::vector<int> slot;
+  thread_local ThreadScratch<float> keys;
+  thread_local ThreadScratch<int> slot;
   auto at_least = [](auto& v, size_t n) {
     if (v.size() < n) v.resize(n);
   };
@@ -154,8 +155,8 @@ void ForwardPass::AttendRow(int L, const Segment& seg, int r, const float* q, co
 
 void AttendKeyList(const float* q, int H, int hd, const float* keys, const int* slot, int nkeys, const F32View& sink,
                    float* o) {
-  thread_local std::vector<float> qT, s;
-  thread_local std::vector<double> pb, pv;
+  thread_local ThreadScratch<float> qT, s;
+  thread_local ThreadScratch<double> pb, pv;
   auto at_least = [](auto& v, size_t n) {
     if (v.size() < n) v.resize(n);
   };

@@ -11,6 +11,7 @@
 #include "engine/layers/forward.h"
 #include "util/check.h"
 #include "util/thread_pool.h"
+#include "util/thread_scratch.h"
 
 namespace ds41 {
 
@@ -119,8 +120,8 @@ void ForwardPass::DraftAttention(int k, const std::vector<const std::vector<Wind
     // whose position is absent (rolled back or before a gap) stays an empty place in the list.
     const int nring = static_cast<int>(std::min<int64_t>(W, ring.end));
     const int nkeys_max = nring + seg.n();
-    thread_local std::vector<float> keys;
-    thread_local std::vector<int> slot;
+    thread_local ThreadScratch<float> keys;
+    thread_local ThreadScratch<int> slot;
     if (keys.size() < static_cast<size_t>(nkeys_max) * hd) keys.resize(static_cast<size_t>(nkeys_max) * hd);
     if (slot.size() < static_cast<size_t>(nkeys_max)) slot.resize(nkeys_max);
     int nkeys = 0;

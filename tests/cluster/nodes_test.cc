@@ -23,6 +23,7 @@
 #include "serving/swa_state_service.h"
 #include "tests/support/child_process.h"
 #include "tests/support/test_checkpoint.h"
+#include "util/thread_scratch.h"
 
 namespace ds41 {
 namespace {
@@ -234,6 +235,54 @@ TEST_F(NodesTest, ThreeTurnSessionEqualsOneProcessOnEveryPrefixPath) {
   EXPECT_EQ(r3.usage.cached_tokens(), ref.length);
   EXPECT_EQ(r3.tokens, Reference(&ref, p3));
   EXPECT_GT(p3.size(), 590u);
+}
+
+// A node runs replays on its request and admission threads, of which it has many; the scratch a
+// pass grows there is handed back when the request's work on that thread ends (util/thread_scratch.h),
+// so the nodes' heap follows the passes running, not every thread that ever ran one.
+TEST_F(NodesTest, RequestThreadsKeepNoScratchAfterTheirReplays) {
+  ThreadPool inline_pool(1);  // every pass on the calling thread: this one
+  auto p1 = Tokens(300, 21);
+  ASSERT_TRUE(Turn(dec_a_.get(), "scratch", p1, "", 0).status.ok());
+  std::vector<int32_t> head(p1.begin(), p1.end() - 1);
+  int64_t H = 0;
+  for (int i = 0; i < 100 && H < kUnit; ++i) {  // the turn's units land asynchronously
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    H = client_->LookupPrefix(ns_, head, kUnit).tokens;
+  }
+  ASSERT_GE(H, kUnit);
+  // An encoder with an empty SWA pool and no peer: the state at H is replayed on this thread.
+  EncoderServer enc(*model_, client_.get(), nodes_.get(), &inline_pool);
+  PrefillInput pin;
+  pin.ns = ns_.id;
+  pin.tokens = p1;
+  pin.cached_tokens = H;
+  pin.unit_tokens = kUnit;
+  auto out = enc.core->Prefill(pin);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(out->swa_source, "replay");
+  EXPECT_GT(out->replay_tokens, 0);
+  EXPECT_EQ(ThreadScratchBytes(), 0u);
+  // A decoder's admission (prefix, the encoder's call, its replay of the last window) on this thread.
+  DecoderServer dec(*model_, client_.get(), nodes_.get(), &inline_pool);
+  GenerateInput in;
+  in.session_id = "scratch-2";
+  in.ns = ns_.id;
+  in.tokens = p1;
+  in.cached_tokens = H;
+  in.encoder = encoder_->addr;
+  in.sampling.max_tokens = 2;
+  in.unit_tokens = kUnit;
+  in.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto stream = dec.core->Generate(in);
+  std::vector<int32_t> got, part;
+  for (bool done = false; !done;) {
+    done = stream->Pop(&part, std::chrono::milliseconds(100));
+    got.insert(got.end(), part.begin(), part.end());
+  }
+  EXPECT_TRUE(stream->status().ok()) << stream->status().ToString();
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_EQ(ThreadScratchBytes(), 0u);
 }
 
 TEST_F(NodesTest, EncoderReplayPathEqualsOneProcessReplay) {
