@@ -1,15 +1,27 @@
-// Keeps freed large buffers in the heap instead of returning them to the kernel: nodes that move
-// ~57 KB units (and engines with big activations) otherwise page-fault on every fresh mapping,
-// which under virtualization costs more than the copies themselves (measured in cache_bench).
+// The nodes' allocator settings, applied first thing in main (before any thread allocates).
 #pragma once
 
 #include <malloc.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
 namespace ds41 {
 
 inline void TuneMallocForLargeBuffers() {
+  // Keep freed large buffers in the heap instead of returning them to the kernel: nodes that move
+  // ~57 KB units (and engines with big activations) otherwise page-fault on every fresh mapping,
+  // which under virtualization costs more than the copies themselves (measured in cache_bench).
+  // The periodic trim (heap_trimmer.h) gives back what stays free.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // One arena per hardware thread instead of glibc's eight: a node's ~100 request threads spread
+  // over that many arenas, each keeping the free memory of its own peak, and what the heap kept
+  // grew for as long as a soak ran with the memory in use flat (docs/benchmarks.md, "Soak").
+  // MALLOC_ARENA_MAX in the environment wins.
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr)
+    mallopt(M_ARENA_MAX, static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
 }
 
 }  // namespace ds41
