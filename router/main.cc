@@ -5,6 +5,7 @@
 
 #include "engine/config/fingerprint.h"
 #include "router/http_front.h"
+#include "router/rate_profile.h"
 #include "router/reply_records.h"
 #include "router/router_service.h"
 #include "rpc/server.h"
@@ -18,7 +19,7 @@ int main(int argc, char** argv) {
   ds41::StartHeapTrimmer();
   CLI::App app{"ds41 router"};
   std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, cache_ack_log, api_keys,
-              model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost";
+              model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost", cost_profile;
   bool reply_splice = true;
   double max_queue_s = 60;
   int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 64, poll_ms = 1000, header_timeout_ms = 10000,
@@ -49,6 +50,12 @@ int main(int argc, char** argv) {
                  "placement policy: cost (the cost model; the others are baselines for comparison)")
       ->check(CLI::IsMember(policies))
       ->envname("DS41_PLACEMENT");
+  app.add_option("--cost-profile", cost_profile,
+                 "rate profile (ds41-sim calibrate's, or sim/profiles/) whose rates the cost model starts from: prefill, "
+                 "replay and prefix load per token, the decode step per sequence (default: generic rates; the encoder "
+                 "rate is learned from traffic either way)")
+      ->check(CLI::ExistingFile)
+      ->envname("DS41_COST_PROFILE");
   app.add_option("--reply-splice", reply_splice,
                  "record chat replies' generated ids in the cache and splice them back when a client re-sends a "
                  "reply, so the next turn hits the whole context (docs/session_reuse.md)")
@@ -134,6 +141,14 @@ int main(int argc, char** argv) {
   ro.max_migrations = max_migrations;
   ro.request_timeout = std::chrono::seconds(request_timeout_s);
   ro.placement.policy = *ds41::ParsePlacementPolicy(placement);
+  if (!cost_profile.empty()) {
+    auto profile = ds41::ReadRateProfile(cost_profile);
+    if (!profile.ok()) {
+      std::cerr << "--cost-profile: " << profile.status().ToString() << "\n";
+      return 2;
+    }
+    ro.placement.cost = ds41::CostModelFromProfile(*profile);
+  }
   ds41::RouterCore core(ro, &nodes, cache_client.get(), &node_client, &metrics);
   std::unique_ptr<ds41::ReplyRecords> replies;
   if (reply_splice && cache_client != nullptr) {

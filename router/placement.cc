@@ -190,8 +190,9 @@ Placement Placer::Place(const PlacementInput& in, const std::vector<NodeLoad>& d
     if (d.running + d.waiting >= cm.max_batch) continue;
     const double kv = d.warm ? 0.0 : static_cast<double>(in.cached_tokens) * cm.kv_bytes_per_token;
     const double batch_slowdown = 1.0 + static_cast<double>(d.running) / cm.max_batch;
+    // The steps of the sequences admitted ahead, then its own first step in the batch it joins.
     dcost[i] = kv / cm.kv_bytes_per_s + static_cast<double>(decoder_replay) / cm.decoder_replay_tokens_per_s * batch_slowdown +
-               static_cast<double>(d.waiting) * cm.decode_step_s + cm.decode_step_s * batch_slowdown;
+               static_cast<double>(d.waiting) * cm.DecodeStep(d.running) + cm.DecodeStep(d.running + 1);
   }
   std::string reason;
   const int di = Choose(*decoders_, dcost, decoders, /*decoders=*/true, in, &reason);
@@ -201,7 +202,7 @@ Placement Placer::Place(const PlacementInput& in, const std::vector<NodeLoad>& d
   }
   const NodeLoad& dec = decoders[di];
   p.decoder = dec.address;
-  p.queue_seconds = static_cast<double>(dec.waiting) * cm.decode_step_s;
+  p.queue_seconds = static_cast<double>(dec.waiting) * cm.DecodeStep(dec.running);
   p.kv_bytes = dec.warm ? 0.0 : static_cast<double>(in.cached_tokens) * cm.kv_bytes_per_token;
   p.reason = reason;
   if (opt_.policy == PlacementPolicy::kCost) {

@@ -49,10 +49,14 @@ struct CostModel {
   double encoder_tokens_per_s = 4000;      // encoder layers over uncached tokens
   double encoder_replay_tokens_per_s = 8000;
   double decoder_replay_tokens_per_s = 4000;
-  double decode_step_s = 0.02;             // one batched decode step
+  // One batched decode step of r sequences: decode_step_s + decode_step_seq_s * r.
+  double decode_step_s = 0.02;
+  double decode_step_seq_s = 0.02 / 64;
   double kv_bytes_per_s = 1e9;             // store -> decoder transfer
   double kv_bytes_per_token = 890;         // the unit format's payload per token
   int max_batch = 64;                      // a decoder's running limit (memory feasibility)
+
+  double DecodeStep(int64_t sequences) const { return decode_step_s + decode_step_seq_s * static_cast<double>(sequences); }
   double tie_fraction = 0.05;              // near tie: within 5% of the best ...
   double tie_floor_s = 0.002;              // ... or within 2 ms
 };

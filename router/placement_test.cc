@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "router/inflight_loads.h"
 #include "router/prediction_scale.h"
+#include "router/rate_profile.h"
 
 namespace ds41 {
 namespace {
@@ -110,13 +112,55 @@ TEST(PlacementTest, PredictionAddsTheTerms) {
   Placer placer = CostPlacer(1, cm);
   Placement p = placer.Place(In(1128, 1000, 128, true), {Node("d")}, {Node("e", 0, 0, false, 872)});
   const double expect = 1000 * cm.kv_bytes_per_token / cm.kv_bytes_per_s + 128 / cm.decoder_replay_tokens_per_s +
-                        cm.decode_step_s + (872 + 128) / cm.encoder_tokens_per_s;
+                        cm.DecodeStep(1) + (872 + 128) / cm.encoder_tokens_per_s;
   EXPECT_NEAR(p.predicted_seconds, expect, 1e-12);
   EXPECT_NEAR(p.queue_seconds, 872 / cm.encoder_tokens_per_s, 1e-12);  // the wait behind the encoder's queue
   // A decoder's admitted-but-waiting sequences are queue too; this request's own work is not.
   Placement q = placer.Place(In(1128, 1000, 128, true), {Node("d", 2, 3)}, {Node("e")});
-  EXPECT_NEAR(q.queue_seconds, 3 * cm.decode_step_s, 1e-12);
+  EXPECT_NEAR(q.queue_seconds, 3 * cm.DecodeStep(2), 1e-12);  // steps of the batch of 2 it waits behind
   EXPECT_GT(q.predicted_seconds, q.queue_seconds);
+}
+
+// The rates of a calibrated profile (here, one like the local cluster's): a prefix token a cold
+// decoder must load costs more than the step a few more sequences add, so a small prefix is enough
+// for warmth to win, and a queue of admitted sequences still outweighs it.
+TEST(PlacementTest, ProfileRatesPriceWarmthAgainstTheBatch) {
+  RateProfile rp;
+  rp.encoder.token_s = 5e-4;
+  rp.encoder.replay_token_s = 8e-4;
+  rp.decoder.replay_token_s = 1e-4;
+  rp.decoder.load_token_s = 4e-5;
+  rp.decoder.step_s = 5e-4;
+  rp.decoder.step_seq_s = 1e-3;
+  rp.decoder.max_running = 32;
+  rp.store.shard_bytes_per_s = 1e9;
+  rp.network.link_bytes_per_s = 2e9;
+  const CostModel cm = CostModelFromProfile(rp);
+  EXPECT_DOUBLE_EQ(cm.encoder_tokens_per_s, 2000);
+  EXPECT_DOUBLE_EQ(cm.encoder_replay_tokens_per_s, 1250);
+  EXPECT_DOUBLE_EQ(cm.decoder_replay_tokens_per_s, 10000);
+  EXPECT_DOUBLE_EQ(cm.DecodeStep(3), 5e-4 + 3e-3);
+  EXPECT_EQ(cm.max_batch, 32);
+  // Per prefix token: 890 B over the slower of shard and link, then its unit decoded.
+  EXPECT_NEAR(cm.kv_bytes_per_token / cm.kv_bytes_per_s, 890 / 1e9 + 4e-5, 1e-15);
+
+  Placer placer = CostPlacer(1, cm);
+  // 1,000 cached tokens: 41 ms to load on the cold node, against 8 more sequences' steps.
+  Placement warm = placer.Place(In(1128, 1000, 128, true), {Node("cold"), Node("warm", 8, 0, true)}, {Node("e")});
+  EXPECT_EQ(warm.decoder, "warm");
+  EXPECT_EQ(warm.reason, "warm_session");
+  // The default model prices those tokens at 1 GB/s (0.9 ms): the less loaded node wins there.
+  Placer defaults = CostPlacer(1);
+  EXPECT_EQ(defaults.Place(In(1128, 1000, 128, true), {Node("cold"), Node("warm", 8, 0, true)}, {Node("e")}).decoder, "cold");
+  // Ten sequences admitted ahead on the warm node wait ten of its steps: the cold node wins.
+  EXPECT_EQ(placer.Place(In(1128, 1000, 128, true), {Node("cold"), Node("warm", 8, 10, true)}, {Node("e")}).decoder, "cold");
+  // A profile that leaves rates at zero gives fast work, not infinities.
+  RateProfile zero;
+  zero.encoder.token_s = 0;
+  zero.decoder.load_token_s = 0;
+  const CostModel z = CostModelFromProfile(zero);
+  EXPECT_GT(z.encoder_tokens_per_s, 1e9);
+  EXPECT_TRUE(std::isfinite(z.kv_bytes_per_s));
 }
 
 Placer PolicyPlacer(PlacementPolicy policy, uint64_t seed = 1) {

@@ -1,9 +1,10 @@
-#include "sim/rate_profile.h"
+#include "router/rate_profile.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
-namespace ds41::sim {
+namespace ds41 {
 namespace {
 
 using Json = nlohmann::json;
@@ -170,4 +171,22 @@ Status WriteRateProfile(const std::string& path, const RateProfile& p, const std
   return Status::Ok();
 }
 
-}  // namespace ds41::sim
+CostModel CostModelFromProfile(const RateProfile& p) {
+  // A rate of work that takes no time is taken as very fast, not as a division by zero.
+  auto per_s = [](double s) { return 1.0 / std::max(s, 1e-12); };
+  CostModel m;
+  m.encoder_tokens_per_s = per_s(p.encoder.token_s);
+  m.encoder_replay_tokens_per_s = per_s(p.encoder.replay_token_s);
+  m.decoder_replay_tokens_per_s = per_s(p.decoder.replay_token_s);
+  m.decode_step_s = p.decoder.step_s;
+  m.decode_step_seq_s = p.decoder.step_seq_s;
+  m.max_batch = p.decoder.max_running;
+  m.kv_bytes_per_token = p.kv_bytes_per_token;
+  // A prefix token reaches a decoder that is not warm at the slower of the store's shard and the
+  // node's link, and is then decoded from its unit.
+  const double wire_s = p.kv_bytes_per_token / std::min(p.store.shard_bytes_per_s, p.network.link_bytes_per_s);
+  m.kv_bytes_per_s = p.kv_bytes_per_token * per_s(wire_s + p.decoder.load_token_s);
+  return m;
+}
+
+}  // namespace ds41

@@ -1,19 +1,21 @@
-// RateProfile: what the simulator's timing comes from — work per token and per step, sizes,
-// budgets and bandwidths of one deployment. Written by `ds41-sim calibrate` (measured on a running
-// cluster) or by hand from published figures (sim/profiles/). The file is JSON; // comments are
-// allowed and every field is optional (missing ones keep the defaults below). Every *_s field is
-// seconds of one thread's work at full speed (CPU-seconds with nothing else running): the host
-// model (host_cpu.h) turns them into wall time under sharing, so contention is simulated, not baked
-// into the rates.
+// RateProfile: how long a deployment's work takes — work per token and per step, sizes, budgets
+// and bandwidths. The simulator (sim/) times its nodes with it, and the router's cost model can take
+// its rates (CostModelFromProfile, router --cost-profile), so both reason with the same numbers.
+// Written by `ds41-sim calibrate` (measured on a running cluster) or by hand from published figures
+// (sim/profiles/). The file is JSON; // comments are allowed and every field is optional (missing
+// ones keep the defaults below). Every *_s field is seconds of one thread's work at full speed
+// (CPU-seconds with nothing else running): the simulator's host model (sim/host_cpu.h) turns them
+// into wall time under sharing, so contention is simulated, not baked into the rates.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "router/placement.h"
 #include "util/status.h"
 
-namespace ds41::sim {
+namespace ds41 {
 
 struct EncoderRates {
   int64_t step_tokens = 512;       // token budget of one shared step (encoder --step-tokens)
@@ -93,4 +95,8 @@ StatusOr<RateProfile> ReadRateProfile(const std::string& path);
 // Writes `p` with `header` (lines, each written as a // comment) above it.
 Status WriteRateProfile(const std::string& path, const RateProfile& p, const std::string& header);
 
-}  // namespace ds41::sim
+// The router's cost model with the profile's rates: prefill, replay and prefix load per token, the
+// decode step and its growth per sequence, the running limit. The tie margins keep their defaults.
+CostModel CostModelFromProfile(const RateProfile& p);
+
+}  // namespace ds41

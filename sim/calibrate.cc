@@ -248,7 +248,7 @@ StatusOr<RateProfile> Calibrate(const CalibrateSpec& spec, std::ostream& os) {
     DS41_RETURN_IF_ERROR(WriteRateProfile(
         spec.out_path, p,
         "Rate profile measured by ds41-sim calibrate (sim/calibrate.h); fields: docs/simulator.md and\n"
-        "sim/rate_profile.h. *_s fields are CPU-seconds of one thread with nothing else running; host_cores\n"
+        "router/rate_profile.h. *_s fields are CPU-seconds of one thread with nothing else running; host_cores\n"
         "is the machine the cluster ran on, all of whose nodes the simulator shares it among.\n" +
             p.source));
     os << "profile: " << spec.out_path << "\n";

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/rate_profile.h"
+#include "router/rate_profile.h"
 #include "util/status.h"
 
 namespace ds41::sim {

@@ -21,7 +21,7 @@
 #include "sim/byte_lru.h"
 #include "sim/event_queue.h"
 #include "sim/host_cpu.h"
-#include "sim/rate_profile.h"
+#include "router/rate_profile.h"
 #include "sim/warm_directory.h"
 
 namespace ds41::sim {

@@ -13,7 +13,7 @@
 
 #include "sim/byte_lru.h"
 #include "sim/prefix_keys.h"
-#include "sim/rate_profile.h"
+#include "router/rate_profile.h"
 
 namespace ds41::sim {
 

@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
   run->add_option("--profile", spec.profile_path, "rate profile (JSON; ds41-sim calibrate or sim/profiles/)")
       ->required()
       ->check(CLI::ExistingFile);
+  run->add_option("--cost-profile", spec.cost_profile_path,
+                  "the router's --cost-profile: rates its cost model starts from (default: its generic rates)")
+      ->check(CLI::ExistingFile);
   run->add_option("--out", spec.out_path, "records file (JSONL, the replay's format)");
   run->add_option("--label", spec.label, "the run's name (default <policy>@sim)");
   run->add_option("--token-scale", spec.workload.token_scale, "every length x this")->check(CLI::PositiveNumber);

@@ -16,7 +16,7 @@
 #include "sim/host_cpu.h"
 #include "sim/kv_store.h"
 #include "sim/least_squares.h"
-#include "sim/rate_profile.h"
+#include "router/rate_profile.h"
 
 namespace ds41::sim {
 namespace {
@@ -274,30 +274,6 @@ TEST(LeastSquaresTest, RecoversCoefficientsAndKeepsThemNonNegative) {
   const Fit g = NonNegativeLeastSquares({{1, 1}, {1, 2}, {1, 3}}, {3, 2, 1});
   EXPECT_EQ(g.coef[1], 0);
   EXPECT_NEAR(g.coef[0], 2, 1e-9);
-}
-
-TEST(RateProfileTest, ReadsCommentsKeepsDefaultsAndNamesBadFields) {
-  const std::string path = ::testing::TempDir() + "/profile.json";
-  {
-    std::ofstream f(path);
-    f << "// a header\n{\"name\": \"x\", \"host_cores\": 2, // two\n \"encoder\": {\"token_s\": 0.001}}\n";
-  }
-  auto p = ReadRateProfile(path);
-  ASSERT_TRUE(p.ok()) << p.status().ToString();
-  EXPECT_EQ(p->name, "x");
-  EXPECT_EQ(p->host_cores, 2);
-  EXPECT_EQ(p->encoder.token_s, 0.001);
-  EXPECT_EQ(p->encoder.step_tokens, 512);  // default kept
-  // Round trip.
-  auto q = RateProfileFromJson(RateProfileJson(*p));
-  ASSERT_TRUE(q.ok());
-  EXPECT_EQ(RateProfileJson(*q), RateProfileJson(*p));
-  auto bad = RateProfileFromJson(nlohmann::json::parse(R"({"decoder": {"step_s": "fast"}})"));
-  EXPECT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("decoder.step_s"), std::string::npos);
-  auto negative = RateProfileFromJson(nlohmann::json::parse(R"({"encoder": {"token_s": -1}})"));
-  EXPECT_FALSE(negative.ok());
-  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ Json OptionsJson(const SimRunSpec& spec, const RateProfile& p, size_t requests) 
   const SimOptions& s = spec.sim;
   Json o = {{"simulator", true},
             {"profile", spec.profile_path},
+            {"cost_profile", spec.cost_profile_path},
             {"profile_name", p.name},
             {"requests", requests},
             {"encoders", s.encoders},
@@ -62,6 +63,11 @@ StatusOr<SimRunResult> RunSimulation(const SimRunSpec& spec, std::ostream& os) {
   if (!(spec.workload.token_scale > 0) || !(spec.workload.time_scale > 0) || spec.workload.replicas < 1)
     return InvalidArgumentError("--token-scale and --time-scale must be positive, --replicas at least 1");
   DS41_ASSIGN_OR_RETURN(RateProfile profile, ReadRateProfile(spec.profile_path));
+  SimOptions sim = spec.sim;
+  if (!spec.cost_profile_path.empty()) {
+    DS41_ASSIGN_OR_RETURN(RateProfile cost_profile, ReadRateProfile(spec.cost_profile_path));
+    sim.cost = CostModelFromProfile(cost_profile);
+  }
   DS41_ASSIGN_OR_RETURN(std::vector<TraceRequest> trace, ReadMooncakeTrace(spec.trace_path));
   const std::vector<WorkloadRequest> workload = BuildWorkload(trace, spec.workload);
   if (workload.empty()) return InvalidArgumentError("the window of the trace holds no request");
@@ -89,7 +95,7 @@ StatusOr<SimRunResult> RunSimulation(const SimRunSpec& spec, std::ostream& os) {
      << CacheScopeName(spec.sim.scope) << " cache, profile " << profile.name << " (host cores "
      << profile.host_cores << ")" << std::endl;
 
-  SimResult res = Simulate(workload, profile, spec.sim);
+  SimResult res = Simulate(workload, profile, sim);
   if (!spec.out_path.empty()) DS41_RETURN_IF_ERROR(WriteRecordFile(spec.out_path, res.records, RunHeaderJson(h)));
   SimRunResult out;
   out.summary = Summarize(res.records, h.ceiling, h.slo, WallSecondsOf(res.records), h.nodes);

@@ -9,7 +9,7 @@
 #include <ostream>
 #include <string>
 
-#include "sim/rate_profile.h"
+#include "router/rate_profile.h"
 #include "sim/simulator.h"
 #include "trace/summary.h"
 #include "trace/workload.h"
@@ -20,6 +20,7 @@ namespace ds41::sim {
 struct SimRunSpec {
   std::string trace_path;
   std::string profile_path;
+  std::string cost_profile_path;  // the router's --cost-profile ("": its default rates)
   std::string out_path;   // "" : no record file
   std::string label;      // e.g. "cost@90"; default "<policy>@sim"
   WorkloadOptions workload;

@@ -91,6 +91,7 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
     SimRouterOptions ro;
     ro.placer.policy = o.policy;
     ro.placer.seed = o.seed ? o.seed : 1;
+    if (o.cost) ro.placer.cost = *o.cost;
     ro.unit_tokens = o.unit_tokens;
     ro.window = p.window;
     ro.max_sessions = o.max_sessions;

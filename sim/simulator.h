@@ -10,11 +10,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "router/placement.h"
-#include "sim/rate_profile.h"
+#include "router/rate_profile.h"
 #include "trace/request_record.h"
 #include "trace/workload.h"
 
@@ -38,6 +39,7 @@ struct SimOptions {
   int router_max_running = 256;  // router --max-running
   size_t max_sessions = 100000;  // session bindings the router keeps
   uint64_t seed = 1;             // placement's random draws
+  std::optional<CostModel> cost; // the router's cost model (its --cost-profile); none: CostModel's defaults
 };
 
 struct SimFacts {

@@ -113,6 +113,16 @@ for comp, kind in [("router", "Deployment"), ("encoder", "Deployment"), ("decode
         if comp == "router":
             check(c["readinessProbe"].get("httpGet", {}).get("path") == "/health", "router: readiness not on /health")
             check(("auth" in mounts) == bool(V["auth"]["enabled"]), "router: auth secret mount does not follow auth.enabled")
+            profile = V["router"].get("costProfile") or {}
+            check(("cost-profile" in mounts) == bool(profile), "router: cost profile mount does not follow router.costProfile")
+            check(("--cost-profile=/etc/ds41/cost-profile/cost-profile.json" in (c.get("args") or [])) == bool(profile),
+                  "router: --cost-profile does not follow router.costProfile")
+            maps = {m["metadata"]["name"]: m for m in objs("ConfigMap")}
+            rendered = [m for n, m in maps.items() if n.endswith("-cost-profile")]
+            check(len(rendered) == int(bool(profile)), "router: cost profile ConfigMap count")
+            if profile and rendered:
+                check(json.loads(rendered[0]["data"]["cost-profile.json"]) == profile,
+                      "router: cost profile ConfigMap differs from router.costProfile")
 
 # --- replicas and autoscaling
 for comp in ("encoder", "decoder"):

@@ -81,6 +81,9 @@ schema = {
                                                                 "sticky", "prefix_affinity"],
                                      "description": "placement policy; cost is the production one, the others are "
                                                     "baselines for comparison"},
+                       "costProfile": dict(ANY_OBJ, description="rate profile the cost model starts from (ds41-sim "
+                                                                "calibrate's JSON as YAML; docs/simulator.md); "
+                                                                "empty: generic rates"),
                        "maxQueueSeconds": {"type": "number", "minimum": 0, "maximum": 86400,
                                            "description": "refuse a new request with 429 and Retry-After when its "
                                                           "predicted wait behind queued work exceeds this (0: never)"},
