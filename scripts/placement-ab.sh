@@ -88,7 +88,18 @@ replay_run() {
              --expect-decoders "$decoders" --expect-encoders "$encoders" --no-progress
              --label "$1" --out "$out/$1.jsonl")
   echo "${cmd[*]}" >>"$out/runs.txt"
+  local cpu0
+  cpu0=$(head -1 /proc/stat)
   "${cmd[@]}"
+  # The host over the run: how busy its CPUs were and how much time the hypervisor took (steal), so
+  # a slow run can be told from a slow host.
+  /usr/bin/python3 - "$cpu0" "$(head -1 /proc/stat)" >"$out/$1.host.txt" <<'PY'
+import sys
+a, b = ([int(x) for x in s.split()[1:9]] for s in sys.argv[1:3])
+d = [y - x for x, y in zip(a, b)]
+total = sum(d) or 1
+print(f"busy {100 * (total - d[3] - d[4] - d[7]) / total:.1f} % steal {100 * d[7] / total:.1f} % of {total / 100:.0f} CPU-s")
+PY
   # Peak resident memory of each role over the run (its pid from run.sh's run directory).
   local run="$out/cluster-$1" role
   for role in "$run"/pids/*; do
