@@ -18,10 +18,10 @@
 #include <optional>
 #include <vector>
 
+#include "router/rate_profile.h"
 #include "sim/byte_lru.h"
 #include "sim/event_queue.h"
 #include "sim/host_cpu.h"
-#include "router/rate_profile.h"
 #include "sim/warm_directory.h"
 
 namespace ds41::sim {

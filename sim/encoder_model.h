@@ -11,10 +11,10 @@
 #include <deque>
 #include <vector>
 
+#include "router/rate_profile.h"
 #include "sim/byte_lru.h"
 #include "sim/event_queue.h"
 #include "sim/host_cpu.h"
-#include "router/rate_profile.h"
 
 namespace ds41::sim {
 

@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "router/rate_profile.h"
 #include "sim/byte_lru.h"
 #include "sim/prefix_keys.h"
-#include "router/rate_profile.h"
 
 namespace ds41::sim {
 

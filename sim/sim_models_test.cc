@@ -1,13 +1,12 @@
 // The simulator's parts by themselves: the host CPU's sharing, the store's LRU, TTL and tails, a
-// decoder's warm sessions under its byte budget, the encoder's shared steps, the index, the fit,
-// the profile file.
+// decoder's warm sessions under its byte budget, the encoder's shared steps, the index, the fit.
+// (The profile file's own test is router/rate_profile_test.cc.)
 #include <gtest/gtest.h>
 
-#include <cstdio>
-#include <fstream>
 #include <random>
 #include <unordered_map>
 
+#include "router/rate_profile.h"
 #include "sim/byte_lru.h"
 #include "sim/decoder_model.h"
 #include "sim/encoder_model.h"
@@ -16,7 +15,6 @@
 #include "sim/host_cpu.h"
 #include "sim/kv_store.h"
 #include "sim/least_squares.h"
-#include "router/rate_profile.h"
 
 namespace ds41::sim {
 namespace {
