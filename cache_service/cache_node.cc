@@ -13,6 +13,16 @@ CacheNode::CacheNode(const CacheNodeOptions& options, prometheus::Registry& regi
 
 StatusOr<std::unique_ptr<CacheNode>> CacheNode::Start(CacheNodeOptions options, prometheus::Registry& registry) {
   std::unique_ptr<CacheNode> n(new CacheNode(options, registry));
+  if (options.sweep_interval.count() > 0) {
+    // A write burst that outruns the sweep's timer wakes it: the disk stays near the capacity.
+    options.store.files_over_bound = [p = n.get()] {
+      {
+        std::lock_guard<std::mutex> l(p->mu_);
+        p->sweep_now_ = true;
+      }
+      p->cv_.notify_one();
+    };
+  }
   auto store = UnitStore::Open(options.store, &n->store_metrics_);
   if (!store.ok()) return store.status();
   n->store_ = std::move(*store);
@@ -35,7 +45,10 @@ StatusOr<std::unique_ptr<CacheNode>> CacheNode::Start(CacheNodeOptions options, 
 
 void CacheNode::SweepLoop(std::chrono::seconds interval) {
   std::unique_lock<std::mutex> l(mu_);
-  while (!cv_.wait_for(l, interval, [&] { return stopping_; })) {
+  while (true) {
+    cv_.wait_for(l, interval, [&] { return stopping_ || sweep_now_; });
+    if (stopping_) return;
+    sweep_now_ = false;
     l.unlock();
     auto n = store_->EvictExpired();
     if (!n.ok()) std::cerr << "ttl sweep: " << n.status().ToString() << "\n";

@@ -1,10 +1,12 @@
 // CacheNode: one cache shard in one object, assembled as the cache_service binary runs it: the
 // store, its gRPC service, the bulk data path beside it (both with the process's transport security
-// and checking requests by the same options) and the periodic TTL sweep. The binary and the benchmark start
+// and checking requests by the same options) and the periodic TTL sweep, which also reclaims dead segment
+// bytes. The binary and the benchmark start
 // shards through it.
 //
 // Thread-compatible: Start, Shutdown and the destructor come from one owning thread. The sweep
-// thread shares only stopping_ (mu_ guards it) and the store, which is thread-safe.
+// thread shares only stopping_ and sweep_now_ (mu_ guards them) and the store, which is thread-safe;
+// the store wakes it when a write burst takes its files past their bound (StoreOptions::files_over_bound).
 #pragma once
 
 #include <prometheus/registry.h>
@@ -65,6 +67,7 @@ class CacheNode {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ DS41_GUARDED_BY(mu_) = false;
+  bool sweep_now_ DS41_GUARDED_BY(mu_) = false;  // the store's files passed their bound
   std::thread sweeper_;
 };
 

@@ -370,6 +370,8 @@ std::vector<Status> UnitStore::PutMany(const std::vector<PutItem>& items) {
   if (Status e = EvictToCapacity(); !e.ok())
     for (Status& st : out)
       if (st.ok()) st = e;
+  if (opt_.files_over_bound && segments_->FileBytes() > opt_.capacity_bytes + 4 * opt_.segment_bytes)
+    opt_.files_over_bound();
   PublishSizes();
   return out;
 }

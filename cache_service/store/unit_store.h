@@ -70,6 +70,11 @@ struct StoreOptions {
   // flushes.
   uint64_t index_memory_bytes = uint64_t{64} << 20;
   const Clock* clock = nullptr;                  // default: system clock
+  // Called (from a put, cheaply: it should only wake a thread that calls EvictExpired) whenever the
+  // segment files pass the capacity by more than four segments: capacity eviction leaves dead bytes
+  // faster than a periodic sweep reclaims them under a write burst, and the disk must stay bounded
+  // by configuration, not by the sweep's timer.
+  std::function<void()> files_over_bound;
 };
 
 struct TailMarker {

@@ -10,30 +10,12 @@
 #include <thread>
 #include <vector>
 
-#include "engine/config/presets.h"
 #include "tests/support/test_checkpoint.h"
-#include "unit/unit_format.h"
+#include "tests/support/test_units.h"
 #include "unit/unit_key.h"
 
 namespace ds41 {
 namespace {
-
-// Real units of the tiny layout with recognisable contents.
-std::string MakeUnitBytes(int tokens, uint8_t fill) {
-  auto l = *UnitLayout::FromConfig(TinyConfig(), 64);
-  Unit u;
-  u.model.fill(1);
-  u.tokens = tokens;
-  for (const auto& s : l.sources) {
-    UnitSource us;
-    us.main_kv.assign(static_cast<size_t>(tokens / s.ratio) * s.main_bytes, fill);
-    us.index_keys.assign(static_cast<size_t>(tokens / s.ratio) * s.index_bytes, fill);
-    us.carry_kv.assign(static_cast<size_t>(tokens % s.ratio) * s.head_dim, 0.0f);
-    us.carry_gate = us.carry_kv;
-    u.sources.push_back(us);
-  }
-  return EncodeUnit(l, u);
-}
 
 Key32 K(int i) {
   Key32 k{};
@@ -57,6 +39,7 @@ class UnitStoreTest : public ::testing::Test {
     o.lru_refresh_ms = lru_refresh_ms_;
     o.index_memory_bytes = index_memory_bytes_;
     o.clock = &clock_;
+    o.files_over_bound = files_over_bound_;
     auto s = UnitStore::Open(o, &metrics_);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return std::move(s).value();
@@ -90,6 +73,7 @@ class UnitStoreTest : public ::testing::Test {
   uint64_t read_cache_bytes_ = 1 << 30;
   int64_t lru_refresh_ms_ = 1000;  // (the tests of eviction order move the clock by seconds)
   uint64_t index_memory_bytes_ = StoreOptions{}.index_memory_bytes;
+  std::function<void()> files_over_bound_;
   ManualClock clock_;
   prometheus::Registry registry_;
   StoreMetrics metrics_{registry_};
@@ -99,8 +83,8 @@ class UnitStoreTest : public ::testing::Test {
   // and read back as if put one by one, in either write mode.
   void PutManyAcrossSegments(bool direct, bool sync) {
     std::vector<std::string> units;
-    for (int i = 0; i < 40; ++i) units.push_back(MakeUnitBytes(64, static_cast<uint8_t>(i)));
-    const std::string tail = MakeUnitBytes(10, 99);
+    for (int i = 0; i < 40; ++i) units.push_back(MakeTinyUnitBytes(64, static_cast<uint8_t>(i)));
+    const std::string tail = MakeTinyUnitBytes(10, 99);
     const Key32 parent = K(39);
     std::vector<UnitStore::PutItem> items;
     for (int i = 0; i < 40; ++i) items.push_back({ns_, K(i), nullptr, 64, units[i]});
@@ -137,7 +121,7 @@ class UnitStoreTest : public ::testing::Test {
 };
 
 TEST_F(UnitStoreTest, RoundTripAndRecovery) {
-  const std::string a = MakeUnitBytes(64, 3), b = MakeUnitBytes(20, 4);
+  const std::string a = MakeTinyUnitBytes(64, 3), b = MakeTinyUnitBytes(20, 4);
   {
     auto s = OpenStore();
     ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, a).ok());
@@ -168,7 +152,7 @@ TEST_F(UnitStoreTest, PutManyStoresEveryUnitAndItsTail) { PutManyAcrossSegments(
 TEST_F(UnitStoreTest, PutManyThroughThePageCacheWithSync) { PutManyAcrossSegments(/*direct=*/false, /*sync=*/true); }
 
 TEST_F(UnitStoreTest, PutManyWithAKeyTwiceKeepsTheLater) {
-  const std::string a = MakeUnitBytes(64, 1), b = MakeUnitBytes(64, 2), c = MakeUnitBytes(64, 3);
+  const std::string a = MakeTinyUnitBytes(64, 1), b = MakeTinyUnitBytes(64, 2), c = MakeTinyUnitBytes(64, 3);
   auto s = OpenStore();
   const std::vector<Status> st = s->PutMany({{ns_, K(1), nullptr, 64, a}, {ns_, K(2), nullptr, 64, b}, {ns_, K(1), nullptr, 64, c}});
   for (const Status& x : st) EXPECT_TRUE(x.ok()) << x.ToString();
@@ -182,9 +166,9 @@ TEST_F(UnitStoreTest, PutManyWithAKeyTwiceKeepsTheLater) {
 
 TEST_F(UnitStoreTest, TtlExpiresIdleUnits) {
   auto s = OpenStore(1ull << 30, /*ttl=*/100);
-  ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, MakeUnitBytes(64, 1)).ok());
+  ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, MakeTinyUnitBytes(64, 1)).ok());
   clock_.AdvanceMs(60'000);
-  ASSERT_TRUE(s->Put(ns_, K(2), nullptr, 64, MakeUnitBytes(64, 2)).ok());
+  ASSERT_TRUE(s->Put(ns_, K(2), nullptr, 64, MakeTinyUnitBytes(64, 2)).ok());
   clock_.AdvanceMs(50'000);  // K(1) idle 110 s, K(2) 50 s
   EXPECT_EQ(*s->EvictExpired(), 1u);
   EXPECT_FALSE(Has(s.get(), 1));
@@ -198,7 +182,7 @@ TEST_F(UnitStoreTest, TtlExpiresIdleUnits) {
 }
 
 TEST_F(UnitStoreTest, CapacityEvictsLeastRecentlyUsedFirst) {
-  const std::string u = MakeUnitBytes(64, 5);
+  const std::string u = MakeTinyUnitBytes(64, 5);
   auto s = OpenStore(/*capacity=*/4 * u.size());
   for (int i = 1; i <= 4; ++i) {
     ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
@@ -221,7 +205,7 @@ TEST_F(UnitStoreTest, CapacityEvictsLeastRecentlyUsedFirst) {
 TEST_F(UnitStoreTest, ReadsRefreshRecencyOncePerInterval) {
   lru_refresh_ms_ = StoreOptions{}.lru_refresh_ms;
   ASSERT_EQ(lru_refresh_ms_, 60'000);
-  const std::string u = MakeUnitBytes(64, 6);
+  const std::string u = MakeTinyUnitBytes(64, 6);
   auto s = OpenStore(/*capacity=*/3 * u.size());
   for (int i = 1; i <= 3; ++i) {
     ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
@@ -242,7 +226,7 @@ TEST_F(UnitStoreTest, ReadsRefreshRecencyOncePerInterval) {
 // Reads refresh recency in batches (many keys, several stripes locked at once) while puts and
 // evictions run on other threads: nothing deadlocks and the accounting matches what is stored.
 TEST_F(UnitStoreTest, BatchedReadRefreshesUnderConcurrentPutsAndEvictions) {
-  const std::string u = MakeUnitBytes(64, 9);
+  const std::string u = MakeTinyUnitBytes(64, 9);
   // Segments of ~3 units: appends rotate files and removals drop them while other threads read.
   auto s = OpenStore(/*capacity=*/20 * u.size(), /*ttl=*/3600, /*segment_bytes=*/3 * u.size());
   std::vector<std::thread> th;
@@ -288,7 +272,7 @@ TEST_F(UnitStoreTest, BatchedReadRefreshesUnderConcurrentPutsAndEvictions) {
 }
 
 TEST_F(UnitStoreTest, CorruptedUnitIsAMissDeletedAndCounted) {
-  const std::string good = MakeUnitBytes(64, 7);
+  const std::string good = MakeTinyUnitBytes(64, 7);
   {
     auto s = OpenStore();
     ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, good).ok());
@@ -317,7 +301,7 @@ TEST_F(UnitStoreTest, CorruptedUnitIsAMissDeletedAndCounted) {
 TEST_F(UnitStoreTest, GetManyServesAChainAndMissesOnlyItsCorruptUnit) {
   constexpr int kChain = 30;
   std::vector<std::string> units;
-  for (int i = 0; i < kChain; ++i) units.push_back(MakeUnitBytes(64, static_cast<uint8_t>(i + 1)));
+  for (int i = 0; i < kChain; ++i) units.push_back(MakeTinyUnitBytes(64, static_cast<uint8_t>(i + 1)));
   {
     auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/64 << 20);
     std::vector<UnitStore::PutItem> items;
@@ -366,7 +350,7 @@ TEST_F(UnitStoreTest, GetManyServesAChainAndMissesOnlyItsCorruptUnit) {
 // A unit read again comes from RAM (counted); a unit replaced or removed leaves the read cache at
 // once, and one that compaction moves keeps its place in it.
 TEST_F(UnitStoreTest, UnitsReadAgainComeFromTheReadCacheWhileIndexed) {
-  const std::string u = MakeUnitBytes(64, 9), v = MakeUnitBytes(64, 10);
+  const std::string u = MakeTinyUnitBytes(64, 9), v = MakeTinyUnitBytes(64, 10);
   auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/8 * u.size());
   ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, u).ok());
   for (int i = 0; i < 3; ++i) EXPECT_EQ(**s->Get(ns_, K(1)), u);  // device, device (kept), RAM
@@ -393,7 +377,7 @@ TEST_F(UnitStoreTest, UnitsReadAgainComeFromTheReadCacheWhileIndexed) {
 
 TEST_F(UnitStoreTest, WithoutAReadCacheEveryReadGoesToTheDevice) {
   read_cache_bytes_ = 0;
-  const std::string u = MakeUnitBytes(64, 11);
+  const std::string u = MakeTinyUnitBytes(64, 11);
   auto s = OpenStore();
   ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, u).ok());
   for (int i = 0; i < 3; ++i) EXPECT_EQ(**s->Get(ns_, K(1)), u);
@@ -404,7 +388,7 @@ TEST_F(UnitStoreTest, WithoutAReadCacheEveryReadGoesToTheDevice) {
 
 // A segment cut short (a lost tail): units past the cut are dropped at open, the rest are served.
 TEST_F(UnitStoreTest, TruncatedSegmentLosesOnlyTheUnitsPastTheCut) {
-  const std::string u = MakeUnitBytes(64, 8);
+  const std::string u = MakeTinyUnitBytes(64, 8);
   {
     auto s = OpenStore();
     for (int i = 1; i <= 3; ++i) ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
@@ -421,7 +405,7 @@ TEST_F(UnitStoreTest, TruncatedSegmentLosesOnlyTheUnitsPastTheCut) {
 // Payload files follow the live units: a file goes with its last unit, compaction moves the live
 // units out of partly dead files, and bytes appended but never indexed are dropped at open.
 TEST_F(UnitStoreTest, SegmentFilesAreReclaimed) {
-  const std::string u = MakeUnitBytes(64, 6);
+  const std::string u = MakeTinyUnitBytes(64, 6);
   const Key32 other = K(77);
   {
     auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/2 * u.size());  // two units a file
@@ -454,7 +438,7 @@ TEST_F(UnitStoreTest, SegmentFilesAreReclaimed) {
 // Capacity eviction leaves dead bytes in old segments; once the files outgrow the capacity, the
 // periodic sweep rewrites even segments that are half live, so the disk stays near the capacity.
 TEST_F(UnitStoreTest, SweepKeepsSegmentFilesNearTheCapacity) {
-  const std::string u = MakeUnitBytes(64, 4);
+  const std::string u = MakeTinyUnitBytes(64, 4);
   auto s = OpenStore(/*capacity=*/10 * u.size(), /*ttl=*/0, /*segment_bytes=*/4 * u.size());
   for (int i = 0; i < 12; ++i) {
     ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
@@ -467,6 +451,34 @@ TEST_F(UnitStoreTest, SweepKeepsSegmentFilesNearTheCapacity) {
   for (int i = 2; i < 12; ++i) EXPECT_EQ(**s->Get(ns_, K(i)), u) << i;
 }
 
+// A write burst passes the capacity faster than a periodic sweep reclaims the dead bytes eviction
+// leaves in segments that still hold a live unit: past capacity + 4 segments every put says so
+// (files_over_bound), and not before.
+TEST_F(UnitStoreTest, PutsSayWhenTheSegmentFilesPassTheirBound) {
+  const std::string u = MakeTinyUnitBytes(64, 4);
+  int calls = 0;
+  files_over_bound_ = [&calls] { ++calls; };
+  auto s = OpenStore(/*capacity=*/10 * u.size(), /*ttl=*/0, /*segment_bytes=*/2 * u.size());
+  // Two units a segment; the even ones are read after every put, so eviction takes the odd ones and
+  // every segment stays half live (a shared prefix's unit beside a one-off's).
+  auto put = [&](int i) {
+    ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
+    clock_.AdvanceMs(2000);
+    for (int e = 0; e <= i; e += 2) ASSERT_TRUE(s->Get(ns_, K(e)).ok());
+  };
+  int i = 0;
+  for (; i < 16; ++i) put(i);
+  EXPECT_EQ(calls, 0) << "16 units: the files are within capacity + 4 segments";
+  for (; i < 20; ++i) put(i);
+  EXPECT_GT(calls, 0);
+  EXPECT_GT(SegmentBytes(), 18 * u.size());  // ten live units in ten half-dead segments
+  ASSERT_TRUE(s->EvictExpired().ok());  // what the woken sweep runs
+  EXPECT_LE(SegmentBytes(), 12 * u.size() + 4096);
+  const int before = calls;
+  put(i);
+  EXPECT_EQ(calls, before) << "back within the bound, puts stay quiet";
+}
+
 // A store written by the first format (payloads inside RocksDB) is refused with a clear error,
 // never misread.
 // The index's memtables stay within their budget however many units are written, and the write-ahead
@@ -474,7 +486,7 @@ TEST_F(UnitStoreTest, SweepKeepsSegmentFilesNearTheCapacity) {
 TEST_F(UnitStoreTest, IndexMemoryAndLogsStayWithinTheirBudget) {
   index_memory_bytes_ = 4 << 20;
   auto s = OpenStore();
-  const std::string unit = MakeUnitBytes(1, 7);
+  const std::string unit = MakeTinyUnitBytes(1, 7);
   constexpr int kUnits = 60000, kBatch = 1000;
   std::vector<Key32> keys(kBatch);
   for (int b = 0; b < kUnits / kBatch; ++b) {
@@ -521,7 +533,7 @@ TEST_F(UnitStoreTest, FirstFormatStoreIsRefused) {
 
 TEST_F(UnitStoreTest, DeleteNamespaceRemovesOnlyThatNamespace) {
   auto s = OpenStore();
-  const std::string u = MakeUnitBytes(64, 1);
+  const std::string u = MakeTinyUnitBytes(64, 1);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
   ASSERT_TRUE(s->Put(K(77), K(1), nullptr, 64, u).ok());
   EXPECT_EQ(*s->DeleteNamespace(ns_), 5u);
