@@ -27,7 +27,8 @@ warm part (after --warmup-fraction of the run) and reports the growth per hour.
 Passes (exit 0) when: no request failed or timed out (a 429 is counted, not a failure; there should
 be none at 80 %), no role restarted, and once warm no role grew by more than --max-rss-growth
 (default 10 %) of its warm resident memory per hour, nor by more than 4 open files, 20 sockets or
-2 threads per hour, and the store on disk stayed within its capacity plus 4 segments, twice the memtable budget
+2 threads per hour (and, for those counts, the last third of the warm window never came back down to the
+first third's highest), and the store on disk stayed within its capacity plus 4 segments, twice the memtable budget
 (the write-ahead logs) and 32 MiB for the RocksDB index's tables (a segment is reclaimed once mostly dead, so the live segments hold dead bytes too). Writes DIR/samples.jsonl,
 DIR/soak.json (the figures) and DIR/soak.png (gnuplot).
 """
@@ -110,11 +111,15 @@ class Cluster:
 def proc_sample(pid):
     """Resident bytes, open files (sockets apart: they follow the clients) and threads, or None."""
     try:
-        rss = threads = None
+        rss = rss_anon = rss_file = threads = None
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
                     rss = int(line.split()[1]) * 1024
+                elif line.startswith("RssAnon:"):  # the heap, stacks and anonymous mappings
+                    rss_anon = int(line.split()[1]) * 1024
+                elif line.startswith("RssFile:"):  # mapped files: the weights, the binary
+                    rss_file = int(line.split()[1]) * 1024
                 elif line.startswith("Threads:"):
                     threads = int(line.split()[1])
         fds = sockets = 0
@@ -125,9 +130,42 @@ def proc_sample(pid):
                 continue  # closed meanwhile
             sockets += target.startswith("socket:")
             fds += not target.startswith("socket:")
-        return {"rss": rss, "fds": fds, "sockets": sockets, "threads": threads}
+        return {"rss": rss, "rss_anon": rss_anon, "rss_file": rss_file, "fds": fds, "sockets": sockets,
+                "threads": threads, **anon_breakdown(pid)}
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
+
+
+STACK_BYTES = 8 << 20      # glibc's default thread stack (ulimit -s), beside its guard page
+ARENA_BYTES = 64 << 20     # glibc's heap of a thread arena (HEAP_MAX_SIZE on 64-bit)
+
+
+def anon_breakdown(pid):
+    """Resident anonymous memory by what holds it, from /proc/PID/smaps: the main heap ([heap]),
+    glibc's thread arenas (mappings aligned to their 64 MiB reservation), thread stacks (8 MiB
+    mappings less a guard page) and the rest (large allocations mapped on their own, library data)."""
+    out = {"anon_heap": 0, "anon_arenas": 0, "anon_stacks": 0, "anon_other": 0}
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            size = name = None
+            for line in f:
+                head = line.split()
+                if "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                    lo, hi = (int(x, 16) for x in head[0].split("-"))
+                    size, name = hi - lo, (head[5] if len(head) > 5 else "")
+                elif head[0] == "Anonymous:":
+                    b = int(head[1]) * 1024
+                    if name == "[heap]":
+                        out["anon_heap"] += b
+                    elif name == "" and STACK_BYTES - (64 << 10) <= size <= STACK_BYTES:  # less its guard
+                        out["anon_stacks"] += b
+                    elif name == "" and lo % ARENA_BYTES == 0 and size <= ARENA_BYTES:  # arenas are aligned
+                        out["anon_arenas"] += b
+                    else:
+                        out["anon_other"] += b
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return out
 
 
 # Where each role of scripts/run.sh serves its metrics (ports + the offset).
@@ -155,14 +193,18 @@ def byte_gauges(role):
 
 
 def dir_bytes(path):
-    total = 0
+    """Bytes on disk under `path`, and of them those in payload segment files (the rest is RocksDB's:
+    the index's tables, write-ahead logs and manifests), so that a peak can be told apart."""
+    total = segments = 0
     for dirpath, _, files in os.walk(path):
         for name in files:
             try:
-                total += os.path.getsize(os.path.join(dirpath, name))
+                size = os.path.getsize(os.path.join(dirpath, name))
             except FileNotFoundError:
-                pass  # a compaction removed it
-    return total
+                continue  # a compaction removed it
+            total += size
+            segments += size if os.path.basename(dirpath) == "segments" else 0
+    return total, segments
 
 
 def replay_cmd(build, endpoint, out, label, time_scale, replicas, deadline):
@@ -280,7 +322,8 @@ def main():
         t0 = time.monotonic()
         with open(os.path.join(out_dir, "samples.jsonl"), "w") as sf:
             while replay.poll() is None:
-                s = {"t": time.monotonic() - t0, "roles": {}, "store": dir_bytes(os.path.join(cluster.run_dir, "cache"))}
+                store, segments = dir_bytes(os.path.join(cluster.run_dir, "cache"))
+                s = {"t": time.monotonic() - t0, "roles": {}, "store": store, "store_segments": segments}
                 for role, pid in cluster.pids().items():
                     v = proc_sample(pid)
                     if v:
@@ -315,8 +358,9 @@ def main():
               "agent_sessions": agents, "restarts": restarts, "roles": {}}
     for r in roles:
         row = {}
-        for key in ("rss", "fds", "sockets", "threads"):
-            pts = [(s["t"], s["roles"][r][key]) for s in warm if r in s["roles"]]
+        for key in ("rss", "rss_anon", "rss_file", "anon_heap", "anon_arenas", "anon_stacks", "anon_other", "fds",
+                    "sockets", "threads"):
+            pts = [(s["t"], s["roles"][r][key]) for s in warm if s["roles"].get(r, {}).get(key) is not None]
             if not pts:
                 continue
             mean = sum(v for _, v in pts) / len(pts)
@@ -335,12 +379,23 @@ def main():
             errors.append(f"{r}: resident memory grows {rss['growth_per_hour'] / 2**20:.1f} MiB/h once warm "
                           f"(warm mean {rss['warm_mean'] / 2**20:.1f} MiB)")
         for key, limit in (("fds", 4), ("sockets", 20), ("threads", 2)):
-            if key in row and row[key]["growth_per_hour"] > limit:
-                errors.append(f"{r}: {key} grow {row[key]['growth_per_hour']:.1f}/h once warm")
+            # Counts step up and down (a channel's three descriptors, a pool's thread for a while), so
+            # a slope over a short window is no proof: they have grown when the last third of the warm
+            # window never comes back down to what the first third reached.
+            pts = [s["roles"][r][key] for s in warm if s["roles"].get(r, {}).get(key) is not None]
+            third = len(pts) // 3
+            if key not in row or third == 0:
+                continue
+            row[key]["climbed"] = min(pts[-third:]) > max(pts[:third])
+            if row[key]["growth_per_hour"] > limit and row[key]["climbed"]:
+                errors.append(f"{r}: {key} grow {row[key]['growth_per_hour']:.1f}/h once warm "
+                              f"(from at most {max(pts[:third])} to at least {min(pts[-third:])})")
     store_pts = [(s["t"], s["store"]) for s in warm]
     if store_pts:
         report["store"] = {"warm_mean": sum(v for _, v in store_pts) / len(store_pts),
                            "max": max(v for _, v in store_pts), "growth_per_hour": slope_per_hour(store_pts),
+                           # at the peak: how much was payload segments, how much RocksDB's files
+                           "segments_at_max": max(warm, key=lambda s: s["store"]).get("store_segments"),
                            "capacity": parse_bytes(a.cache_capacity)}
         bound = (parse_bytes(a.cache_capacity) + 4 * parse_bytes(a.cache_segment) +
                  2 * parse_bytes(a.cache_index_memory) + (32 << 20))
