@@ -14,6 +14,7 @@
 #include <future>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "engine/engine.h"
@@ -695,7 +696,18 @@ TEST(RouterClusterTest, ARequestThatWouldQueueTooLongIsRefusedQuicklyWithRetryAf
                     std::chrono::milliseconds(60000));
     }));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both placed: each encoder has its queue
+  // Both placed (each encoder then has its queue, as the router counts what it sent): a fixed sleep
+  // was not enough when other tests shared the CPU.
+  auto placed = [&c] {
+    double n = 0;
+    std::istringstream lines(RouterMetricsText(c));
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("ds41_router_placement_decisions_total{", 0) == 0) n += std::stod(line.substr(line.rfind(' ') + 1));
+    return n;
+  };
+  const auto placed_by = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (placed() < 2 && std::chrono::steady_clock::now() < placed_by) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GE(placed(), 2) << "the two long prompts were not placed";
   const auto t0 = std::chrono::steady_clock::now();
   auto refused = c.Post("/v1/completions", {{"prompt", RandomTokens(300, 50)}, {"max_tokens", 2}});
   const auto took = std::chrono::steady_clock::now() - t0;
