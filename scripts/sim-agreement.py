@@ -85,11 +85,11 @@ def main():
         row = (f"| {label} | {real[0]:.1f} / {simulated[0]:.1f} ({simulated[0] - real[0]:+.1f}) "
                f"| {real[1]:.2f} / {simulated[1]:.2f} ({ratio(simulated[1], real[1]):.2f}) "
                f"| {real[2]:.2f} / {simulated[2]:.2f} ({ratio(simulated[2], real[2]):.2f}) |")
+        means = [f[1] for f in each]
         if a.repeat:
-            means = [f[1] for f in each]
             row += f" {min(means):.2f}–{max(means):.2f} ({ratio(max(means), min(means)):.2f}, {len(each)} runs) |"
         print(row, flush=True)
-        points.append((label, [f[1] for f in each], simulated[1]))
+        points.append((label, means, simulated[1]))
     if a.plot:
         plot(a.plot, points)
     return 0
