@@ -645,12 +645,19 @@ void SegmentFiles::ReadRun(const std::vector<SegmentLocation>& locs, const size_
     const size_t span = static_cast<size_t>((end + kDirectAlign - 1) / kDirectAlign * kDirectAlign - start);
     const bool pooled = span <= kReadBufferBytes;
     IoBuffer buf = pooled ? TakeReadBuffer() : AllocateIoBuffer(span);
+    // Back to the pool however this ends (slice may throw bad_alloc): a pooled buffer lost would
+    // leave a slot that every later reader waits for.
+    struct Back {
+      const SegmentFiles* files;
+      IoBuffer* buf;
+      ~Back() {
+        if (files != nullptr) files->ReturnReadBuffer(std::move(*buf));
+      }
+    } back{pooled ? this : nullptr, &buf};
     size_t got = 0;
     const bool read = PreadFully(file->direct_fd, buf.get(), span, start, /*direct=*/true, &got);
     const int err = errno;
-    if (read) slice(buf.get(), start, got);
-    if (pooled) ReturnReadBuffer(std::move(buf));
-    if (read) return;
+    if (read) return slice(buf.get(), start, got);
     if (err != EINVAL) return all(Errno("read " + PathOf(segment), err));
     // EINVAL: this file system wants other alignment after all; this file reads through the page
     // cache from now on.
@@ -670,21 +677,34 @@ void SegmentFiles::ReadRun(const std::vector<SegmentLocation>& locs, const size_
 
 IoBuffer SegmentFiles::TakeReadBuffer() const {
   {
-    std::lock_guard<std::mutex> l(read_buffers_mu_);
+    std::unique_lock<std::mutex> l(read_buffers_mu_);
+    read_buffer_cv_.wait(l, [&] { return !read_buffers_.empty() || read_pool_ < kMaxReadBuffers; });
     if (!read_buffers_.empty()) {
       IoBuffer b = std::move(read_buffers_.back());
       read_buffers_.pop_back();
       return b;
     }
+    ++read_pool_;  // counted before allocating (outside the lock), so the bound holds meanwhile
   }
-  IoBuffer b = AllocateIoBuffer(kReadBufferBytes);
+  IoBuffer b;
+  try {
+    b = AllocateIoBuffer(kReadBufferBytes);
+  } catch (...) {
+    std::lock_guard<std::mutex> l(read_buffers_mu_);
+    --read_pool_;
+    read_buffer_cv_.notify_one();
+    throw;
+  }
   buffer_bytes_.fetch_add(kReadBufferBytes, std::memory_order_relaxed);
   return b;
 }
 
 void SegmentFiles::ReturnReadBuffer(IoBuffer buf) const {
-  std::lock_guard<std::mutex> l(read_buffers_mu_);
-  read_buffers_.push_back(std::move(buf));
+  {
+    std::lock_guard<std::mutex> l(read_buffers_mu_);
+    read_buffers_.push_back(std::move(buf));
+  }
+  read_buffer_cv_.notify_one();
 }
 
 Status SegmentFiles::Seal() {

@@ -276,6 +276,43 @@ TEST_P(SegmentFilesTest, ReadBuffersGrowWithConcurrentReadsOnly) {
   EXPECT_LE(files->BufferBytes() - before, 6 * one);
 }
 
+// The read pool has a byte budget: however many threads read at once, it never holds more than
+// kMaxReadBuffers buffers (the readers past it wait), and every read still gets its own bytes.
+TEST_P(SegmentFilesTest, ReadBuffersStayWithinTheirBoundUnderManyReaders) {
+  auto files = Open(/*segment_bytes=*/64 << 20);
+  if (direct_refused_) GTEST_SKIP() << "O_DIRECT refused by the file system under " << dir_;
+  if (!GetParam()) GTEST_SKIP() << "buffered reads use no pooled buffers";
+  // Runs of neighbours about 1.5 MiB long: each read takes long enough for many to overlap.
+  constexpr int kUnits = 96, kRun = 64, kThreads = 32, kRounds = 6;
+  std::vector<std::string> payloads;
+  for (int i = 0; i < kUnits; ++i) payloads.push_back(Payload(i));
+  std::vector<std::string_view> views(payloads.begin(), payloads.end());
+  std::vector<SegmentLocation> locs;
+  for (auto& g : files->AppendMany(views, /*sync=*/false)) {
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    files->Commit(*g);
+    locs.push_back(*g);
+  }
+  const uint64_t before = files->BufferBytes();  // the staging buffers the appends took
+  std::atomic<int> bad{0};
+  std::vector<std::thread> th;
+  for (int t = 0; t < kThreads; ++t)
+    th.emplace_back([&, t] {
+      for (int r = 0; r < kRounds; ++r) {
+        const int from = (t * 7 + r * 13) % (kUnits - kRun);
+        const std::vector<SegmentLocation> want(locs.begin() + from, locs.begin() + from + kRun);
+        const std::vector<StatusOr<std::string>> read = files->ReadMany(want);
+        for (int k = 0; k < kRun; ++k)
+          if (!read[k].ok() || *read[k] != payloads[from + k]) ++bad;
+      }
+    });
+  for (auto& t : th) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  const uint64_t grown = files->BufferBytes() - before;
+  EXPECT_GT(grown, 0u);
+  EXPECT_LE(grown, SegmentFiles::kMaxReadBuffers * (2u << 20));
+}
+
 TEST_P(SegmentFilesTest, AppendLargerThanABatch) {
   auto files = Open(64 << 20);
   if (direct_refused_) GTEST_SKIP() << "O_DIRECT refused by the file system under " << dir_;
