@@ -44,7 +44,6 @@ RouterCore::Candidates RouterCore::FindCandidates(const RouteRequest& rq, int64_
   for (NodeView& v : nodes_->Healthy(NodeRole::kEncoder)) {
     if (!excluded.count(v.address)) c.encoders.push_back(v.load);
   }
-  inflight_.Apply(&c.decoders, &c.encoders);
   return c;
 }
 
@@ -93,8 +92,7 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
   const int64_t N = static_cast<int64_t>(rq.tokens.size());  // the client's prompt; in.tokens adds resumed ones
   const int64_t H = in.cached_tokens;
   const char* hit_class = HitClass(N, H);
-  bool got = false;  // this attempt's first ids have come
-  inflight_.Started(p);
+  bool got = false;  // this attempt's first ids have come (PlaceAttempt counted it started)
   const GenerateCallResult call = node_client_->Generate(p.decoder, in, rq.cancel.get(), [&](const std::vector<int32_t>& ids) {
     const auto now = Clock::now();
     const bool attempt_first = !got;
@@ -255,7 +253,7 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
                               Clock::time_point deadline, bool count_rejection, const std::string& swa_fallback,
                               RouteResult* res) {
   const int64_t N = static_cast<int64_t>(rq.tokens.size());
-  const Candidates c = FindCandidates(rq, H, excluded);
+  Candidates c = FindCandidates(rq, H, excluded);
   if (c.decoders.empty() || (c.encoders.empty() && N > H)) {
     if (metrics_ && count_rejection) metrics_->Rejection("no_nodes");
     res->status = UnavailableError(c.decoders.empty() ? "no healthy decoder node" : "no healthy encoder node");
@@ -278,6 +276,8 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
     std::memcpy(&seed, CacheNamespace::Make(opt_.fingerprint, rq.tenant_salt).id.data(), sizeof(seed));
     in.prefix_chain = PrefixChain(rq.tokens, opt_.unit_tokens, seed);
   }
+  std::lock_guard<std::mutex> placing(placing_mu_);
+  inflight_.Apply(&c.decoders, &c.encoders);
   res->placement = placer_.Place(in, c.decoders, c.encoders);
   const Placement& p = res->placement;
   if (metrics_) metrics_->Placement(PlacementPolicyName(placer_.policy()), p.reason);
@@ -312,6 +312,7 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
     return false;
   }
   placer_.Served(in, p);
+  inflight_.Started(p);
   return true;
 }
 

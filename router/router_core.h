@@ -124,7 +124,8 @@ class RouterCore {
   const Placer& placer() const { return placer_; }
 
  private:
-  // The healthy nodes not excluded, each decoder marked warm when it holds this session up to H.
+  // The healthy nodes not excluded, each decoder marked warm when it holds this session up to H;
+  // their loads as polled (placing_mu_'s holder adds this router's in-flight work).
   struct Candidates {
     std::vector<NodeLoad> decoders, encoders;
     std::string bound;        // the decoder this router bound the session to at H
@@ -149,7 +150,8 @@ class RouterCore {
   // The reply ended with the tokens already streamed (its last a stop id, or max_tokens reached):
   // the finish reason, or "" when there is more to generate.
   static std::string EndedBy(const RouteRequest& rq, const Streamed& streamed);
-  // Placement of one attempt: fills res->placement, or res->status when none is possible.
+  // Placement of one attempt: fills res->placement, or res->status when none is possible; once
+  // placed, the attempt is counted in flight (RunAttempt ends it).
   // `count_rejection`: a refusal counts in ds41_router_rejections_total (not for a migration, whose
   // request was admitted and has been streaming). `swa_fallback` ("" none) is named as the SWA-state
   // holder when the usual one is excluded or unknown.
@@ -176,6 +178,10 @@ class RouterCore {
   PredictionScale prediction_scale_;  // overload shedding judges queue waits by what requests saw
   SessionBindings bindings_;
 
+  // One placement at a time, from the in-flight loads it reads to the work it adds to them:
+  // otherwise requests placed at once all read the same idle loads, pile onto one node, and the
+  // overload check admits each of them (seen as two long prompts both sent to one encoder).
+  std::mutex placing_mu_;
   mutable std::mutex mu_;
   std::set<std::shared_ptr<CancelToken>> inflight_cancels_ DS41_GUARDED_BY(mu_);  // for CancelAll
   mutable std::condition_variable idle_cv_;  // notified when running_ falls to 0
