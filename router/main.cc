@@ -127,6 +127,10 @@ int main(int argc, char** argv) {
   ds41::NodeClient node_client(std::make_shared<ds41::ChannelSet>(), fp);
   ds41::NodeTableOptions no;
   no.poll_interval = std::chrono::milliseconds(poll_ms);
+  no.on_change = [](const ds41::NodeView& n, ds41::NodeState before) {
+    std::cerr << "router: " << ds41::NodeRoleName(n.role) << " " << n.address << " " << ds41::NodeStateName(before)
+              << " -> " << ds41::NodeStateName(n.state) << (n.error.empty() ? "" : ": " + n.error) << std::endl;
+  };
   ds41::NodeTable nodes(&node_client, no);
   for (const auto& a : ds41::SplitList(encoders)) nodes.Add(ds41::NodeRole::kEncoder, a);
   for (const auto& a : ds41::SplitList(decoders)) nodes.Add(ds41::NodeRole::kDecoder, a);

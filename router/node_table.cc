@@ -67,19 +67,31 @@ Status NodeTable::Poll(const std::string& address) {
   // The report is at least as new as the call: work seen done after it is off the counts it returns.
   const auto asked = std::chrono::steady_clock::now();
   const StatusOr<NodeStatusReport> st = client_->Status(role, address, opt_.poll_deadline);
-  std::lock_guard<std::mutex> l(mu_);
+  std::unique_lock<std::mutex> l(mu_);
   auto it = nodes_.find(address);
   if (it == nodes_.end()) return st.status();
-  NodeView& n = it->second;
+  const NodeState before = it->second.state;
+  Status s = ApplyReportLocked(it->second, st, asked);
+  if (it->second.state != before && opt_.on_change) {
+    const NodeView now = it->second;
+    l.unlock();
+    opt_.on_change(now, before);
+  }
+  return s;
+}
+
+Status NodeTable::ApplyReportLocked(NodeView& n, const StatusOr<NodeStatusReport>& st,
+                                    std::chrono::steady_clock::time_point asked) {
+  const std::string& address = n.address;
   if (!st.ok()) {
     n.state = NodeState::kDown;
     n.error = st.status().ToString();
     return UnavailableError(address + " does not answer: " + st.status().ToString());
   }
   const std::string& fingerprint = client_->fingerprint();
-  if (st->fingerprint != fingerprint || st->role != NodeRoleName(role)) {
+  if (st->fingerprint != fingerprint || st->role != NodeRoleName(n.role)) {
     n.state = NodeState::kRefused;
-    n.error = "node serves " + st->role + " of model " + st->fingerprint + ", the router expects " + NodeRoleName(role) +
+    n.error = "node serves " + st->role + " of model " + st->fingerprint + ", the router expects " + NodeRoleName(n.role) +
               " of " + fingerprint;
     return FailedPreconditionError(n.error);
   }
@@ -165,11 +177,17 @@ void NodeTable::StartPolling() {
 }
 
 void NodeTable::MarkDown(const std::string& address, const std::string& why) {
-  std::lock_guard<std::mutex> l(mu_);
+  std::unique_lock<std::mutex> l(mu_);
   auto it = nodes_.find(address);
   if (it == nodes_.end()) return;
+  const NodeState before = it->second.state;
   it->second.state = NodeState::kDown;
   it->second.error = why;
+  if (before != NodeState::kDown && opt_.on_change) {
+    const NodeView now = it->second;
+    l.unlock();
+    opt_.on_change(now, before);
+  }
 }
 
 std::vector<NodeView> NodeTable::Healthy(NodeRole role) const {

@@ -44,6 +44,9 @@ struct NodeTableOptions {
   std::chrono::milliseconds poll_interval{1000};
   std::chrono::milliseconds poll_deadline{1000};
   Resolver resolver = ResolveWithGetaddrinfo;
+  // Told of each change of a node's state (the view as it is now, the state before), outside the
+  // table's lock; the router logs them, so a node going down and back shows in its log.
+  std::function<void(const NodeView& now, NodeState before)> on_change;
 };
 
 class NodeTable {
@@ -67,6 +70,9 @@ class NodeTable {
 
  private:
   Status Poll(const std::string& address);
+  // The node's state and load from its report (or the failed call), mu_ held.
+  Status ApplyReportLocked(NodeView& n, const StatusOr<NodeStatusReport>& st, std::chrono::steady_clock::time_point asked)
+      DS41_REQUIRES(mu_);
   void AddLocked(NodeRole role, const std::string& address) DS41_REQUIRES(mu_);
   void ResolveSeeds();
 

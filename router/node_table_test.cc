@@ -26,6 +26,25 @@ TEST(NodeTableTest, DnsNamesExpandToNodesAndSilentNodesAreDown) {
   EXPECT_EQ(t.Register(NodeRole::kEncoder, "127.0.0.1:3").code(), StatusCode::kUnavailable);
 }
 
+// Each change of a node's state is told once, with the state before: a silent node goes from
+// pending to down at its first poll, and later polls or a MarkDown of a down node say nothing.
+TEST(NodeTableTest, StateChangesAreToldOnce) {
+  std::vector<std::string> told;
+  NodeTableOptions o;
+  o.poll_deadline = std::chrono::milliseconds(200);
+  o.on_change = [&](const NodeView& now, NodeState before) {
+    told.push_back(now.address + " " + NodeStateName(before) + "->" + NodeStateName(now.state) +
+                   (now.error.empty() ? "" : " (error)"));
+  };
+  NodeClient client(std::make_shared<ChannelSet>(), "fp");
+  NodeTable t(&client, o);
+  t.Add(NodeRole::kDecoder, "127.0.0.1:1");
+  t.PollAll();
+  t.PollAll();
+  t.MarkDown("127.0.0.1:1", "stream reset");
+  EXPECT_EQ(told, (std::vector<std::string>{"127.0.0.1:1 pending->down (error)"}));
+}
+
 // A DNS name that stops listing an address: the node goes once it is down; a failed lookup
 // removes nothing, and a node also named explicitly stays.
 TEST(NodeTableTest, NodesDnsNoLongerListsLeaveOnceDown) {

@@ -131,9 +131,17 @@ Status ReplayClient::Probe() {
   Json body = {{"model", options_.model}, {"prompt", {options_.min_token_id, options_.vocab - 1}}, {"max_tokens", 1}};
   AddSampling(&body);
   const std::string where = "the probe request to " + options_.endpoint;
-  auto reply = http_.Exchange(Call(body.dump(), "", Clock::now() + std::chrono::seconds(60)),
-                              [](std::string_view, Clock::time_point) { return true; });
-  if (!reply.ok()) return reply.status().Prefixed(where);
+  // A cluster just started may not see its nodes healthy yet (the router's first poll timed out
+  // under load): 503 and 429 are asked again until the deadline, as clients retry them.
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
+  StatusOr<HttpReply> reply = UnavailableError("not sent");
+  while (true) {
+    reply = http_.Exchange(Call(body.dump(), "", deadline), [](std::string_view, Clock::time_point) { return true; });
+    if (!reply.ok()) return reply.status().Prefixed(where);
+    const bool again = reply->status == 503 || reply->status == 429;
+    if (!again || Clock::now() + std::chrono::milliseconds(500) >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
   if (reply->status == 200) return Status::Ok();
   const std::string msg = ErrorMessage(reply->body);
   const Json j = Json::parse(reply->body, nullptr, false);
