@@ -14,8 +14,9 @@
 // to the decoder that served their last turn while it stays warm (a cost in placement, not a pin),
 // and the router remembers who holds the SWA state at which position.
 // Transport stays in node_client/: this class sees token ids, placements and Status.
-// Thread-safe: mu_ guards the set of in-flight cancels; the session bindings, the placer and the
-// in-flight counts lock their own.
+// Thread-safe: mu_ guards the set of in-flight cancels; placing_mu_ makes each placement one step
+// from the loads it reads to the work it adds; the session bindings, the placer and the in-flight
+// counts lock their own.
 #pragma once
 
 #include <atomic>

@@ -365,7 +365,10 @@ def main():
                 continue
             mean = sum(v for _, v in pts) / len(pts)
             row[key] = {"warm_mean": mean, "min": min(v for _, v in pts), "max": max(v for _, v in pts),
-                        "growth_per_hour": slope_per_hour(pts)}
+                        "growth_per_hour": slope_per_hour(pts),
+                        # over the warm window's second half alone: a fill toward a bound slows
+                        # down there, a leak keeps its pace (reported; the check uses the whole window)
+                        "late_growth_per_hour": slope_per_hour(pts[len(pts) // 2:])}
         # The byte gauges that moved most once warm: what the resident memory is made of.
         gauges = {}
         for name in {n for s in warm if r in s["roles"] for n in s["roles"][r].get("gauges", {})}:
