@@ -27,7 +27,7 @@ uint64_t SegmentBytes(const std::string& dir) {
 }
 
 TEST(CacheNodeTest, AWriteBurstWakesTheSweepThatKeepsTheFilesNearTheCapacity) {
-  const std::string u = MakeTinyUnitBytes(64, 7);
+  const std::string u = testing::TestUnitBytes(std::string(64, 'a'), 0, 64, 7);
   const std::string dir = ::testing::TempDir() + "/cache_node_test";
   std::filesystem::remove_all(dir);
   CacheNodeOptions o;

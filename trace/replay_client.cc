@@ -134,14 +134,15 @@ Status ReplayClient::Probe() {
   // A cluster just started may not see its nodes healthy yet (the router's first poll timed out
   // under load): 503 and 429 are asked again until the deadline, as clients retry them.
   const Clock::time_point deadline = Clock::now() + std::chrono::seconds(60);
-  StatusOr<HttpReply> reply = UnavailableError("not sent");
-  while (true) {
-    reply = http_.Exchange(Call(body.dump(), "", deadline), [](std::string_view, Clock::time_point) { return true; });
-    if (!reply.ok()) return reply.status().Prefixed(where);
-    const bool again = reply->status == 503 || reply->status == 429;
-    if (!again || Clock::now() + std::chrono::milliseconds(500) >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto pause = std::chrono::milliseconds(500);
+  const HttpCall call = Call(body.dump(), "", deadline);
+  auto send = [&] { return http_.Exchange(call, [](std::string_view, Clock::time_point) { return true; }); };
+  StatusOr<HttpReply> reply = send();
+  while (reply.ok() && (reply->status == 503 || reply->status == 429) && Clock::now() + pause < deadline) {
+    std::this_thread::sleep_for(pause);
+    reply = send();
   }
+  if (!reply.ok()) return reply.status().Prefixed(where);
   if (reply->status == 200) return Status::Ok();
   const std::string msg = ErrorMessage(reply->body);
   const Json j = Json::parse(reply->body, nullptr, false);

@@ -17,6 +17,9 @@
 namespace ds41 {
 namespace {
 
+// A unit of the tiny layout from position 0 whose contents follow `seed`.
+std::string UnitBytes(int tokens, uint32_t seed) { return testing::TestUnitBytes(std::string(64, 'a'), 0, tokens, seed); }
+
 Key32 K(int i) {
   Key32 k{};
   k[0] = static_cast<uint8_t>(i);
@@ -83,8 +86,8 @@ class UnitStoreTest : public ::testing::Test {
   // and read back as if put one by one, in either write mode.
   void PutManyAcrossSegments(bool direct, bool sync) {
     std::vector<std::string> units;
-    for (int i = 0; i < 40; ++i) units.push_back(MakeTinyUnitBytes(64, static_cast<uint8_t>(i)));
-    const std::string tail = MakeTinyUnitBytes(10, 99);
+    for (int i = 0; i < 40; ++i) units.push_back(UnitBytes(64, static_cast<uint8_t>(i)));
+    const std::string tail = UnitBytes(10, 99);
     const Key32 parent = K(39);
     std::vector<UnitStore::PutItem> items;
     for (int i = 0; i < 40; ++i) items.push_back({ns_, K(i), nullptr, 64, units[i]});
@@ -121,7 +124,7 @@ class UnitStoreTest : public ::testing::Test {
 };
 
 TEST_F(UnitStoreTest, RoundTripAndRecovery) {
-  const std::string a = MakeTinyUnitBytes(64, 3), b = MakeTinyUnitBytes(20, 4);
+  const std::string a = UnitBytes(64, 3), b = UnitBytes(20, 4);
   {
     auto s = OpenStore();
     ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, a).ok());
@@ -152,7 +155,7 @@ TEST_F(UnitStoreTest, PutManyStoresEveryUnitAndItsTail) { PutManyAcrossSegments(
 TEST_F(UnitStoreTest, PutManyThroughThePageCacheWithSync) { PutManyAcrossSegments(/*direct=*/false, /*sync=*/true); }
 
 TEST_F(UnitStoreTest, PutManyWithAKeyTwiceKeepsTheLater) {
-  const std::string a = MakeTinyUnitBytes(64, 1), b = MakeTinyUnitBytes(64, 2), c = MakeTinyUnitBytes(64, 3);
+  const std::string a = UnitBytes(64, 1), b = UnitBytes(64, 2), c = UnitBytes(64, 3);
   auto s = OpenStore();
   const std::vector<Status> st = s->PutMany({{ns_, K(1), nullptr, 64, a}, {ns_, K(2), nullptr, 64, b}, {ns_, K(1), nullptr, 64, c}});
   for (const Status& x : st) EXPECT_TRUE(x.ok()) << x.ToString();
@@ -166,9 +169,9 @@ TEST_F(UnitStoreTest, PutManyWithAKeyTwiceKeepsTheLater) {
 
 TEST_F(UnitStoreTest, TtlExpiresIdleUnits) {
   auto s = OpenStore(1ull << 30, /*ttl=*/100);
-  ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, MakeTinyUnitBytes(64, 1)).ok());
+  ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, UnitBytes(64, 1)).ok());
   clock_.AdvanceMs(60'000);
-  ASSERT_TRUE(s->Put(ns_, K(2), nullptr, 64, MakeTinyUnitBytes(64, 2)).ok());
+  ASSERT_TRUE(s->Put(ns_, K(2), nullptr, 64, UnitBytes(64, 2)).ok());
   clock_.AdvanceMs(50'000);  // K(1) idle 110 s, K(2) 50 s
   EXPECT_EQ(*s->EvictExpired(), 1u);
   EXPECT_FALSE(Has(s.get(), 1));
@@ -182,7 +185,7 @@ TEST_F(UnitStoreTest, TtlExpiresIdleUnits) {
 }
 
 TEST_F(UnitStoreTest, CapacityEvictsLeastRecentlyUsedFirst) {
-  const std::string u = MakeTinyUnitBytes(64, 5);
+  const std::string u = UnitBytes(64, 5);
   auto s = OpenStore(/*capacity=*/4 * u.size());
   for (int i = 1; i <= 4; ++i) {
     ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
@@ -205,7 +208,7 @@ TEST_F(UnitStoreTest, CapacityEvictsLeastRecentlyUsedFirst) {
 TEST_F(UnitStoreTest, ReadsRefreshRecencyOncePerInterval) {
   lru_refresh_ms_ = StoreOptions{}.lru_refresh_ms;
   ASSERT_EQ(lru_refresh_ms_, 60'000);
-  const std::string u = MakeTinyUnitBytes(64, 6);
+  const std::string u = UnitBytes(64, 6);
   auto s = OpenStore(/*capacity=*/3 * u.size());
   for (int i = 1; i <= 3; ++i) {
     ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
@@ -226,7 +229,7 @@ TEST_F(UnitStoreTest, ReadsRefreshRecencyOncePerInterval) {
 // Reads refresh recency in batches (many keys, several stripes locked at once) while puts and
 // evictions run on other threads: nothing deadlocks and the accounting matches what is stored.
 TEST_F(UnitStoreTest, BatchedReadRefreshesUnderConcurrentPutsAndEvictions) {
-  const std::string u = MakeTinyUnitBytes(64, 9);
+  const std::string u = UnitBytes(64, 9);
   // Segments of ~3 units: appends rotate files and removals drop them while other threads read.
   auto s = OpenStore(/*capacity=*/20 * u.size(), /*ttl=*/3600, /*segment_bytes=*/3 * u.size());
   std::vector<std::thread> th;
@@ -272,7 +275,7 @@ TEST_F(UnitStoreTest, BatchedReadRefreshesUnderConcurrentPutsAndEvictions) {
 }
 
 TEST_F(UnitStoreTest, CorruptedUnitIsAMissDeletedAndCounted) {
-  const std::string good = MakeTinyUnitBytes(64, 7);
+  const std::string good = UnitBytes(64, 7);
   {
     auto s = OpenStore();
     ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, good).ok());
@@ -301,7 +304,7 @@ TEST_F(UnitStoreTest, CorruptedUnitIsAMissDeletedAndCounted) {
 TEST_F(UnitStoreTest, GetManyServesAChainAndMissesOnlyItsCorruptUnit) {
   constexpr int kChain = 30;
   std::vector<std::string> units;
-  for (int i = 0; i < kChain; ++i) units.push_back(MakeTinyUnitBytes(64, static_cast<uint8_t>(i + 1)));
+  for (int i = 0; i < kChain; ++i) units.push_back(UnitBytes(64, static_cast<uint8_t>(i + 1)));
   {
     auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/64 << 20);
     std::vector<UnitStore::PutItem> items;
@@ -350,7 +353,7 @@ TEST_F(UnitStoreTest, GetManyServesAChainAndMissesOnlyItsCorruptUnit) {
 // A unit read again comes from RAM (counted); a unit replaced or removed leaves the read cache at
 // once, and one that compaction moves keeps its place in it.
 TEST_F(UnitStoreTest, UnitsReadAgainComeFromTheReadCacheWhileIndexed) {
-  const std::string u = MakeTinyUnitBytes(64, 9), v = MakeTinyUnitBytes(64, 10);
+  const std::string u = UnitBytes(64, 9), v = UnitBytes(64, 10);
   auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/8 * u.size());
   ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, u).ok());
   for (int i = 0; i < 3; ++i) EXPECT_EQ(**s->Get(ns_, K(1)), u);  // device, device (kept), RAM
@@ -377,7 +380,7 @@ TEST_F(UnitStoreTest, UnitsReadAgainComeFromTheReadCacheWhileIndexed) {
 
 TEST_F(UnitStoreTest, WithoutAReadCacheEveryReadGoesToTheDevice) {
   read_cache_bytes_ = 0;
-  const std::string u = MakeTinyUnitBytes(64, 11);
+  const std::string u = UnitBytes(64, 11);
   auto s = OpenStore();
   ASSERT_TRUE(s->Put(ns_, K(1), nullptr, 64, u).ok());
   for (int i = 0; i < 3; ++i) EXPECT_EQ(**s->Get(ns_, K(1)), u);
@@ -388,7 +391,7 @@ TEST_F(UnitStoreTest, WithoutAReadCacheEveryReadGoesToTheDevice) {
 
 // A segment cut short (a lost tail): units past the cut are dropped at open, the rest are served.
 TEST_F(UnitStoreTest, TruncatedSegmentLosesOnlyTheUnitsPastTheCut) {
-  const std::string u = MakeTinyUnitBytes(64, 8);
+  const std::string u = UnitBytes(64, 8);
   {
     auto s = OpenStore();
     for (int i = 1; i <= 3; ++i) ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
@@ -405,7 +408,7 @@ TEST_F(UnitStoreTest, TruncatedSegmentLosesOnlyTheUnitsPastTheCut) {
 // Payload files follow the live units: a file goes with its last unit, compaction moves the live
 // units out of partly dead files, and bytes appended but never indexed are dropped at open.
 TEST_F(UnitStoreTest, SegmentFilesAreReclaimed) {
-  const std::string u = MakeTinyUnitBytes(64, 6);
+  const std::string u = UnitBytes(64, 6);
   const Key32 other = K(77);
   {
     auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/2 * u.size());  // two units a file
@@ -438,7 +441,7 @@ TEST_F(UnitStoreTest, SegmentFilesAreReclaimed) {
 // Capacity eviction leaves dead bytes in old segments; once the files outgrow the capacity, the
 // periodic sweep rewrites even segments that are half live, so the disk stays near the capacity.
 TEST_F(UnitStoreTest, SweepKeepsSegmentFilesNearTheCapacity) {
-  const std::string u = MakeTinyUnitBytes(64, 4);
+  const std::string u = UnitBytes(64, 4);
   auto s = OpenStore(/*capacity=*/10 * u.size(), /*ttl=*/0, /*segment_bytes=*/4 * u.size());
   for (int i = 0; i < 12; ++i) {
     ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
@@ -455,7 +458,7 @@ TEST_F(UnitStoreTest, SweepKeepsSegmentFilesNearTheCapacity) {
 // leaves in segments that still hold a live unit: past capacity + 4 segments every put says so
 // (files_over_bound), and not before.
 TEST_F(UnitStoreTest, PutsSayWhenTheSegmentFilesPassTheirBound) {
-  const std::string u = MakeTinyUnitBytes(64, 4);
+  const std::string u = UnitBytes(64, 4);
   int calls = 0;
   files_over_bound_ = [&calls] { ++calls; };
   auto s = OpenStore(/*capacity=*/10 * u.size(), /*ttl=*/0, /*segment_bytes=*/2 * u.size());
@@ -486,7 +489,7 @@ TEST_F(UnitStoreTest, PutsSayWhenTheSegmentFilesPassTheirBound) {
 TEST_F(UnitStoreTest, IndexMemoryAndLogsStayWithinTheirBudget) {
   index_memory_bytes_ = 4 << 20;
   auto s = OpenStore();
-  const std::string unit = MakeTinyUnitBytes(1, 7);
+  const std::string unit = UnitBytes(1, 7);
   constexpr int kUnits = 60000, kBatch = 1000;
   std::vector<Key32> keys(kBatch);
   for (int b = 0; b < kUnits / kBatch; ++b) {
@@ -533,7 +536,7 @@ TEST_F(UnitStoreTest, FirstFormatStoreIsRefused) {
 
 TEST_F(UnitStoreTest, DeleteNamespaceRemovesOnlyThatNamespace) {
   auto s = OpenStore();
-  const std::string u = MakeTinyUnitBytes(64, 1);
+  const std::string u = UnitBytes(64, 1);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(s->Put(ns_, K(i), nullptr, 64, u).ok());
   ASSERT_TRUE(s->Put(K(77), K(1), nullptr, 64, u).ok());
   EXPECT_EQ(*s->DeleteNamespace(ns_), 5u);

@@ -1,13 +1,19 @@
 // Real cache units of the tiny layout (TinyConfig, 64-token units) with recognisable contents, for
-// tests of the store and the nodes around it.
+// tests of the store, the cache service and the nodes around them.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace ds41 {
+#include "unit/unit_format.h"
 
-// The encoded unit of `tokens` tokens whose KV bytes are all `fill`.
-std::string MakeTinyUnitBytes(int tokens, uint8_t fill);
+namespace ds41::testing {
 
-}  // namespace ds41
+// The unit layout of the tiny config with 64-token units, which every test unit has.
+const UnitLayout& TestLayout();
+
+// A unit of `tokens` tokens from position `first`, made by model `fingerprint` (64 hex characters),
+// filled from `seed`.
+std::string TestUnitBytes(const std::string& fingerprint, int64_t first, int tokens, uint32_t seed);
+
+}  // namespace ds41::testing
