@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   bool reply_splice = true;
   double max_queue_s = 60;
   int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 64, poll_ms = 1000, header_timeout_ms = 10000,
-      request_timeout_s = 600, grace_s = 20, max_migrations = 2;
+      request_timeout_s = 600, grace_s = 20, max_migrations = 2, max_sessions = 100000;
   app.add_option("--model", model_dir, "checkpoint folder (config.json, tokenizer.json)")->required()->envname("DS41_MODEL");
   app.add_option("--listen", listen, "HTTP address (OpenAI API, /health, /metrics)")->envname("DS41_ROUTER_LISTEN");
   app.add_option("--grpc-listen", grpc_listen, "gRPC address (Router service)")->envname("DS41_ROUTER_GRPC_LISTEN");
@@ -44,6 +44,10 @@ int main(int argc, char** argv) {
       ->envname("DS41_MAX_QUEUE_SECONDS");
   app.add_option("--max-running", max_running, "requests in flight before 429")->check(CLI::Range(1, 100000))
       ->envname("DS41_MAX_RUNNING");
+  app.add_option("--max-sessions", max_sessions,
+                 "sessions whose last turn's nodes are remembered for placement (least recently bound dropped)")
+      ->check(CLI::Range(1, 100000000))
+      ->envname("DS41_ROUTER_MAX_SESSIONS");
   std::vector<std::string> policies;
   for (ds41::PlacementPolicy p : ds41::kPlacementPolicies) policies.push_back(ds41::PlacementPolicyName(p));
   app.add_option("--placement", placement,
@@ -143,6 +147,7 @@ int main(int argc, char** argv) {
   ro.max_running = max_running;
   ro.max_queue_seconds = max_queue_s;
   ro.max_migrations = max_migrations;
+  ro.max_sessions = static_cast<size_t>(max_sessions);
   ro.request_timeout = std::chrono::seconds(request_timeout_s);
   ro.placement.policy = *ds41::ParsePlacementPolicy(placement);
   if (!cost_profile.empty()) {

@@ -19,7 +19,9 @@ RouterCore::RouterCore(RouterOptions options, NodeTable* nodes, CacheClient* cac
       node_client_(node_client),
       metrics_(metrics),
       placer_(opt_.placement),
-      bindings_(opt_.max_sessions) {}
+      bindings_(opt_.max_sessions) {
+  if (metrics_) metrics_->sessions_limit.Set(static_cast<double>(opt_.max_sessions));
+}
 
 int64_t RouterCore::CachedPrefix(const std::string& tenant_salt, const std::vector<int32_t>& tokens) const {
   if (!cache_ || tokens.size() < 2) return 0;
@@ -131,7 +133,7 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
     res->finish_reason = "stop";
     usage.cached_tokens = H;
     usage.computed_tokens = N - H;
-    bindings_.Bind(rq.session_id, "", -1, p.encoder, N);
+    BindSession(rq.session_id, "", -1, p.encoder, N);
     return Attempt::kDone;
   }
   if (!call.status.ok()) {
@@ -144,8 +146,14 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
     return Attempt::kFailed;
   }
   res->status = Status::Ok();  // an earlier attempt's failure is behind us
-  bindings_.Bind(rq.session_id, p.decoder, N + usage.completion_tokens - 1, p.encoder, N);
+  BindSession(rq.session_id, p.decoder, N + usage.completion_tokens - 1, p.encoder, N);
   return Attempt::kDone;
+}
+
+void RouterCore::BindSession(const std::string& session, const std::string& decoder, int64_t decoder_end,
+                             const std::string& encoder, int64_t encoder_end) {
+  bindings_.Bind(session, decoder, decoder_end, encoder, encoder_end);
+  if (metrics_) metrics_->sessions_bound.Set(static_cast<double>(bindings_.size()));
 }
 
 std::string RouterCore::EndedBy(const RouteRequest& rq, const Streamed& streamed) {

@@ -162,6 +162,9 @@ class RouterCore {
   // After a node went away: who is gone (a poll says), else the decoder.
   void ExcludeFailed(const Placement& p, std::set<std::string>* excluded);
   void RecordEnd(const RouteResult& res, std::chrono::steady_clock::time_point t0);
+  // SessionBindings::Bind, and the gauge of sessions remembered.
+  void BindSession(const std::string& session, const std::string& decoder, int64_t decoder_end,
+                   const std::string& encoder, int64_t encoder_end);
   // Generate once admitted: lookup, placement, the attempts. `deadline` is the effective one.
   RouteResult GeneratePlaced(const RouteRequest& rq, const TokenSink& sink, std::chrono::steady_clock::time_point t0,
                              std::chrono::steady_clock::time_point deadline);

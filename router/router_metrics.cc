@@ -20,6 +20,16 @@ const char* HitClass(int64_t prompt_tokens, int64_t cached_tokens) {
 
 RouterMetrics::RouterMetrics(prometheus::Registry& r)
     : running(prometheus::BuildGauge().Name("ds41_router_running_requests").Help("Requests in flight").Register(r).Add({})),
+      sessions_bound(prometheus::BuildGauge()
+                         .Name("ds41_router_sessions_bound")
+                         .Help("Sessions whose last turn's nodes the router remembers (SWA state placement)")
+                         .Register(r)
+                         .Add({})),
+      sessions_limit(prometheus::BuildGauge()
+                         .Name("ds41_router_sessions_bound_limit")
+                         .Help("Most sessions remembered (--max-sessions); the least recently bound go first")
+                         .Register(r)
+                         .Add({})),
       requests_(prometheus::BuildCounter().Name("ds41_router_requests_total").Help("Requests by endpoint and HTTP status").Register(r)),
       rejections_(prometheus::BuildCounter().Name("ds41_router_rejections_total").Help("Requests refused, by reason").Register(r)),
       cancelled_(prometheus::BuildCounter()

@@ -53,6 +53,8 @@ class RouterMetrics {
   void ReplySpliced(int64_t tokens);
   void ReplyRecorded(const char* outcome);
   prometheus::Gauge& running;
+  prometheus::Gauge& sessions_bound;  // sessions whose nodes the router remembers (SessionBindings)
+  prometheus::Gauge& sessions_limit;  // --max-sessions: the least recently bound beyond it are dropped
 
  private:
   prometheus::Family<prometheus::Counter>& requests_;

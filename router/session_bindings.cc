@@ -33,4 +33,9 @@ void SessionBindings::Bind(const std::string& session, const std::string& decode
   }
 }
 
+size_t SessionBindings::size() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return sessions_.size();
+}
+
 }  // namespace ds41

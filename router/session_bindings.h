@@ -28,6 +28,7 @@ class SessionBindings {
   // encoder_end (an empty encoder keeps the previous one's record).
   void Bind(const std::string& session, const std::string& decoder, int64_t decoder_end, const std::string& encoder,
             int64_t encoder_end);
+  size_t size() const;  // sessions remembered
 
  private:
   struct Binding {

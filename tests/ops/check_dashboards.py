@@ -38,6 +38,8 @@ ROUTER_METRICS = {
     "ds41_router_ttft_prediction_error_seconds": ("histogram", set()),
     "ds41_router_nodes": ("gauge", {"role", "state"}),
     "ds41_router_running_requests": ("gauge", set()),
+    "ds41_router_sessions_bound": ("gauge", set()),
+    "ds41_router_sessions_bound_limit": ("gauge", set()),
     "ds41_router_migrations_total": ("counter", {"outcome"}),
     "ds41_router_migration_stall_seconds": ("histogram", set()),
     "ds41_router_reply_splices_total": ("counter", {"outcome"}),

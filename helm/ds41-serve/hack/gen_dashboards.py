@@ -56,6 +56,10 @@ overview = dashboard("ds41-overview", "ds41-serve / Overview", [
         panel("Requests/s by endpoint and code",
               [("sum by (endpoint, code) (rate(ds41_router_requests_total[5m]))", "{{endpoint}} {{code}}")], "reqps"),
         panel("Running requests", [("sum(ds41_router_running_requests)", "running")]),
+        panel("Sessions the routers remember",
+              [("sum by (pod) (ds41_router_sessions_bound)", "{{pod}}"),
+               ("max(ds41_router_sessions_bound_limit)", "limit")],
+              desc="placement keeps each session's last nodes; at the limit the least recently bound go"),
         panel("Tokens/s", [
             ("sum by (kind) (rate(ds41_router_prompt_tokens_total[5m]))", "prompt {{kind}}"),
             ("sum(rate(ds41_router_completion_tokens_total[5m]))", "completion")]),
