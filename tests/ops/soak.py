@@ -4,12 +4,13 @@ whether every role's resources stay flat once warm.
 
   soak.py --build BUILD --out DIR [--minutes 30] [--load 0.8] [--capacity REQ_PER_S]
           [--warmup-fraction 0.33] [--cache-capacity 128M] [--cache-segment 8M]
-          [--cache-read-cache 64M] [--cache-index-memory 16M] [--session-bytes 192M] [--swa-pool 64M]
+          [--cache-read-cache 16M] [--cache-index-memory 16M] [--session-bytes 192M] [--swa-pool 64M]
+          [--router-sessions 1024]
 
 Starts the local cluster of scripts/run.sh (its own run directory and ports). Every bounded cache is
 given a budget the warm-up fills (the store's capacity, segment size, read cache and RocksDB memtables, the decoders'
-warm sessions, every node's SWA pool), so that eviction runs during the soak as it would in production and what
-grows past a budget is a leak, not a cache still filling. Capacity is
+warm sessions, every node's SWA pool, the sessions the router remembers), so that eviction runs during the soak as
+it would in production and what grows past a budget is a leak, not a cache still filling. Capacity is
 measured first, as scripts/placement-ab.sh does (the Mooncake slice sent at once, completed requests
 per second), unless given. Then, for --minutes, two kinds of traffic at once:
   * the Mooncake slice (1 session in 32, lengths x 1/32) replayed with ds41-trace-replay, in copies
@@ -172,6 +173,10 @@ def anon_breakdown(pid):
 METRICS_PORT = {"cache": 9400, "encoder0": 9500, "encoder1": 9501, "decoder0": 9600, "decoder1": 9601, "router": 8000}
 
 
+# Beside the byte gauges: the router's bounded table of small entries.
+OTHER_GAUGES = ("ds41_router_sessions_bound",)
+
+
 def byte_gauges(role):
     """The role's byte gauges (pools, caches, buffers) from its metrics page: what a growth is made of."""
     out = {}
@@ -184,7 +189,7 @@ def byte_gauges(role):
             continue
         name, value = line.rsplit(" ", 1)
         base = name.split("{", 1)[0]
-        if base.endswith("_bytes") and not base.startswith("exposer_"):
+        if (base.endswith("_bytes") and not base.startswith("exposer_")) or base in OTHER_GAUGES:
             try:
                 out[name] = float(value)
             except ValueError:
@@ -233,6 +238,17 @@ def slope_per_hour(points):
     return 0.0 if den == 0 else 3600 * sum((t - mt) * (v - mv) for t, v in points) / den
 
 
+def peak_growth_per_hour(points):
+    """The highest value of the last third of (t, value) points over that of the first third, per
+    hour: a bounded series that swings stops raising its peaks, a leak raises them at its pace."""
+    third = len(points) // 3
+    if third == 0:
+        return 0.0
+    first, last = points[:third], points[-third:]
+    dt = (sum(t for t, _ in last) - sum(t for t, _ in first)) / third
+    return 0.0 if dt <= 0 else 3600 * (max(v for _, v in last) - max(v for _, v in first)) / dt
+
+
 def agent_sessions(endpoint, stop, stats, out_path):
     """Chat agent sessions with the official client, one after another, until `stop`."""
     seed = 1
@@ -278,10 +294,11 @@ def main():
     ap.add_argument("--warmup-fraction", type=float, default=0.33)
     ap.add_argument("--cache-capacity", default="128M")
     ap.add_argument("--cache-segment", default="8M")
-    ap.add_argument("--cache-read-cache", default="64M")
+    ap.add_argument("--cache-read-cache", default="16M", help="a soak's reuse keeps ~20 MiB read twice")
     ap.add_argument("--cache-index-memory", default="16M", help="the store's RocksDB memtables")
     ap.add_argument("--session-bytes", default="192M", help="each decoder's warm sessions")
     ap.add_argument("--swa-pool", default="64M", help="each encoder's and decoder's SWA states")
+    ap.add_argument("--router-sessions", default="1024", help="sessions the router remembers (--max-sessions)")
     ap.add_argument("--max-rss-growth", type=float, default=0.10, help="per hour, of the warm resident memory")
     ap.add_argument("--no-agents", action="store_true", help="only the trace replay")
     a = ap.parse_args()
@@ -289,7 +306,8 @@ def main():
     out_dir = os.path.abspath(a.out)
     budgets = {"DS41_CACHE_CAPACITY": a.cache_capacity, "DS41_CACHE_SEGMENT_SIZE": a.cache_segment,
                "DS41_CACHE_READ_CACHE": a.cache_read_cache, "DS41_CACHE_INDEX_MEMORY": a.cache_index_memory,
-               "DS41_SESSION_BYTES": a.session_bytes, "DS41_SWA_POOL_BYTES": a.swa_pool}
+               "DS41_SESSION_BYTES": a.session_bytes, "DS41_SWA_POOL_BYTES": a.swa_pool,
+               "DS41_ROUTER_MAX_SESSIONS": a.router_sessions}
     # A TERM (ctest's timeout, kill) stops the cluster and the clients as Ctrl-C does.
     signal.signal(signal.SIGTERM, interrupted)
     cluster = Cluster(os.path.join(out_dir, "cluster"), budgets)
@@ -368,7 +386,8 @@ def main():
                         "growth_per_hour": slope_per_hour(pts),
                         # over the warm window's second half alone: a fill toward a bound slows
                         # down there, a leak keeps its pace (reported; the check uses the whole window)
-                        "late_growth_per_hour": slope_per_hour(pts[len(pts) // 2:])}
+                        "late_growth_per_hour": slope_per_hour(pts[len(pts) // 2:]),
+                        "peak_growth_per_hour": peak_growth_per_hour(pts)}
         # The byte gauges that moved most once warm: what the resident memory is made of.
         gauges = {}
         for name in {n for s in warm if r in s["roles"] for n in s["roles"][r].get("gauges", {})}:
