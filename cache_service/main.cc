@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   ds41::RaiseOpenFileLimit();
   CLI::App app{"ds41 cache_service: cache units on SSD (payload segment files, RocksDB index), over gRPC"};
   std::string listen = "127.0.0.1:7400", data_listen, metrics_listen = "127.0.0.1:9400", path = "./cache-data", capacity = "64G",
-              segment_size = "256M", read_cache = "1G", index_memory = "64M", fingerprint;
+              segment_size = "256M", read_cache = "1G", index_memory = "64M", index_cache = "64M",
+              fingerprint;
   double ttl_hours = 72;
   int sweep_seconds = 60;
   bool sync_writes = false, buffered_writes = false, print_config = false;
@@ -41,6 +42,10 @@ int main(int argc, char** argv) {
                  "RAM for RocksDB's memtables (index and LRU order), all column families; write-ahead logs are kept "
                  "to twice it (K/M/G, at least 4M)")
       ->envname("DS41_CACHE_INDEX_MEMORY");
+  app.add_option("--index-cache", index_cache,
+                 "RAM for the blocks RocksDB reads from its tables (index entries, their index and filter blocks), "
+                 "one cache for all column families (K/M/G, at least 1M)")
+      ->envname("DS41_CACHE_INDEX_CACHE");
   app.add_option("--segment-size", segment_size, "payload segment file size (K/M/G)")->envname("DS41_CACHE_SEGMENT_SIZE");
   app.add_option("--ttl-hours", ttl_hours, "units idle longer than this expire (0: never)")->envname("DS41_CACHE_TTL_HOURS");
   app.add_option("--sweep-seconds", sweep_seconds, "how often expired units are removed")->envname("DS41_CACHE_SWEEP_SECONDS")
@@ -78,6 +83,11 @@ int main(int argc, char** argv) {
     std::cerr << "--index-memory: " << (im.ok() ? "at least 4M" : im.status().message()) << "\n";
     return 2;
   }
+  auto ic = ds41::ParseByteSize(index_cache);
+  if (!ic.ok() || *ic < (1u << 20)) {
+    std::cerr << "--index-cache: " << (ic.ok() ? "at least 1M" : ic.status().message()) << "\n";
+    return 2;
+  }
   auto seg = ds41::ParseByteSize(segment_size);
   if (!seg.ok() || *seg < (1u << 20)) {
     std::cerr << "--segment-size: " << (seg.ok() ? "at least 1M" : seg.status().message()) << "\n";
@@ -98,6 +108,7 @@ int main(int argc, char** argv) {
   no.store.direct_io = !buffered_writes;
   no.store.read_cache_bytes = *rc;
   no.store.index_memory_bytes = *im;
+  no.store.index_cache_bytes = *ic;
   no.service.model_fingerprint = fingerprint;
   no.rpc.address = listen;
   no.sweep_interval = std::chrono::seconds(sweep_seconds);

@@ -47,6 +47,9 @@ struct StoreMetrics {
   prometheus::Gauge& io_buffer_bytes;  // the segments' O_DIRECT staging and read buffers
   prometheus::Gauge& index_memory_bytes;         // RocksDB memtables, all families
   prometheus::Gauge& index_memory_budget_bytes;  // StoreOptions::index_memory_bytes
+  prometheus::Gauge& index_cache_bytes;          // RocksDB's block cache in use
+  prometheus::Gauge& index_cache_budget_bytes;   // StoreOptions::index_cache_bytes
+  prometheus::Gauge& table_reader_bytes;         // RocksDB's open tables outside the block cache
   // The RAM read cache (read_cache.h): reads it served or not, its bytes, budget and evictions.
   prometheus::Family<prometheus::Counter>& read_cache_lookups;  // result: hit | miss
   prometheus::Counter& read_cache_hits;

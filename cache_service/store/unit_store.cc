@@ -1,5 +1,6 @@
 #include "cache_service/store/unit_store.h"
 
+#include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
@@ -146,13 +147,20 @@ StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options
   const uint64_t memtables = std::max<uint64_t>(options.index_memory_bytes, uint64_t{4} << 20);
   dbo.db_write_buffer_size = memtables;
   dbo.max_total_wal_size = 2 * memtables;
+  // One block cache for every family, charged with the tables' index and filter blocks too, so that
+  // what RocksDB reads stays within --index-cache however many tables there are.
+  st->block_cache_ = rocksdb::NewLRUCache(std::max<uint64_t>(options.index_cache_bytes, uint64_t{1} << 20));
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = st->block_cache_;
+  table.cache_index_and_filter_blocks = true;
+  table.cache_index_and_filter_blocks_with_high_priority = true;
   rocksdb::ColumnFamilyOptions written;  // index and LRU order: nearly every write
   written.write_buffer_size = memtables / 4;
   written.max_write_buffer_number = 2;
+  written.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   rocksdb::ColumnFamilyOptions idle = written;  // default and the legacy payload family: none
   idle.write_buffer_size = 1 << 20;
   rocksdb::ColumnFamilyOptions index = written;
-  rocksdb::BlockBasedTableOptions table;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   index.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
 
@@ -206,6 +214,7 @@ StatusOr<std::unique_ptr<UnitStore>> UnitStore::Open(const StoreOptions& options
     metrics->recovered_units.Set(static_cast<double>(st->units_));
     metrics->capacity_bytes.Set(static_cast<double>(options.capacity_bytes));
     metrics->index_memory_budget_bytes.Set(static_cast<double>(memtables));
+    metrics->index_cache_budget_bytes.Set(static_cast<double>(st->block_cache_->GetCapacity()));
   }
   st->PublishSizes();
   return st;
@@ -405,9 +414,12 @@ void UnitStore::PublishSizes() {
   metrics_->segment_files.Set(static_cast<double>(segments_->FileCount()));
   metrics_->segment_bytes.Set(static_cast<double>(segments_->FileBytes()));
   metrics_->io_buffer_bytes.Set(static_cast<double>(segments_->BufferBytes()));
-  uint64_t memtables = 0;
+  uint64_t memtables = 0, readers = 0;
   if (db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kSizeAllMemTables, &memtables))
     metrics_->index_memory_bytes.Set(static_cast<double>(memtables));
+  metrics_->index_cache_bytes.Set(static_cast<double>(block_cache_->GetUsage()));
+  if (db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kEstimateTableReadersMem, &readers))
+    metrics_->table_reader_bytes.Set(static_cast<double>(readers));
 }
 
 StatusOr<std::optional<std::string>> UnitStore::Get(const Key32& ns, const Key32& key) {

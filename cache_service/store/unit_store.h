@@ -40,6 +40,7 @@
 #include "util/thread_annotations.h"
 
 namespace rocksdb {
+class Cache;
 class DB;
 class ColumnFamilyHandle;
 class WriteBatch;
@@ -69,6 +70,10 @@ struct StoreOptions {
   // defaults (64 MiB per family, two each) sit outside any budget and let the logs grow between
   // flushes.
   uint64_t index_memory_bytes = uint64_t{64} << 20;
+  // RAM for the blocks RocksDB reads from its tables (the index's data, index and filter blocks): one
+  // LRU cache for every column family. Left alone, RocksDB gives each family a cache of its own and
+  // keeps every table's index and filter blocks outside any cache, so its memory grows with the tables.
+  uint64_t index_cache_bytes = uint64_t{64} << 20;
   const Clock* clock = nullptr;                  // default: system clock
   // Called (from a put, cheaply: it should only wake a thread that calls EvictExpired) whenever the
   // segment files pass the capacity by more than four segments: capacity eviction leaves dead bytes
@@ -170,6 +175,7 @@ class UnitStore {
   const Clock* clock_ = nullptr;
   std::unique_ptr<SegmentFiles> segments_;
   std::unique_ptr<ReadCache> read_cache_;
+  std::shared_ptr<rocksdb::Cache> block_cache_;  // StoreOptions::index_cache_bytes; outlives db_
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cf_;  // default, units, index, lru
   std::array<std::mutex, 64> stripes_;

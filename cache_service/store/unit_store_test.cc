@@ -41,6 +41,7 @@ class UnitStoreTest : public ::testing::Test {
     o.read_cache_bytes = read_cache_bytes_;
     o.lru_refresh_ms = lru_refresh_ms_;
     o.index_memory_bytes = index_memory_bytes_;
+    o.index_cache_bytes = index_cache_bytes_;
     o.clock = &clock_;
     o.files_over_bound = files_over_bound_;
     auto s = UnitStore::Open(o, &metrics_);
@@ -76,6 +77,7 @@ class UnitStoreTest : public ::testing::Test {
   uint64_t read_cache_bytes_ = 1 << 30;
   int64_t lru_refresh_ms_ = 1000;  // (the tests of eviction order move the clock by seconds)
   uint64_t index_memory_bytes_ = StoreOptions{}.index_memory_bytes;
+  uint64_t index_cache_bytes_ = StoreOptions{}.index_cache_bytes;
   std::function<void()> files_over_bound_;
   ManualClock clock_;
   prometheus::Registry registry_;
@@ -511,6 +513,39 @@ TEST_F(UnitStoreTest, IndexMemoryAndLogsStayWithinTheirBudget) {
   for (const auto& e : std::filesystem::directory_iterator(dir_))
     if (e.path().extension() == ".log") logs += std::filesystem::file_size(e.path());
   EXPECT_LE(logs, 2 * index_memory_bytes_ + (1 << 20)) << "write-ahead logs";
+}
+
+// What RocksDB reads from its tables (index entries, and the tables' index and filter blocks) stays
+// in the one block cache and within its budget: by default each family would get a cache of its own
+// and every table's index and filter blocks would sit outside any, growing with the tables.
+TEST_F(UnitStoreTest, IndexCacheHoldsWhatRocksDbReadsWithinItsBudget) {
+  index_memory_bytes_ = 4 << 20;
+  index_cache_bytes_ = 1 << 20;
+  auto s = OpenStore();
+  const std::string unit = UnitBytes(1, 7);
+  constexpr int kUnits = 60000, kBatch = 1000;
+  auto key = [](int n) {
+    Key32 k{};
+    std::memcpy(k.data() + 8, &n, sizeof n);
+    return k;
+  };
+  for (int b = 0; b < kUnits / kBatch; ++b) {
+    std::vector<UnitStore::PutItem> items;
+    for (int i = 0; i < kBatch; ++i) items.push_back({ns_, key(b * kBatch + i), nullptr, 1, unit});
+    for (const Status& st : s->PutMany(items)) ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  for (int b = 0; b < kUnits / kBatch; ++b) {  // the index entries, mostly flushed into tables by now
+    std::vector<Key32> keys;
+    for (int i = 0; i < kBatch; ++i) keys.push_back(key(b * kBatch + i));
+    for (const auto& got : s->GetMany(ns_, keys)) ASSERT_TRUE(got.ok() && got->has_value());
+  }
+  ASSERT_TRUE(s->PutMany({{ns_, key(kUnits), nullptr, 1, unit}}).front().ok());  // publishes the gauges
+  EXPECT_EQ(metrics_.index_cache_budget_bytes.Value(), static_cast<double>(index_cache_bytes_));
+  EXPECT_GT(metrics_.index_cache_bytes.Value(), 0);
+  EXPECT_LE(metrics_.index_cache_bytes.Value(), 1.1 * index_cache_bytes_);
+  // The open tables keep only their properties outside it: ~11 KB here, ~165 KB when the index and
+  // filter blocks stay with the tables.
+  EXPECT_LT(metrics_.table_reader_bytes.Value(), 64 << 10);
 }
 
 TEST_F(UnitStoreTest, FirstFormatStoreIsRefused) {

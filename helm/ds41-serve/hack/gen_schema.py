@@ -126,7 +126,7 @@ schema = {
                                                                 "TLS when tls.enabled)"),
                              "capacity": BYTES, "ttlHours": {"type": "number", "minimum": 0},
                              "sweepSeconds": POS, "syncWrites": B, "bufferedWrites": B, "readCache": BYTES,
-                             "indexMemory": BYTES,
+                             "indexMemory": BYTES, "indexCache": BYTES,
                              "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "pdb": PDB, **SCHED,
                              "persistence": obj({"storageClassName": S, "size": QUANTITY,
                                                  "accessModes": {"type": "array", "items": S, "minItems": 1}},
