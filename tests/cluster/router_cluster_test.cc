@@ -168,7 +168,7 @@ TEST(RouterClusterTest, TenantsNeverSeeEachOthersHitsWorkOrSecrets) {
   // Distinctive keys and salts, to look for in every metrics page.
   std::ofstream(keys) << R"({"keys": {"sk-key-a-5ecret91": {"tenant": "a", "salt": "salt-a-7c2e"},
                               "sk-key-b-5ecret28": {"tenant": "b", "salt": "salt-b-4e61"}}})";
-  c.StartRouter({"--api-keys", keys});
+  c.StartRouter({"--api-keys", keys, "--max-sessions", "8"});
   const json body = {{"prompt", RandomTokens(300, 5)}, {"max_tokens", 2}, {"temperature", 0}};
   // The same session id for both: sessions, warm state and SWA snapshots are per tenant too.
   const std::string a = "Authorization: Bearer sk-key-a-5ecret91\r\nx-session-id: shared\r\n";
@@ -199,8 +199,13 @@ TEST(RouterClusterTest, TenantsNeverSeeEachOthersHitsWorkOrSecrets) {
   EXPECT_EQ(c.Post("/v1/completions", body, "Authorization: Bearer nope\r\n").status, 401);
   EXPECT_EQ(c.Post("/v1/completions", body, "Authorization: Bearer sk-key-a-5ecret9\r\n").status, 401);
 
+  // One session id, two tenants: two sessions remembered.
+  const std::string router_page = RouterMetricsText(c);
+  EXPECT_NE(router_page.find("\nds41_router_sessions_bound 2\n"), std::string::npos) << router_page;
+  EXPECT_NE(router_page.find("\nds41_router_sessions_bound_limit 8\n"), std::string::npos) << router_page;
+
   // No metrics page names a key or a salt (tenant names may appear; secrets never).
-  std::vector<std::string> pages = {RouterMetricsText(c), testing::HttpGet(c.cache->fields()["metrics"], "/metrics")};
+  std::vector<std::string> pages = {router_page, testing::HttpGet(c.cache->fields()["metrics"], "/metrics")};
   for (auto* group : {&c.encoders, &c.decoders}) {
     for (auto& n : *group) pages.push_back(testing::HttpGet(n->fields()["metrics"], "/metrics"));
   }
