@@ -238,17 +238,6 @@ def slope_per_hour(points):
     return 0.0 if den == 0 else 3600 * sum((t - mt) * (v - mv) for t, v in points) / den
 
 
-def peak_growth_per_hour(points):
-    """The highest value of the last third of (t, value) points over that of the first third, per
-    hour: a bounded series that swings stops raising its peaks, a leak raises them at its pace."""
-    third = len(points) // 3
-    if third == 0:
-        return 0.0
-    first, last = points[:third], points[-third:]
-    dt = (sum(t for t, _ in last) - sum(t for t, _ in first)) / third
-    return 0.0 if dt <= 0 else 3600 * (max(v for _, v in last) - max(v for _, v in first)) / dt
-
-
 def agent_sessions(endpoint, stop, stats, out_path):
     """Chat agent sessions with the official client, one after another, until `stop`."""
     seed = 1
@@ -388,8 +377,7 @@ def main():
                         "growth_per_hour": slope_per_hour(pts),
                         # over the warm window's second half alone: a fill toward a bound slows
                         # down there, a leak keeps its pace (reported; the check uses the whole window)
-                        "late_growth_per_hour": slope_per_hour(pts[len(pts) // 2:]),
-                        "peak_growth_per_hour": peak_growth_per_hour(pts)}
+                        "late_growth_per_hour": slope_per_hour(pts[len(pts) // 2:])}
         # The byte gauges that moved most once warm: what the resident memory is made of.
         gauges = {}
         for name in {n for s in warm if r in s["roles"] for n in s["roles"][r].get("gauges", {})}:
