@@ -71,8 +71,9 @@ struct StoreOptions {
   // flushes.
   uint64_t index_memory_bytes = uint64_t{64} << 20;
   // RAM for the blocks RocksDB reads from its tables (the index's data, index and filter blocks): one
-  // LRU cache for every column family. Left alone, RocksDB gives each family a cache of its own and
-  // keeps every table's index and filter blocks outside any cache, so its memory grows with the tables.
+  // LRU cache for every column family. Left alone, RocksDB gives each table factory an 8 MiB cache of
+  // its own and keeps every table's index and filter blocks outside any cache, so its memory grows
+  // with the tables.
   uint64_t index_cache_bytes = uint64_t{64} << 20;
   const Clock* clock = nullptr;                  // default: system clock
   // Called (from a put, cheaply: it should only wake a thread that calls EvictExpired) whenever the

@@ -516,8 +516,8 @@ TEST_F(UnitStoreTest, IndexMemoryAndLogsStayWithinTheirBudget) {
 }
 
 // What RocksDB reads from its tables (index entries, and the tables' index and filter blocks) stays
-// in the one block cache and within its budget: by default each family would get a cache of its own
-// and every table's index and filter blocks would sit outside any, growing with the tables.
+// in the one block cache and within its budget: by default each table factory would get a cache of
+// its own and every table's index and filter blocks would sit outside any, growing with the tables.
 TEST_F(UnitStoreTest, IndexCacheHoldsWhatRocksDbReadsWithinItsBudget) {
   index_memory_bytes_ = 4 << 20;
   index_cache_bytes_ = 1 << 20;
