@@ -9,8 +9,9 @@ whether every role's resources stay flat once warm.
 
 Starts the local cluster of scripts/run.sh (its own run directory and ports). Every bounded cache is
 given a budget the warm-up fills (the store's capacity, segment size, read cache, RocksDB memtables and block
-cache, the decoders' warm sessions, every node's SWA pool, the sessions the router remembers), so that eviction runs during the soak as
-it would in production and what grows past a budget is a leak, not a cache still filling. Capacity is
+cache, the decoders' warm sessions, every node's SWA pool, the sessions the router remembers), so that
+eviction runs during the soak as it would in production and what grows past a budget is a leak, not a
+cache still filling. Capacity is
 measured first, as scripts/placement-ab.sh does (the Mooncake slice sent at once, completed requests
 per second), unless given. Then, for --minutes, two kinds of traffic at once:
   * the Mooncake slice (1 session in 32, lengths x 1/32) replayed with ds41-trace-replay, in copies
