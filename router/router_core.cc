@@ -152,8 +152,8 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
 
 void RouterCore::BindSession(const std::string& session, const std::string& decoder, int64_t decoder_end,
                              const std::string& encoder, int64_t encoder_end) {
-  bindings_.Bind(session, decoder, decoder_end, encoder, encoder_end);
-  if (metrics_) metrics_->sessions_bound.Set(static_cast<double>(bindings_.size()));
+  const size_t bound = bindings_.Bind(session, decoder, decoder_end, encoder, encoder_end);
+  if (metrics_) metrics_->sessions_bound.Set(static_cast<double>(bound));
 }
 
 std::string RouterCore::EndedBy(const RouteRequest& rq, const Streamed& streamed) {

@@ -12,10 +12,10 @@ std::string SessionBindings::SwaHolder(const std::string& session, int64_t posit
   return "";
 }
 
-void SessionBindings::Bind(const std::string& session, const std::string& decoder, int64_t decoder_end,
-                           const std::string& encoder, int64_t encoder_end) {
-  if (session.empty()) return;
+size_t SessionBindings::Bind(const std::string& session, const std::string& decoder, int64_t decoder_end,
+                             const std::string& encoder, int64_t encoder_end) {
   std::lock_guard<std::mutex> l(mu_);
+  if (session.empty()) return sessions_.size();
   auto [it, inserted] = sessions_.try_emplace(session);
   if (!inserted) lru_.erase(it->second.lru);
   lru_.push_front(session);
@@ -31,10 +31,6 @@ void SessionBindings::Bind(const std::string& session, const std::string& decode
     sessions_.erase(lru_.back());
     lru_.pop_back();
   }
-}
-
-size_t SessionBindings::size() const {
-  std::lock_guard<std::mutex> l(mu_);
   return sessions_.size();
 }
 

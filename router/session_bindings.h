@@ -25,10 +25,9 @@ class SessionBindings {
   // ended there, else the encoder when the prompt ended there; "" when neither (or no session).
   std::string SwaHolder(const std::string& session, int64_t position) const;
   // A turn ended: `decoder` keeps the state at decoder_end ("" / -1: none), `encoder` at
-  // encoder_end (an empty encoder keeps the previous one's record).
-  void Bind(const std::string& session, const std::string& decoder, int64_t decoder_end, const std::string& encoder,
-            int64_t encoder_end);
-  size_t size() const;  // sessions remembered
+  // encoder_end (an empty encoder keeps the previous one's record). Returns the sessions remembered.
+  size_t Bind(const std::string& session, const std::string& decoder, int64_t decoder_end, const std::string& encoder,
+              int64_t encoder_end);
 
  private:
   struct Binding {

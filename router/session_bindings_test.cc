@@ -33,10 +33,8 @@ TEST(SessionBindingsTest, KeepsTheMostRecentlyBoundSessions) {
   SessionBindings b(2);
   b.Bind("a", "d", 10, "e", 5);
   b.Bind("b", "d", 10, "e", 5);
-  b.Bind("a", "d", 11, "e", 5);  // a is now the most recent
-  EXPECT_EQ(b.size(), 2u);
-  b.Bind("c", "d", 10, "e", 5);  // b goes
-  EXPECT_EQ(b.size(), 2u);
+  EXPECT_EQ(b.Bind("a", "d", 11, "e", 5), 2u);  // a is now the most recent
+  EXPECT_EQ(b.Bind("c", "d", 10, "e", 5), 2u);  // b goes
   EXPECT_EQ(b.SwaHolder("a", 11), "d");
   EXPECT_EQ(b.SwaHolder("b", 10), "");
   EXPECT_EQ(b.SwaHolder("c", 10), "d");

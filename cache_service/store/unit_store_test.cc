@@ -27,6 +27,25 @@ Key32 K(int i) {
   return k;
 }
 
+// A distinct key for every n (K repeats after 256).
+Key32 NumberedKey(int n) {
+  Key32 k{};
+  std::memcpy(k.data() + 8, &n, sizeof n);
+  return k;
+}
+
+constexpr int kManyUnits = 60000, kManyBatch = 1000;
+
+// Puts kManyUnits one-token units under NumberedKey(0 .. kManyUnits - 1), kManyBatch at a time.
+void PutManyNumbered(UnitStore* s, const Key32& ns) {
+  const std::string unit = UnitBytes(1, 7);
+  for (int b = 0; b < kManyUnits / kManyBatch; ++b) {
+    std::vector<UnitStore::PutItem> items;
+    for (int i = 0; i < kManyBatch; ++i) items.push_back({ns, NumberedKey(b * kManyBatch + i), nullptr, 1, unit});
+    for (const Status& st : s->PutMany(items)) ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+}
+
 class UnitStoreTest : public ::testing::Test {
  protected:
   std::unique_ptr<UnitStore> OpenStore(uint64_t capacity = 1ull << 30, int64_t ttl = 3600, uint64_t segment_bytes = 1 << 20,
@@ -491,20 +510,9 @@ TEST_F(UnitStoreTest, PutsSayWhenTheSegmentFilesPassTheirBound) {
 TEST_F(UnitStoreTest, IndexMemoryAndLogsStayWithinTheirBudget) {
   index_memory_bytes_ = 4 << 20;
   auto s = OpenStore();
-  const std::string unit = UnitBytes(1, 7);
-  constexpr int kUnits = 60000, kBatch = 1000;
-  std::vector<Key32> keys(kBatch);
-  for (int b = 0; b < kUnits / kBatch; ++b) {
-    std::vector<UnitStore::PutItem> items;
-    for (int i = 0; i < kBatch; ++i) {
-      const int n = b * kBatch + i;
-      keys[i] = Key32{};
-      std::memcpy(keys[i].data() + 8, &n, sizeof n);
-      items.push_back({ns_, keys[i], nullptr, 1, unit});
-    }
-    for (const Status& st : s->PutMany(items)) ASSERT_TRUE(st.ok()) << st.ToString();
-  }
-  EXPECT_EQ(s->stats().units, static_cast<uint64_t>(kUnits));
+  PutManyNumbered(s.get(), ns_);
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(s->stats().units, static_cast<uint64_t>(kManyUnits));
   const double memtables = metrics_.index_memory_bytes.Value();
   EXPECT_GT(memtables, 0);
   EXPECT_LE(memtables, 1.25 * index_memory_bytes_);
@@ -522,24 +530,15 @@ TEST_F(UnitStoreTest, IndexCacheHoldsWhatRocksDbReadsWithinItsBudget) {
   index_memory_bytes_ = 4 << 20;
   index_cache_bytes_ = 1 << 20;
   auto s = OpenStore();
-  const std::string unit = UnitBytes(1, 7);
-  constexpr int kUnits = 60000, kBatch = 1000;
-  auto key = [](int n) {
-    Key32 k{};
-    std::memcpy(k.data() + 8, &n, sizeof n);
-    return k;
-  };
-  for (int b = 0; b < kUnits / kBatch; ++b) {
-    std::vector<UnitStore::PutItem> items;
-    for (int i = 0; i < kBatch; ++i) items.push_back({ns_, key(b * kBatch + i), nullptr, 1, unit});
-    for (const Status& st : s->PutMany(items)) ASSERT_TRUE(st.ok()) << st.ToString();
-  }
-  for (int b = 0; b < kUnits / kBatch; ++b) {  // the index entries, mostly flushed into tables by now
+  PutManyNumbered(s.get(), ns_);
+  ASSERT_FALSE(HasFatalFailure());
+  for (int b = 0; b < kManyUnits / kManyBatch; ++b) {  // the index entries, mostly flushed into tables by now
     std::vector<Key32> keys;
-    for (int i = 0; i < kBatch; ++i) keys.push_back(key(b * kBatch + i));
+    for (int i = 0; i < kManyBatch; ++i) keys.push_back(NumberedKey(b * kManyBatch + i));
     for (const auto& got : s->GetMany(ns_, keys)) ASSERT_TRUE(got.ok() && got->has_value());
   }
-  ASSERT_TRUE(s->PutMany({{ns_, key(kUnits), nullptr, 1, unit}}).front().ok());  // publishes the gauges
+  // A put publishes the gauges.
+  ASSERT_TRUE(s->PutMany({{ns_, NumberedKey(kManyUnits), nullptr, 1, UnitBytes(1, 7)}}).front().ok());
   EXPECT_EQ(metrics_.index_cache_budget_bytes.Value(), static_cast<double>(index_cache_bytes_));
   EXPECT_GT(metrics_.index_cache_bytes.Value(), 0);
   EXPECT_LE(metrics_.index_cache_bytes.Value(), 1.1 * index_cache_bytes_);
