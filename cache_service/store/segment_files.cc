@@ -196,6 +196,7 @@ StatusOr<std::unique_ptr<SegmentFiles>> SegmentFiles::Open(const std::string& di
   s->active_ = max_id;
   {
     std::lock_guard<std::mutex> l(s->mu_);
+    s->peak_file_bytes_ = s->file_bytes_;
     DS41_RETURN_IF_ERROR(s->StartSegmentLocked(/*drop_previous=*/false));  // (not counted yet)
   }
   s->writer_ = std::thread([p = s.get()] {
@@ -414,6 +415,7 @@ StatusOr<SegmentLocation> SegmentFiles::ReserveInActiveLocked(size_t bytes) {
   a.size += bytes;
   a.pending += 1;
   file_bytes_ += bytes;
+  peak_file_bytes_ = std::max(peak_file_bytes_, file_bytes_);
   return loc;
 }
 
@@ -723,6 +725,11 @@ std::vector<SegmentUsage> SegmentFiles::Usage() const {
 uint64_t SegmentFiles::FileBytes() const {
   std::lock_guard<std::mutex> l(mu_);
   return file_bytes_;
+}
+
+uint64_t SegmentFiles::PeakFileBytes() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return peak_file_bytes_;
 }
 
 bool SegmentFiles::ReadsDirect() const {

@@ -118,6 +118,9 @@ class SegmentFiles {
   // Every segment, for compaction decisions.
   std::vector<SegmentUsage> Usage() const;
   uint64_t FileBytes() const;  // on disk, dead bytes included
+  // The most FileBytes has been since Open: what the disk must have room for (compaction's copies
+  // and the files they empty exist together for a while; a sampled FileBytes misses such peaks).
+  uint64_t PeakFileBytes() const;
   bool DirectIo() const;       // the active segment is appended to with O_DIRECT
   bool ReadsDirect() const;    // and read with it
   size_t FileCount() const;
@@ -197,6 +200,7 @@ class SegmentFiles {
   std::map<uint32_t, Segment> segments_ DS41_GUARDED_BY(mu_);
   uint32_t active_ DS41_GUARDED_BY(mu_) = 0;
   uint64_t file_bytes_ DS41_GUARDED_BY(mu_) = 0;
+  uint64_t peak_file_bytes_ DS41_GUARDED_BY(mu_) = 0;
 
   // Group writes: appends fill open_; the writer takes sealed_ batches (full ones, and the last of
   // a finished segment) first, then open_ once it has waiters, one write at a time; a finished write

@@ -47,6 +47,7 @@ StoreMetrics::StoreMetrics(prometheus::Registry& r)
       recovered_units(prometheus::BuildGauge().Name("ds41_store_recovered_units").Help("Units found at the last open").Register(r).Add({})),
       segment_files(prometheus::BuildGauge().Name("ds41_store_segment_files").Help("Payload segment files on disk").Register(r).Add({})),
       segment_bytes(prometheus::BuildGauge().Name("ds41_store_segment_bytes").Help("Bytes of payload segment files, dead bytes included").Register(r).Add({})),
+      segment_peak_bytes(prometheus::BuildGauge().Name("ds41_store_segment_peak_bytes").Help("The most bytes the payload segment files have held at once since the shard opened (compaction's copies included): the disk room it needs").Register(r).Add({})),
       compacted_bytes(prometheus::BuildCounter().Name("ds41_store_compacted_bytes_total").Help("Live unit bytes copied out of mostly dead segments").Register(r).Add({})),
       segment_write_bytes(prometheus::BuildHistogram().Name("ds41_store_segment_write_bytes").Help("Bytes per payload write (O_DIRECT: concurrent puts grouped into one; buffered: one unit)").Register(r).Add({}, BatchBuckets())),
       segment_write_seconds(prometheus::BuildHistogram().Name("ds41_store_segment_write_seconds").Help("Time of one payload write (O_DIRECT: its sync included)").Register(r).Add({}, LatencyBuckets())),

@@ -40,6 +40,7 @@ struct StoreMetrics {
   prometheus::Gauge& recovered_units;
   prometheus::Gauge& segment_files;
   prometheus::Gauge& segment_bytes;   // on disk; minus `bytes`, what compaction can reclaim
+  prometheus::Gauge& segment_peak_bytes;  // the most segment_bytes has been since the shard opened
   prometheus::Counter& compacted_bytes;
   // Grouped payload writes (SegmentFiles): bytes and device time per write, so the batching shows.
   prometheus::Histogram& segment_write_bytes;

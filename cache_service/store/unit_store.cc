@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <tuple>
 #include <utility>
 
@@ -26,6 +27,11 @@ namespace {
 // Column families; the order is part of the on-disk format.
 enum Cf { kDefault = 0, kUnits = 1, kIndex = 2, kLru = 3 };
 const char* const kCfNames[] = {"default", "units", "index", "lru"};
+
+// Compaction: the live bytes of the victims one index scan collects (in segments' worth: their
+// entries are held meanwhile), and the units moved by one read, one append and one index write.
+constexpr uint64_t kCompactGroupSegments = 16;
+constexpr size_t kCompactBatchUnits = 64;
 
 // The one place where a RocksDB status becomes a ds41::Status.
 Status FromRocks(const rocksdb::Status& s, const char* what) {
@@ -413,6 +419,7 @@ void UnitStore::PublishSizes() {
   metrics_->bytes.Set(static_cast<double>(bytes_));
   metrics_->segment_files.Set(static_cast<double>(segments_->FileCount()));
   metrics_->segment_bytes.Set(static_cast<double>(segments_->FileBytes()));
+  metrics_->segment_peak_bytes.Set(static_cast<double>(segments_->PeakFileBytes()));
   metrics_->io_buffer_bytes.Set(static_cast<double>(segments_->BufferBytes()));
   uint64_t memtables = 0, readers = 0;
   if (db_->GetAggregatedIntProperty(rocksdb::DB::Properties::kSizeAllMemTables, &memtables))
@@ -609,48 +616,102 @@ StatusOr<uint64_t> UnitStore::DeleteNamespace(const Key32& ns) {
 }
 
 Status UnitStore::CompactSegments(double max_live_fraction) {
-  std::vector<uint32_t> victims;
+  std::vector<SegmentUsage> victims;
   for (const SegmentUsage& u : segments_->Usage())
     if (!u.active && u.live_bytes < u.file_bytes && static_cast<double>(u.live_bytes) < max_live_fraction * static_cast<double>(u.file_bytes))
-      victims.push_back(u.segment);
+      victims.push_back(u);
   if (victims.empty()) return Status::Ok();
+  // The most dead first: the least copying for each byte given back.
+  std::sort(victims.begin(), victims.end(), [](const SegmentUsage& a, const SegmentUsage& b) {
+    return static_cast<double>(a.live_bytes) * static_cast<double>(b.file_bytes) <
+           static_cast<double>(b.live_bytes) * static_cast<double>(a.file_bytes);
+  });
   // One compaction at a time; puts, reads and evictions go on (each move rechecks its unit under
   // the unit's stripe lock).
   std::lock_guard<std::mutex> cl(compact_mu_);
-  // Each live unit of a victim is copied to the active segment and its entry repointed, unless the
-  // unit was removed or rewritten meanwhile; the victim's file goes with its last live unit.
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kIndex]));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    if (it->key().size() != 64) continue;
-    Meta m;
-    if (!Meta::Decode(std::string_view(it->value().data(), it->value().size()), &m)) continue;
-    if (std::find(victims.begin(), victims.end(), m.loc.segment) == victims.end()) continue;
-    const std::string k = it->key().ToString();
-    auto bytes = segments_->Read(m.loc);
-    if (!bytes.ok()) continue;  // removed meanwhile, or damaged: a read will find and count it
-    auto loc = segments_->Append(*bytes, opt_.sync_writes);
-    DS41_RETURN_IF_ERROR(loc.status());
-    std::lock_guard<std::mutex> l(StripeFor(k));
-    std::optional<Meta> now = IndexedMeta(k);
-    if (!now || !now->At(m.loc)) {
-      segments_->Abandon(*loc);
+  // Victims are emptied one after another, each file deleted with its last live unit before the next
+  // is copied, so the disk holds at most one victim's live bytes more than before. (Moved in the
+  // index's key order, every victim drained at once and kept its file until the end of the scan:
+  // the disk then held all their live bytes twice, 60 % over the capacity in a soak.) One index scan
+  // finds the live units of a group of victims, whose entries are held in memory meanwhile.
+  const uint64_t group_live = kCompactGroupSegments * opt_.segment_bytes;
+  for (size_t first = 0; first < victims.size();) {
+    size_t last = first;
+    uint64_t live = 0;
+    while (last < victims.size() && (last == first || live + victims[last].live_bytes <= group_live))
+      live += victims[last++].live_bytes;
+    std::map<uint32_t, std::vector<std::pair<std::string, Meta>>> units;  // by victim segment
+    for (size_t i = first; i < last; ++i) units[victims[i].segment];
+    {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kIndex]));
+      for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        if (it->key().size() != 64) continue;
+        Meta m;
+        if (!Meta::Decode(std::string_view(it->value().data(), it->value().size()), &m)) continue;
+        if (auto v = units.find(m.loc.segment); v != units.end()) v->second.emplace_back(it->key().ToString(), m);
+      }
+      DS41_RETURN_IF_ERROR(FromRocks(it->status(), "segment compaction scan"));
+    }
+    for (size_t i = first; i < last; ++i) {
+      std::vector<std::pair<std::string, Meta>>& list = units[victims[i].segment];
+      // In file order: neighbours come back in one read.
+      std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) { return a.second.loc.offset < b.second.loc.offset; });
+      for (size_t b = 0; b < list.size(); b += kCompactBatchUnits)
+        DS41_RETURN_IF_ERROR(MoveUnits(list, b, std::min(list.size(), b + kCompactBatchUnits)));
+      PublishSizes();
+    }
+    first = last;
+  }
+  return Status::Ok();
+}
+
+Status UnitStore::MoveUnits(const std::vector<std::pair<std::string, Meta>>& units, size_t begin, size_t end) {
+  std::vector<SegmentLocation> from;
+  for (size_t i = begin; i < end; ++i) from.push_back(units[i].second.loc);
+  std::vector<StatusOr<std::string>> bytes = segments_->ReadMany(from);
+  std::vector<size_t> read;  // into units
+  std::vector<std::string_view> payloads, keys;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (!bytes[i].ok()) continue;  // removed meanwhile, or damaged: a read will find and count it
+    read.push_back(begin + i);
+    payloads.push_back(*bytes[i]);
+    keys.push_back(units[begin + i].first);
+  }
+  if (read.empty()) return Status::Ok();
+  std::vector<StatusOr<SegmentLocation>> to = segments_->AppendMany(payloads, opt_.sync_writes);
+  Status failed;  // the first append that failed (the others still move)
+  const auto locks = LockStripes(keys);
+  rocksdb::WriteBatch b;
+  std::vector<size_t> moved;  // into read and to
+  for (size_t j = 0; j < read.size(); ++j) {
+    if (!to[j].ok()) {
+      if (failed.ok()) failed = to[j].status();
       continue;
     }
-    now->loc = *loc;
-    rocksdb::WriteBatch b;
-    b.Put(cf_[kIndex], k, now->Encode());
-    if (Status c = Commit(&b); !c.ok()) {
-      segments_->Abandon(*loc);
-      return c;
+    const auto& [k, was] = units[read[j]];
+    std::optional<Meta> now = IndexedMeta(k);
+    if (!now || !now->At(was.loc)) {  // removed or rewritten meanwhile
+      segments_->Abandon(*to[j]);
+      continue;
     }
-    segments_->Commit(*loc);
-    segments_->Release(m.loc);
-    read_cache_->Move(m.loc, *loc);
-    if (metrics_) metrics_->compacted_bytes.Increment(m.size);
+    now->loc = *to[j];
+    b.Put(cf_[kIndex], k, now->Encode());
+    moved.push_back(j);
   }
-  DS41_RETURN_IF_ERROR(FromRocks(it->status(), "segment compaction scan"));
-  PublishSizes();
-  return Status::Ok();
+  const Status c = moved.empty() ? Status::Ok() : Commit(&b);
+  for (size_t j : moved) {
+    if (!c.ok()) {
+      segments_->Abandon(*to[j]);
+      continue;
+    }
+    const Meta& was = units[read[j]].second;
+    segments_->Commit(*to[j]);
+    segments_->Release(was.loc);
+    read_cache_->Move(was.loc, *to[j]);
+    if (metrics_) metrics_->compacted_bytes.Increment(was.size);
+  }
+  DS41_RETURN_IF_ERROR(c);
+  return failed;
 }
 
 Status UnitStore::Compact() {

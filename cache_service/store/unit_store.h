@@ -157,8 +157,12 @@ class UnitStore {
   void ReleasePayload(const SegmentLocation& loc);
   void RemoveFromIndex(const std::string& index_key, const Meta& meta, rocksdb::WriteBatch* batch);
   // Copies the live units of segments whose live fraction is below `max_live_fraction` into the
-  // active segment, so those files go.
+  // active segment, one segment after another, so those files go (the disk holds at most one
+  // segment's live bytes more meanwhile).
   Status CompactSegments(double max_live_fraction);
+  // Copies units[begin, end) (index key, entry as scanned) to the active segment and repoints the
+  // entries still pointing where they were scanned (the rest were removed or rewritten meanwhile).
+  Status MoveUnits(const std::vector<std::pair<std::string, Meta>>& units, size_t begin, size_t end);
   void PublishSizes();
   Status EvictToCapacity();
   StatusOr<uint64_t> EvictWhile(const std::function<bool(int64_t access_ms)>& pred, prometheus::Counter* reason);

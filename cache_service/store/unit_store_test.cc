@@ -459,6 +459,39 @@ TEST_F(UnitStoreTest, SegmentFilesAreReclaimed) {
   }
 }
 
+// Compaction empties its victims one after another, each file gone before the next one's units are
+// copied: the disk holds at most one victim's live bytes more than before. (Moved in the index's key
+// order, every victim's units were copied side by side and each file stayed until the scan's end.)
+TEST_F(UnitStoreTest, CompactionEmptiesOneSegmentAtATime) {
+  const std::string u = UnitBytes(64, 5);
+  const Key32 other = K(77);
+  constexpr int kFiles = 10;
+  // Four units a file: three of ns_, keyed so that the index's order visits every file's first
+  // unit, then every file's second, ...; the fourth of `other`.
+  auto key = [](int file, int slot) {
+    Key32 k{};
+    k[0] = static_cast<uint8_t>(slot);
+    k[1] = static_cast<uint8_t>(file);
+    return k;
+  };
+  auto s = OpenStore(1ull << 30, 3600, /*segment_bytes=*/4 * u.size());
+  for (int f = 0; f < kFiles; ++f) {
+    for (int slot = 0; slot < 3; ++slot) ASSERT_TRUE(s->Put(ns_, key(f, slot), nullptr, 64, u).ok());
+    ASSERT_TRUE(s->Put(other, key(f, 3), nullptr, 64, u).ok());
+  }
+  ASSERT_EQ(Segments().size(), static_cast<size_t>(kFiles));
+  EXPECT_EQ(*s->DeleteNamespace(other), static_cast<uint64_t>(kFiles));  // every file three quarters live
+  const double before = metrics_.segment_peak_bytes.Value();
+  EXPECT_EQ(before, 4.0 * kFiles * static_cast<double>(u.size()));
+  ASSERT_TRUE(s->Compact().ok());
+  EXPECT_EQ(metrics_.compacted_bytes.Value(), 3.0 * kFiles * static_cast<double>(u.size()));
+  EXPECT_TRUE(SegmentsHold(3 * kFiles * u.size()));
+  EXPECT_LE(metrics_.segment_peak_bytes.Value(), before + 3.0 * static_cast<double>(u.size()))
+      << "victims were copied side by side";
+  for (int f = 0; f < kFiles; ++f)
+    for (int slot = 0; slot < 3; ++slot) EXPECT_EQ(**s->Get(ns_, key(f, slot)), u) << f << " " << slot;
+}
+
 // Capacity eviction leaves dead bytes in old segments; once the files outgrow the capacity, the
 // periodic sweep rewrites even segments that are half live, so the disk stays near the capacity.
 TEST_F(UnitStoreTest, SweepKeepsSegmentFilesNearTheCapacity) {

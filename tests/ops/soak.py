@@ -31,7 +31,9 @@ be none at 80 %), no role restarted, and once warm no role grew by more than --m
 (default 10 %) of its warm resident memory per hour, nor by more than 4 open files, 20 sockets or
 2 threads per hour (and, for those counts, the last third of the warm window never came back down to the
 first third's highest), and the store on disk stayed within its capacity plus 4 segments, twice the memtable budget
-(the write-ahead logs) and 32 MiB for the RocksDB index's tables (a segment is reclaimed once mostly dead, so the live segments hold dead bytes too). Writes DIR/samples.jsonl,
+(the write-ahead logs) and 32 MiB for the RocksDB index's tables (a segment is reclaimed once mostly dead, so the live segments hold dead bytes too),
+and its segment files' own high-water mark (ds41_store_segment_peak_bytes, peaks between samples included) within
+the capacity plus 4 segments. Writes DIR/samples.jsonl,
 DIR/soak.json (the figures) and DIR/soak.png (gnuplot).
 """
 import argparse
@@ -416,6 +418,15 @@ def main():
         if report["store"]["max"] > bound:
             errors.append(f"store reached {report['store']['max'] / 2**20:.1f} MiB on disk, over "
                           f"{bound / 2**20:.1f} MiB (capacity {a.cache_capacity}, segments {a.cache_segment})")
+        # The samples are 10 s apart; the shard's own high-water mark of its segment files catches a
+        # peak between them (compaction's copies beside the files they empty).
+        peak = samples[-1]["roles"].get("cache", {}).get("gauges", {}).get("ds41_store_segment_peak_bytes")
+        if peak is not None:
+            segments_bound = parse_bytes(a.cache_capacity) + 4 * parse_bytes(a.cache_segment)
+            report["store"].update(segments_peak=peak, segments_bound=segments_bound)
+            if peak > segments_bound:
+                errors.append(f"the store's segment files reached {peak / 2**20:.1f} MiB, over "
+                              f"{segments_bound / 2**20:.1f} MiB (capacity {a.cache_capacity} + 4 segments)")
     for k in ("failed", "timeout"):
         if summary.get(k):
             errors.append(f"{summary[k]} requests {k}")

@@ -132,6 +132,7 @@ prefix = dashboard("ds41-prefix-cache", "ds41-serve / Prefix cache", [
         panel("Units per shard", [("sum by (pod) (ds41_store_units)", "{{pod}}")]),
         panel("Segment files on disk vs live unit bytes (the gap is what segment compaction reclaims)",
               [("sum by (pod) (ds41_store_segment_bytes)", "{{pod}} on disk"),
+               ("sum by (pod) (ds41_store_segment_peak_bytes)", "{{pod}} peak since start"),
                ("sum by (pod) (ds41_store_bytes)", "{{pod}} live")], "bytes"),
         panel("Segment compaction: live bytes copied per second",
               [("sum by (pod) (rate(ds41_store_compacted_bytes_total[5m]))", "{{pod}}")], "Bps"),
