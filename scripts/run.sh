@@ -20,6 +20,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # DS41_WRAP_<ROLE>="CMD ARGS": run that role (CACHE, ENCODER0, DECODER1, ROUTER, ...) under a tool,
 # e.g. DS41_WRAP_ENCODER0="heaptrack -o /tmp/enc0"; its pid file then holds the tool's pid.
 [ "${DS41_SKIP_BUILD:-0}" = 1 ] || "$root/scripts/build.sh"
+# glibc's per-thread caches off, as the chart sets them (values.yaml, mallocTunables): each of a node's
+# ~100 threads would otherwise keep up to ~240 KB of freed small blocks, filled over hours.
+export GLIBC_TUNABLES="${GLIBC_TUNABLES-glibc.malloc.tcache_count=0}"
 bin="$root/build"
 preset="${DS41_MODEL_PRESET:-small}"
 model="$bin/models/$preset"

@@ -20,6 +20,10 @@ inline void TuneMallocForLargeBuffers() {
   // over that many arenas, each keeping the free memory of its own peak, and what the heap kept
   // grew for as long as a soak ran with the memory in use flat (docs/benchmarks.md, "Soak").
   // MALLOC_ARENA_MAX in the environment wins.
+  // glibc's per-thread caches (tcache: up to 7 freed blocks of each small size, ~240 KB a thread)
+  // fill over hours across a node's ~100 threads, outside any budget; only GLIBC_TUNABLES, read
+  // before main, turns them off, so the chart and scripts/run.sh set it (tcache_count=0: the
+  // capacity measured the same with and without, docs/benchmarks.md "Ninth soak").
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr)
     mallopt(M_ARENA_MAX, static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
 }

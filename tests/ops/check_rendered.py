@@ -84,6 +84,8 @@ for comp, kind in [("router", "Deployment"), ("encoder", "Deployment"), ("decode
         check(c.get("resources", {}).get("requests"), f"{comp}: container {c['name']} has no resource requests")
         env_names = {e["name"] for e in (c.get("env") or [])}
         mounts = {m["name"] for m in (c.get("volumeMounts") or [])}
+        tunables = {e["name"]: e.get("value") for e in (c.get("env") or [])}.get("GLIBC_TUNABLES")
+        check(tunables == (V.get("mallocTunables") or None), f"{comp}: GLIBC_TUNABLES {tunables!r} does not follow mallocTunables")
         if V["tls"]["enabled"]:
             check(TLS_ENV <= env_names, f"{comp}: TLS env missing")
             check("tls" in mounts, f"{comp}: TLS volume not mounted")

@@ -20,7 +20,7 @@ per second), unless given. Then, for --minutes, two kinds of traffic at once:
     /v1/completions;
   * agent sessions over /v1/chat/completions with the official openai client (scripts/replay:
     thinking on, a tool result appended every turn), one after another.
-Every 10 s it samples each role's resident memory, open files, sockets and threads (/proc), its
+Every 10 s it samples each role's resident memory, open files, sockets and threads (/proc; threads by name too), its
 byte gauges (pools, caches, buffers, the heap in use and freed but kept: what a growth is made of) and
 the store's size on disk; a role
 that restarted is an error. At the end it fits a line to each series over the
@@ -135,9 +135,26 @@ def proc_sample(pid):
             sockets += target.startswith("socket:")
             fds += not target.startswith("socket:")
         return {"rss": rss, "rss_anon": rss_anon, "rss_file": rss_file, "fds": fds, "sockets": sockets,
-                "threads": threads, **anon_breakdown(pid)}
+                "threads": threads, "thread_names": thread_names(pid), **anon_breakdown(pid)}
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
+
+
+def thread_names(pid):
+    """Threads by name, digits dropped ("encoder-req12" counts as "encoder-req"): which pool a
+    growth of the thread count is made of."""
+    out = {}
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    name = f.read().strip().rstrip("0123456789") or "?"
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # ended meanwhile
+            out[name] = out.get(name, 0) + 1
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return out
 
 
 STACK_BYTES = 8 << 20      # glibc's default thread stack (ulimit -s), beside its guard page
@@ -388,6 +405,12 @@ def main():
             if pts:
                 gauges[name] = {"warm_mean": sum(v for _, v in pts) / len(pts), "growth_per_hour": slope_per_hour(pts)}
         row["gauges"] = dict(sorted(gauges.items(), key=lambda kv: -abs(kv[1]["growth_per_hour"]))[:6])
+        # Threads by name, first and last warm sample, where they differ: the pool that grew or shrank.
+        first, last = (next((s["roles"][r].get("thread_names") for s in seq if r in s["roles"]), None)
+                       for seq in (warm, reversed(warm)))
+        if first is not None and last is not None:
+            row["thread_names_changed"] = {n: [first.get(n, 0), last.get(n, 0)] for n in sorted(set(first) | set(last))
+                                           if first.get(n, 0) != last.get(n, 0)}
         report["roles"][r] = row
         rss = row.get("rss")
         if rss and rss["growth_per_hour"] > a.max_rss_growth * rss["warm_mean"]:

@@ -94,6 +94,14 @@ checksum/secret: {{ include (print .Template.BasePath "/secret.yaml") . | sha256
 {{- end }}
 {{- end -}}
 
+{{/* The allocator's settings for every binary (values: mallocTunables). */}}
+{{- define "ds41.mallocEnv" -}}
+{{- with .Values.mallocTunables }}
+- name: GLIBC_TUNABLES
+  value: {{ . | quote }}
+{{- end }}
+{{- end }}
+
 {{/* TLS environment (the binaries read DS41_TLS_* when TLS is on). */}}
 {{- define "ds41.tlsEnv" -}}
 {{- if .Values.tls.enabled }}

@@ -56,6 +56,7 @@ spec:
             - name: DS41_SHUTDOWN_GRACE_SECONDS
               value: {{ $v.shutdownGraceSeconds | quote }}
             {{- include "ds41.tlsEnv" $root | nindent 12 }}
+            {{- include "ds41.mallocEnv" $root | nindent 12 }}
             {{- with $v.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
