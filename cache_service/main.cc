@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ds41 cache_service: cache units on SSD (payload segment files, RocksDB index), over gRPC"};
   std::string listen = "127.0.0.1:7400", data_listen, metrics_listen = "127.0.0.1:9400", path = "./cache-data", capacity = "64G",
               segment_size = "256M", read_cache = "1G", index_memory = "64M", index_cache = "64M",
-              fingerprint;
+              data_held = "512M", fingerprint;
   double ttl_hours = 72;
   int sweep_seconds = 60;
   bool sync_writes = false, buffered_writes = false, print_config = false;
@@ -46,6 +46,10 @@ int main(int argc, char** argv) {
                  "RAM for the blocks RocksDB reads from its tables (index entries, their index and filter blocks), "
                  "one cache for all column families (K/M/G, at least 1M)")
       ->envname("DS41_CACHE_INDEX_CACHE");
+  app.add_option("--data-held", data_held,
+                 "RAM for the data path's read chunks and answers, all connections together; past it they wait "
+                 "(K/M/G, at least 8M)")
+      ->envname("DS41_CACHE_DATA_HELD");
   app.add_option("--segment-size", segment_size, "payload segment file size (K/M/G)")->envname("DS41_CACHE_SEGMENT_SIZE");
   app.add_option("--ttl-hours", ttl_hours, "units idle longer than this expire (0: never)")->envname("DS41_CACHE_TTL_HOURS");
   app.add_option("--sweep-seconds", sweep_seconds, "how often expired units are removed")->envname("DS41_CACHE_SWEEP_SECONDS")
@@ -88,6 +92,11 @@ int main(int argc, char** argv) {
     std::cerr << "--index-cache: " << (ic.ok() ? "at least 1M" : ic.status().message()) << "\n";
     return 2;
   }
+  auto dh = ds41::ParseByteSize(data_held);
+  if (!dh.ok() || *dh < (8u << 20)) {
+    std::cerr << "--data-held: " << (dh.ok() ? "at least 8M" : dh.status().message()) << "\n";
+    return 2;
+  }
   auto seg = ds41::ParseByteSize(segment_size);
   if (!seg.ok() || *seg < (1u << 20)) {
     std::cerr << "--segment-size: " << (seg.ok() ? "at least 1M" : seg.status().message()) << "\n";
@@ -119,6 +128,7 @@ int main(int argc, char** argv) {
     // Default: beside gRPC on port 7401, or any free port when gRPC's is chosen that way too.
     const bool grpc_any_port = listen.substr(listen.rfind(':') + 1) == "0";
     no.data->address = data_listen.empty() ? host + (grpc_any_port ? ":0" : ":7401") : data_listen;
+    no.data->max_held_bytes = static_cast<int64_t>(*dh);
   }
   auto node = ds41::CacheNode::Start(no, *registry);
   if (!node.ok()) {

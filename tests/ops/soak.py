@@ -4,12 +4,12 @@ whether every role's resources stay flat once warm.
 
   soak.py --build BUILD --out DIR [--minutes 30] [--load 0.8] [--capacity REQ_PER_S]
           [--warmup-fraction 0.33] [--cache-capacity 128M] [--cache-segment 8M]
-          [--cache-read-cache 16M] [--cache-index-memory 16M] [--cache-index-cache 2M]
+          [--cache-read-cache 16M] [--cache-index-memory 16M] [--cache-index-cache 2M] [--cache-data-held 64M]
           [--session-bytes 192M] [--swa-pool 64M] [--router-sessions 1024]
 
 Starts the local cluster of scripts/run.sh (its own run directory and ports). Every bounded cache is
 given a budget the warm-up fills (the store's capacity, segment size, read cache, RocksDB memtables and block
-cache, the decoders' warm sessions, every node's SWA pool, the sessions the router remembers), so that
+cache, the data path's buffers, the decoders' warm sessions, every node's SWA pool, the sessions the router remembers), so that
 eviction runs during the soak as it would in production and what grows past a budget is a leak, not a
 cache still filling. Capacity is
 measured first, as scripts/placement-ab.sh does (the Mooncake slice sent at once, completed requests
@@ -318,6 +318,8 @@ def main():
     ap.add_argument("--cache-read-cache", default="16M", help="a soak's reuse keeps ~20 MiB read twice")
     ap.add_argument("--cache-index-memory", default="16M", help="the store's RocksDB memtables")
     ap.add_argument("--cache-index-cache", default="2M", help="the store's RocksDB block cache (its tables: ~7 MiB)")
+    ap.add_argument("--cache-data-held", default="64M",
+                    help="the cache data path's read chunks and answers (~48 MiB held, 68 at a burst)")
     ap.add_argument("--session-bytes", default="192M", help="each decoder's warm sessions")
     ap.add_argument("--swa-pool", default="64M", help="each encoder's and decoder's SWA states")
     ap.add_argument("--router-sessions", default="1024", help="sessions the router remembers (--max-sessions)")
@@ -328,7 +330,7 @@ def main():
     out_dir = os.path.abspath(a.out)
     budgets = {"DS41_CACHE_CAPACITY": a.cache_capacity, "DS41_CACHE_SEGMENT_SIZE": a.cache_segment,
                "DS41_CACHE_READ_CACHE": a.cache_read_cache, "DS41_CACHE_INDEX_MEMORY": a.cache_index_memory,
-               "DS41_CACHE_INDEX_CACHE": a.cache_index_cache,
+               "DS41_CACHE_INDEX_CACHE": a.cache_index_cache, "DS41_CACHE_DATA_HELD": a.cache_data_held,
                "DS41_SESSION_BYTES": a.session_bytes, "DS41_SWA_POOL_BYTES": a.swa_pool,
                "DS41_ROUTER_MAX_SESSIONS": a.router_sessions}
     # A TERM (ctest's timeout, kill) stops the cluster and the clients as Ctrl-C does.
