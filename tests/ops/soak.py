@@ -430,8 +430,8 @@ def main():
         if rss and rss["growth_per_hour"] > a.max_rss_growth * rss["warm_mean"]:
             errors.append(f"{r}: resident memory grows {rss['growth_per_hour'] / 2**20:.1f} MiB/h once warm "
                           f"(warm mean {rss['warm_mean'] / 2**20:.1f} MiB)")
-        row["grpc_pool_threads"] = {n: max(s["roles"][r].get("thread_names", {}).get(n, 0) for s in warm if r in s["roles"])
-                                    for n in GRPC_POOLS}
+        row["grpc_pool_threads"] = {n: max((s["roles"][r].get("thread_names", {}).get(n, 0) for s in warm if r in s["roles"]),
+                                           default=0) for n in GRPC_POOLS}
         for n, most in row["grpc_pool_threads"].items():
             if most > GRPC_POOL_CAP:
                 errors.append(f"{r}: {most} threads in gRPC's {n} pool, over two per core ({GRPC_POOL_CAP})")
