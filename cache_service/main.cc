@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "cache_service/cache_node.h"
 #include "rpc/transport_security.h"
@@ -72,36 +73,18 @@ int main(int argc, char** argv) {
     std::cout << app.config_to_str(true, false);
     return 0;
   }
-  auto cap = ds41::ParseByteSize(capacity);
-  if (!cap.ok()) {
-    std::cerr << "--capacity: " << cap.status().message() << "\n";
-    return 2;
-  }
-  auto rc = ds41::ParseByteSize(read_cache);
-  if (!rc.ok()) {
-    std::cerr << "--read-cache: " << rc.status().message() << "\n";
-    return 2;
-  }
-  auto im = ds41::ParseByteSize(index_memory);
-  if (!im.ok() || *im < (4u << 20)) {
-    std::cerr << "--index-memory: " << (im.ok() ? "at least 4M" : im.status().message()) << "\n";
-    return 2;
-  }
-  auto ic = ds41::ParseByteSize(index_cache);
-  if (!ic.ok() || *ic < (1u << 20)) {
-    std::cerr << "--index-cache: " << (ic.ok() ? "at least 1M" : ic.status().message()) << "\n";
-    return 2;
-  }
-  auto dh = ds41::ParseByteSize(data_held);
-  if (!dh.ok() || *dh < (8u << 20)) {
-    std::cerr << "--data-held: " << (dh.ok() ? "at least 8M" : dh.status().message()) << "\n";
-    return 2;
-  }
-  auto seg = ds41::ParseByteSize(segment_size);
-  if (!seg.ok() || *seg < (1u << 20)) {
-    std::cerr << "--segment-size: " << (seg.ok() ? "at least 1M" : seg.status().message()) << "\n";
-    return 2;
-  }
+  // A byte-size flag (K/M/G/T) of at least `min_mib` MiB; nullopt (the error printed) otherwise.
+  auto byte_flag = [](const char* name, const std::string& text, uint64_t min_mib) -> std::optional<uint64_t> {
+    auto v = ds41::ParseByteSize(text);
+    if (v.ok() && *v >= (min_mib << 20)) return *v;
+    std::cerr << name << ": " << (v.ok() ? "at least " + std::to_string(min_mib) + "M" : std::string(v.status().message()))
+              << "\n";
+    return std::nullopt;
+  };
+  const auto cap = byte_flag("--capacity", capacity, 0), rc = byte_flag("--read-cache", read_cache, 0),
+             im = byte_flag("--index-memory", index_memory, 4), ic = byte_flag("--index-cache", index_cache, 1),
+             dh = byte_flag("--data-held", data_held, 8), seg = byte_flag("--segment-size", segment_size, 1);
+  if (!cap || !rc || !im || !ic || !dh || !seg) return 2;
   if (!fingerprint.empty() && !ds41::ParseFingerprint(fingerprint).ok()) {
     std::cerr << "--model-fingerprint must be 64 hex characters\n";
     return 2;
