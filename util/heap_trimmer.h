@@ -2,6 +2,7 @@
 // heap on purpose (malloc_tuning.h: no page faults per unit), but what the arenas of ~100 threads
 // keep free grows with fragmentation long after the work that freed it; a trim every half minute
 // bounds resident memory by the heap in use without giving back the buffers of the current burst.
+// It cannot return the free top of a thread arena's heap: the trim threshold does (malloc_tuning.h).
 #pragma once
 
 #include <chrono>

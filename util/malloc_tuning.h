@@ -9,13 +9,20 @@
 
 namespace ds41 {
 
+inline constexpr int kTrimThresholdBytes = 16 << 20;
+
 inline void TuneMallocForLargeBuffers() {
   // Keep freed large buffers in the heap instead of returning them to the kernel: nodes that move
   // ~57 KB units (and engines with big activations) otherwise page-fault on every fresh mapping,
   // which under virtualization costs more than the copies themselves (measured in cache_bench).
-  // The periodic trim (heap_trimmer.h) gives back what stays free.
+  // The periodic trim (heap_trimmer.h) gives back the free chunks that stay.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // The top of a thread arena's heap goes back only as a free leaves more than this there:
+  // malloc_trim returns the main heap's top and free chunks in bins, never a thread arena's top,
+  // so with a high threshold each arena stayed resident at the highest it ever reached and the
+  // cache's memory rose for good with each burst (docs/benchmarks.md, "Tenth soak"). 16 MiB is
+  // four of the data path's 4 MiB read chunks. MALLOC_TRIM_THRESHOLD_ in the environment wins.
+  if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr) mallopt(M_TRIM_THRESHOLD, kTrimThresholdBytes);
   // One arena per hardware thread instead of glibc's eight: a node's ~100 request threads spread
   // over that many arenas, each keeping the free memory of its own peak, and what the heap kept
   // grew for as long as a soak ran with the memory in use flat (docs/benchmarks.md, "Soak").
