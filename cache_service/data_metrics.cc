@@ -5,6 +5,7 @@ namespace ds41 {
 DataPathMetrics::DataPathMetrics(prometheus::Registry& r)
     : connections_open(prometheus::BuildGauge().Name("ds41_cache_data_connections").Help("Open data-path connections").Register(r).Add({})),
       held_bytes(prometheus::BuildGauge().Name("ds41_cache_data_held_bytes").Help("Read chunks and answers the data path holds in memory").Register(r).Add({})),
+      chunk_pool_bytes(prometheus::BuildGauge().Name("ds41_cache_data_chunk_pool_bytes").Help("Full-size read chunks the data path has mapped, in use or idle (idle ones are unmapped after a while)").Register(r).Add({})),
       connections_accepted(prometheus::BuildCounter().Name("ds41_cache_data_connections_total").Help("Data-path connections accepted").Register(r).Add({})),
       connections_refused(prometheus::BuildCounter().Name("ds41_cache_data_connections_refused_total").Help("Data-path connections refused (over the limit)").Register(r).Add({})),
       bytes(prometheus::BuildCounter().Name("ds41_cache_data_bytes_total").Help("Data-path bytes, by direction").Register(r)),

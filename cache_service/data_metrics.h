@@ -15,6 +15,8 @@ struct DataPathMetrics {
   prometheus::Gauge& connections_open;
   // Read chunks and answers the sessions hold (DataShared's budget counts this gauge).
   prometheus::Gauge& held_bytes;
+  // Full-size read chunks mapped by the data path's pool, in use or idle (DataShared::chunks).
+  prometheus::Gauge& chunk_pool_bytes;
   prometheus::Counter& connections_accepted;
   prometheus::Counter& connections_refused;  // over max_connections
   prometheus::Family<prometheus::Counter>& bytes;  // direction: in | out

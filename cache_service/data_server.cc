@@ -56,6 +56,7 @@ struct DataServer::Impl {
   Strand strand = asio::make_strand(io);
   asio::ip::tcp::acceptor acceptor{strand};
   asio::steady_timer accept_pause{strand};
+  asio::steady_timer chunk_release{strand};  // unmaps idle read chunks while no session asks for one
   // Each session admitted and the strand it runs on, where shutdown waits for its close. Entries
   // of sessions that are gone are dropped as others arrive.
   std::vector<std::pair<std::weak_ptr<DataSession>, Strand>> sessions;
@@ -79,6 +80,16 @@ struct DataServer::Impl {
     });
   }
 
+  void ReleaseIdleChunks() {
+    chunk_release.expires_after(shared->options.chunk_idle_release);
+    chunk_release.async_wait([this](std::error_code ec) {
+      if (ec) return;  // cancelled: closing
+      shared->chunks->ReleaseIdle();
+      shared->metrics->chunk_pool_bytes.Set(static_cast<double>(shared->chunks->stats().mapped_bytes));
+      ReleaseIdleChunks();
+    });
+  }
+
   void Admit(asio::ip::tcp::socket socket, const Strand& on) {
     if (shared->open_sessions.load(std::memory_order_relaxed) >= shared->options.max_connections) {
       shared->metrics->connections_refused.Increment();
@@ -99,6 +110,7 @@ struct DataServer::Impl {
       std::error_code ignored;
       acceptor.close(ignored);  // no session is admitted after this
       accept_pause.cancel();
+      chunk_release.cancel();
       for (auto& [weak, on] : sessions) {
         if (auto s = weak.lock()) {
           s->Close();
@@ -129,6 +141,7 @@ StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions&
   s->impl_ = std::make_unique<Impl>();
   Impl& im = *s->impl_;
   im.shared->options = o;
+  im.shared->chunks.emplace(data_internal::kChunkBytes, o.chunk_idle_release);
   im.shared->store = store;
   im.shared->checks = checks;
   im.shared->metrics = metrics;
@@ -153,6 +166,7 @@ StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions&
   im.store_pool = std::make_unique<ThreadPool>(std::max(2, o.io_threads), ThreadPool::Idle::kSleep, "cache-data-io");
   im.shared->io = im.store_pool.get();
   im.Accept();
+  asio::post(im.strand, [&im] { im.ReleaseIdleChunks(); });
   for (int i = 0; i < std::max(1, o.net_threads); ++i)
     im.threads.emplace_back([&im] {
       NameThisThread("cache-data-net");

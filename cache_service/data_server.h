@@ -40,6 +40,8 @@ struct DataServerOptions {
   // peers sending 16 MiB PUTs and never reading could make the server hold ~100 GiB). Besides it,
   // each connection may hold a 64 KiB chunk; chunks and answers each stay under it.
   int64_t max_held_bytes = int64_t{512} << 20;
+  // A full read chunk idle this long is unmapped (the pool keeps what recent bursts needed).
+  std::chrono::milliseconds chunk_idle_release{std::chrono::seconds(10)};
 };
 
 class DataServer {

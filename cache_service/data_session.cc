@@ -10,12 +10,11 @@ namespace ds41::data_internal {
 namespace {
 
 // Read chunks: a connection that was idle reads into a small one; once a read fills it, into full
-// ones (one read and one store call then take up to ~70 units of 57 KB; 4 MiB chunks stored 4- and
-// 16-client put streams 12-30% faster than 2 MiB ones in alternating runs). A frame larger than a chunk
-// gets one of its own, grown as its bytes arrive (by at least kGrowStep, at most doubling), so a
-// header that lies about its length costs little until they do.
+// ones (kChunkBytes, from DataShared::chunks; 4 MiB chunks stored 4- and 16-client put streams 12-30%
+// faster than 2 MiB ones in alternating runs). A frame larger than a chunk gets one of its own, grown
+// as its bytes arrive (by at least kGrowStep, at most doubling), so a header that lies about its
+// length costs little until they do.
 constexpr size_t kSmallChunk = 64 << 10;
-constexpr size_t kChunkBytes = 4 << 20;
 constexpr size_t kGrowStep = 1 << 20;
 // A read into less free room than this (where the frame being read wants more) moves to a new chunk.
 constexpr size_t kMinRead = 16 << 10;
@@ -33,27 +32,43 @@ bool CleanEof(const std::error_code& ec) {
 }  // namespace
 
 struct DataSession::Chunk {
-  // `budget` null: not counted (a connection's small chunk).
-  Chunk(size_t bytes, DataShared* budget)
-      : data(std::make_unique_for_overwrite<char[]>(bytes)), capacity(bytes), counted(budget) {
-    if (counted == nullptr) return;
-    counted->chunk_bytes.fetch_add(static_cast<int64_t>(capacity), std::memory_order_relaxed);
-    counted->metrics->held_bytes.Increment(static_cast<double>(capacity));
+  // Counted against the budget unless `counted` is false (a connection's small chunk).
+  Chunk(size_t bytes, DataShared* shared_in, bool counted) : capacity(bytes), shared(shared_in) {
+    if (bytes == shared->chunks->block_bytes()) {
+      pooled = shared->chunks->Take();
+      data = reinterpret_cast<char*>(pooled.get());
+      shared->metrics->chunk_pool_bytes.Set(static_cast<double>(shared->chunks->stats().mapped_bytes));
+    } else {
+      heap = std::make_unique_for_overwrite<char[]>(bytes);
+      data = heap.get();
+    }
+    if (!counted) return;
+    counting = true;
+    shared->chunk_bytes.fetch_add(static_cast<int64_t>(capacity), std::memory_order_relaxed);
+    shared->metrics->held_bytes.Increment(static_cast<double>(capacity));
   }
-  ~Chunk() { Uncount(); }
+  ~Chunk() {
+    Uncount();
+    if (pooled == nullptr) return;
+    shared->chunks->Give(std::move(pooled));
+    shared->metrics->chunk_pool_bytes.Set(static_cast<double>(shared->chunks->stats().mapped_bytes));
+  }
   // Out of the budget from now on (its memory may outlive the count by a pending read's handler).
   void Uncount() {
-    if (counted == nullptr) return;
-    counted->metrics->held_bytes.Decrement(static_cast<double>(capacity));
-    counted->chunk_bytes.fetch_sub(static_cast<int64_t>(capacity), std::memory_order_relaxed);
-    counted = nullptr;
+    if (!counting) return;
+    shared->metrics->held_bytes.Decrement(static_cast<double>(capacity));
+    shared->chunk_bytes.fetch_sub(static_cast<int64_t>(capacity), std::memory_order_relaxed);
+    counting = false;
   }
   Chunk(const Chunk&) = delete;
   Chunk& operator=(const Chunk&) = delete;
 
-  std::unique_ptr<char[]> data;
+  char* data = nullptr;  // in `pooled` or `heap`
   size_t capacity;
-  DataShared* counted;  // (outlives the server's pool, where the last holder may let go)
+  DataShared* shared;  // (outlives the server's pool, where the last holder may let go)
+  bool counting = false;
+  IoBuffer pooled;
+  std::unique_ptr<char[]> heap;
 };
 
 DataSession::DataSession(asio::ip::tcp::socket socket, std::shared_ptr<DataShared> shared)
@@ -188,7 +203,7 @@ bool DataSession::ParseFrames() {
     const size_t have = in_end_ - in_begin_;
     if (!partial_) {
       if (have < wire::kHeaderBytes) break;
-      auto h = wire::ParseHeader(in_->data.get() + in_begin_, /*requests=*/true, shared_->checks->max_keys_per_request());
+      auto h = wire::ParseHeader(in_->data + in_begin_, /*requests=*/true, shared_->checks->max_keys_per_request());
       if (!h.ok()) {
         Fatal(shared_->metrics->error_framing, h.status(), 0);  // (no id: the header did not parse)
         return true;
@@ -200,7 +215,7 @@ bool DataSession::ParseFrames() {
     const wire::Header h = *partial_;
     partial_.reset();
     frame_deadline_.reset();
-    const std::string_view body(in_->data.get() + in_begin_ + wire::kHeaderBytes, h.body_length);
+    const std::string_view body(in_->data + in_begin_ + wire::kHeaderBytes, h.body_length);
     in_begin_ += total;
     if (h.op == wire::Op::kPut) {
       DispatchPut(h, body);
@@ -246,17 +261,17 @@ bool DataSession::MakeRoom() {
   // chunk only this session holds goes as its successor comes, so it does not count against it
   // (else a frame larger than a chunk could wait forever on the chunk holding its start).
   const bool counted = capacity > kSmallChunk;
-  const int64_t replaced = unique && in_->counted != nullptr ? static_cast<int64_t>(in_->capacity) : 0;
+  const int64_t replaced = unique && in_->counting ? static_cast<int64_t>(in_->capacity) : 0;
   const bool may_allocate = !counted || !shared_->OverBudget(replaced);
   if (unique && (in_->capacity >= capacity || (!may_allocate && in_->capacity >= std::max(want, have + room)))) {
-    std::memmove(in_->data.get(), in_->data.get() + in_begin_, have);
+    std::memmove(in_->data, in_->data + in_begin_, have);
     in_begin_ = 0;
     in_end_ = have;
     return true;
   }
   if (!may_allocate) return false;
-  auto grown = std::make_shared<Chunk>(capacity, counted ? shared_.get() : nullptr);
-  if (have > 0) std::memcpy(grown->data.get(), in_->data.get() + in_begin_, have);
+  auto grown = std::make_shared<Chunk>(capacity, shared_.get(), counted);
+  if (have > 0) std::memcpy(grown->data, in_->data + in_begin_, have);
   in_ = std::move(grown);
   in_begin_ = 0;
   in_end_ = have;
@@ -285,7 +300,7 @@ void DataSession::StartRead() {
     ArmRead(std::max(std::chrono::milliseconds(0), std::chrono::duration_cast<std::chrono::milliseconds>(*frame_deadline_ - now)));
   }
   WithStream([&](auto& s) {
-    s.async_read_some(asio::buffer(in_->data.get() + in_end_, in_->capacity - in_end_),
+    s.async_read_some(asio::buffer(in_->data + in_end_, in_->capacity - in_end_),
                       [self = shared_from_this()](std::error_code ec, size_t n) { self->OnRead(ec, n); });
   });
 }

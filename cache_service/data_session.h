@@ -28,11 +28,15 @@
 #include "cache_data/asio_tls.h"
 #include "cache_data/wire.h"
 #include "cache_service/data_server.h"
+#include "util/block_pool.h"
 #include "util/thread_pool.h"
 
 namespace ds41::data_internal {
 
 class DataSession;
+
+// A full read chunk: one read and one store call then take up to ~70 units of 57 KB.
+inline constexpr size_t kChunkBytes = 4 << 20;
 
 // What the server shares with its sessions; held by shared_ptr so it outlives queued handlers.
 struct DataShared {
@@ -52,6 +56,9 @@ struct DataShared {
   // frames after it, must not hold it up), so the two together stay under twice the budget.
   bool AnswersOverBudget() const { return OverBudget(chunk_bytes.load(std::memory_order_relaxed)); }
   std::atomic<int64_t> chunk_bytes{0};  // of held_bytes, in read chunks
+  // Full read chunks, apart from malloc's heap: in the heap, each burst of them left the arenas
+  // larger and resident for good (docs/benchmarks.md, "Tenth soak"). Set with the options.
+  std::optional<BlockPool> chunks;
   // Sessions started and not yet closed (against options.max_connections).
   std::atomic<size_t> open_sessions{0};
 };

@@ -299,6 +299,39 @@ TEST_F(DataPathTest, BurstsLongerThanAChunkAndFramesLargerThanOneAreReadWhole) {
   EXPECT_EQ(data_metrics_.put_ok.Value(), static_cast<double>(2 * count));
 }
 
+// Full read chunks come from the data path's pool and are unmapped once idle, with no traffic to
+// prompt it (the cache's resident memory after a burst comes back down).
+TEST_F(DataPathTest, FullChunksAreUnmappedOnceIdle) {
+  const size_t unit_bytes = testing::TestPromptUnits(ns_, testing::TestTokens(64, 12), 12)[0].bytes.size();
+  const size_t count = (12 << 20) / unit_bytes + 1;  // ~3 chunks
+  const auto units = testing::TestPromptUnits(ns_, testing::TestTokens(64 * count, 12), 12);
+  std::string all, keys;
+  for (size_t i = 0; i < units.size(); ++i) {
+    all += PutFrame(static_cast<uint32_t>(i), units[i]);
+    keys += Key(units[i].key);
+  }
+  all += wire::EncodeGet(99, Ns(), keys);
+  prometheus::Registry registry;
+  DataPathMetrics m(registry);  // (the fixture's server sets its own gauge)
+  DataServerOptions d;
+  d.chunk_idle_release = milliseconds(300);
+  const auto server = std::move(DataServer::Start(d, store_.get(), &checks_, &m, TransportSecurity())).value();
+  {
+    testing::RawDataClient c("127.0.0.1:" + std::to_string(server->port()));
+    ASSERT_TRUE(c.connected());
+    std::thread writer([&] { ASSERT_TRUE(c.Send(all)); });
+    ExpectPutsThenUnits(c, units, 0, 99);
+    writer.join();
+    // (An open connection keeps the chunk its next read waits in.)
+    EXPECT_GE(m.chunk_pool_bytes.Value(), static_cast<double>(4 << 20)) << "the full chunks did not come from the pool";
+  }
+  for (int i = 0; i < 100 && m.held_bytes.Value() > 0; ++i) std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_EQ(m.held_bytes.Value(), 0);
+  for (int i = 0; i < 100 && m.chunk_pool_bytes.Value() > 0; ++i) std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_EQ(m.chunk_pool_bytes.Value(), 0) << "idle chunks stayed mapped";
+  ExpectServesACorrectClient("127.0.0.1:" + std::to_string(server->port()), units[0]);
+}
+
 // Random streams against what each frame must get: PUTs of units (acknowledged), PUTs of junk
 // bodies from 1 byte to 6 MiB (refused, the connection kept), GETs of keys put earlier in the stream
 // or never (units or misses), the bytes cut at random points with random pauses, under the normal
