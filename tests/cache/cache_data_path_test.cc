@@ -325,9 +325,9 @@ TEST_F(DataPathTest, FullChunksAreUnmappedOnceIdle) {
     // (An open connection keeps the chunk its next read waits in.)
     EXPECT_GE(m.chunk_pool_bytes.Value(), static_cast<double>(4 << 20)) << "the full chunks did not come from the pool";
   }
-  for (int i = 0; i < 100 && m.held_bytes.Value() > 0; ++i) std::this_thread::sleep_for(milliseconds(20));
+  for (int i = 0; i < 250 && m.held_bytes.Value() > 0; ++i) std::this_thread::sleep_for(milliseconds(20));
   EXPECT_EQ(m.held_bytes.Value(), 0);
-  for (int i = 0; i < 100 && m.chunk_pool_bytes.Value() > 0; ++i) std::this_thread::sleep_for(milliseconds(20));
+  for (int i = 0; i < 250 && m.chunk_pool_bytes.Value() > 0; ++i) std::this_thread::sleep_for(milliseconds(20));
   EXPECT_EQ(m.chunk_pool_bytes.Value(), 0) << "idle chunks stayed mapped";
   ExpectServesACorrectClient("127.0.0.1:" + std::to_string(server->port()), units[0]);
 }
