@@ -244,23 +244,26 @@ bool DataSession::MakeRoom() {
     want = total <= kChunkBytes ? total : std::min(total, std::max(have + kGrowStep, 2 * have));
   }
   bool unique = InOnlyHere();
-  if (have == 0 && unique) {
-    in_begin_ = in_end_ = 0;
-    if (slots_.empty() && in_->capacity > kSmallChunk) {  // idle: the full chunk goes back
-      in_.reset();
-      unique = false;
-    }
+  if (have == 0 && in_ != nullptr && in_->capacity > kSmallChunk) {
+    // Between frames, the next read waits in a small chunk: a pooled connection between requests
+    // would otherwise pin a full chunk for as long as it stays open (its store calls keep this one
+    // until they end). Clients' pools grow to their peak concurrency, so the cache held 4 MiB per
+    // connection they ever opened (docs/benchmarks.md, "Tenth soak").
+    in_.reset();
+    unique = false;
   }
+  if (have == 0 && unique) in_begin_ = in_end_ = 0;
   // Room for a useful read: up to kMinRead, and never none (a read into no room returns at once).
   const size_t room = std::max<size_t>(1, std::min(kMinRead, want > have ? want - have : 0));
   auto fits = [&] { return in_ != nullptr && in_->capacity - in_begin_ >= want && in_->capacity - in_end_ >= room; };
   if (fits()) return true;
   const size_t capacity = std::max({want, have + room, in_ == nullptr ? kSmallChunk : kChunkBytes});
   // A small chunk is outside the budget, as a header buffer would be: a connection has at most one
-  // (in_ is dropped only when larger), and an idle one must be able to read its next request. A
+  // such (small_; another, while store calls still hold that one, counts), and an idle one must be
+  // able to read its next request. A
   // chunk only this session holds goes as its successor comes, so it does not count against it
   // (else a frame larger than a chunk could wait forever on the chunk holding its start).
-  const bool counted = capacity > kSmallChunk;
+  const bool counted = capacity > kSmallChunk || !small_.expired();
   const int64_t replaced = unique && in_->counting ? static_cast<int64_t>(in_->capacity) : 0;
   const bool may_allocate = !counted || !shared_->OverBudget(replaced);
   if (unique && (in_->capacity >= capacity || (!may_allocate && in_->capacity >= std::max(want, have + room)))) {
@@ -271,6 +274,7 @@ bool DataSession::MakeRoom() {
   }
   if (!may_allocate) return false;
   auto grown = std::make_shared<Chunk>(capacity, shared_.get(), counted);
+  if (!counted) small_ = grown;
   if (have > 0) std::memcpy(grown->data, in_->data + in_begin_, have);
   in_ = std::move(grown);
   in_begin_ = 0;

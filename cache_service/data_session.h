@@ -142,6 +142,7 @@ class DataSession : public std::enable_shared_from_this<DataSession> {
   // incomplete frame at in_begin_ once its 16 bytes are in. frame_deadline_: by when the rest of
   // the incomplete frame must have arrived (set by its first read).
   std::shared_ptr<Chunk> in_;
+  std::weak_ptr<const Chunk> small_;  // the small chunk outside the budget, while anything holds it
   size_t in_begin_ = 0, in_end_ = 0;
   std::optional<wire::Header> partial_;
   std::optional<std::chrono::steady_clock::time_point> frame_deadline_;
