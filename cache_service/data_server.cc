@@ -85,7 +85,7 @@ struct DataServer::Impl {
     chunk_release.async_wait([this](std::error_code ec) {
       if (ec) return;  // cancelled: closing
       shared->chunks->ReleaseIdle();
-      shared->metrics->chunk_pool_bytes.Set(static_cast<double>(shared->chunks->stats().mapped_bytes));
+      shared->PublishChunkPool();
       ReleaseIdleChunks();
     });
   }

@@ -37,7 +37,7 @@ struct DataSession::Chunk {
     if (bytes == shared->chunks->block_bytes()) {
       pooled = shared->chunks->Take();
       data = reinterpret_cast<char*>(pooled.get());
-      shared->metrics->chunk_pool_bytes.Set(static_cast<double>(shared->chunks->stats().mapped_bytes));
+      shared->PublishChunkPool();
     } else {
       heap = std::make_unique_for_overwrite<char[]>(bytes);
       data = heap.get();
@@ -51,7 +51,7 @@ struct DataSession::Chunk {
     Uncount();
     if (pooled == nullptr) return;
     shared->chunks->Give(std::move(pooled));
-    shared->metrics->chunk_pool_bytes.Set(static_cast<double>(shared->chunks->stats().mapped_bytes));
+    shared->PublishChunkPool();
   }
   // Out of the budget from now on (its memory may outlive the count by a pending read's handler).
   void Uncount() {

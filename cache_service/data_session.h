@@ -59,6 +59,9 @@ struct DataShared {
   // Full read chunks, apart from malloc's heap: in the heap, each burst of them left the arenas
   // larger and resident for good (docs/benchmarks.md, "Tenth soak"). Set with the options.
   std::optional<BlockPool> chunks;
+  void PublishChunkPool() const {
+    metrics->chunk_pool_bytes.Set(static_cast<double>(chunks->stats().mapped_bytes));
+  }
   // Sessions started and not yet closed (against options.max_connections).
   std::atomic<size_t> open_sessions{0};
 };

@@ -1,22 +1,15 @@
 #include "util/block_pool.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <thread>
 #include <vector>
 
+#include "util/process.h"
+
 namespace ds41 {
 namespace {
-
-uint64_t Resident() {
-  std::ifstream in("/proc/self/statm");
-  uint64_t size = 0, pages = 0;
-  in >> size >> pages;
-  return pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
 
 constexpr size_t kBlock = 4 << 20;
 
@@ -46,17 +39,17 @@ TEST(BlockPoolTest, IdleBlocksGoBackToTheKernel) {
     out.push_back(pool.Take());
     std::memset(out.back().get(), 1, kBlock);
   }
-  const uint64_t peak = Resident();
+  const uint64_t peak = ResidentBytes();
   for (IoBuffer& b : out) pool.Give(std::move(b));
   pool.ReleaseIdle();
   EXPECT_EQ(pool.stats().released, 0u) << "released before the idle time";
-  EXPECT_GT(Resident() + (8 << 20), peak);
+  EXPECT_GT(ResidentBytes() + (8 << 20), peak);
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   pool.ReleaseIdle();
   const BlockPool::Stats s = pool.stats();
   EXPECT_EQ(s.released, 10u);
   EXPECT_EQ(s.mapped_bytes, 0);
-  EXPECT_LT(Resident() + (32 << 20), peak) << "the idle blocks stayed resident";
+  EXPECT_LT(ResidentBytes() + (32 << 20), peak) << "the idle blocks stayed resident";
 }
 
 // A block in use is never released, however long it is out; only the idle ones past their time go,

@@ -1,26 +1,19 @@
 #include "util/heap_trimmer.h"
 
 #include <malloc.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
+
+#include "util/process.h"
 
 namespace ds41 {
 namespace {
 
 std::atomic<uint64_t> g_trims{0}, g_released{0};
-
-uint64_t ResidentBytes() {
-  std::ifstream in("/proc/self/statm");
-  uint64_t size = 0, resident = 0;
-  in >> size >> resident;
-  return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
 
 }  // namespace
 

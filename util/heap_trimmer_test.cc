@@ -6,22 +6,15 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "util/malloc_tuning.h"
+#include "util/process.h"
 
 namespace ds41 {
 namespace {
-
-uint64_t Resident() {
-  std::ifstream in("/proc/self/statm");
-  uint64_t size = 0, pages = 0;
-  in >> size >> pages;
-  return pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-}
 
 // Freed memory the nodes' malloc settings keep resident (a chunk still in use above it stops the
 // heap's top from shrinking) goes back to the kernel at the next trim.
@@ -37,12 +30,12 @@ TEST(HeapTrimmerTest, FreedMemoryKeptByTheHeapIsReturned) {
   char* pin = static_cast<char*>(malloc(kChunk));
   std::memset(pin, 1, kChunk);
   for (char* c : chunks) free(c);
-  const uint64_t kept = Resident();
+  const uint64_t kept = ResidentBytes();
   StartHeapTrimmer(std::chrono::seconds(60));  // the environment's 1 s wins
   const HeapTrimStats before = HeapTrimmed();
   for (int i = 0; i < 50 && HeapTrimmed().trims < before.trims + 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_GE(HeapTrimmed().trims, before.trims + 1);
-  EXPECT_LT(Resident() + (32 << 20), kept) << "the freed 64 MiB stayed resident";
+  EXPECT_LT(ResidentBytes() + (32 << 20), kept) << "the freed 64 MiB stayed resident";
   EXPECT_GE(HeapTrimmed().released_bytes, uint64_t{32} << 20);
   free(pin);
 }
@@ -70,7 +63,7 @@ TEST(HeapTrimmerTest, FreedTopOfAThreadArenaIsReturned) {
         chunks.push_back(static_cast<char*>(malloc(kChunk)));
         std::memset(chunks.back(), 1, kChunk);
       }
-      peak = Resident();
+      peak = ResidentBytes();
       for (char* c : chunks) free(c);
     }).join();
   }
@@ -78,7 +71,7 @@ TEST(HeapTrimmerTest, FreedTopOfAThreadArenaIsReturned) {
   const HeapTrimStats before = HeapTrimmed();
   for (int i = 0; i < 50 && HeapTrimmed().trims < before.trims + 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   EXPECT_GE(HeapTrimmed().trims, before.trims + 1);
-  EXPECT_LT(Resident() + (32 << 20), peak) << "the freed 40 MiB stayed resident in the thread's arena";
+  EXPECT_LT(ResidentBytes() + (32 << 20), peak) << "the freed 40 MiB stayed resident in the thread's arena";
 }
 
 }  // namespace

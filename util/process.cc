@@ -1,10 +1,12 @@
 #include "util/process.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 namespace ds41 {
 namespace {
@@ -49,6 +51,13 @@ StatusOr<uint64_t> ParseByteSize(const std::string& s) {
   else if (unit == "T" || unit == "TiB" || unit == "t") mult = 1099511627776.0;
   else return InvalidArgumentError("bad byte size unit in \"" + s + "\"");
   return static_cast<uint64_t>(v * mult);
+}
+
+uint64_t ResidentBytes() {
+  std::ifstream in("/proc/self/statm");
+  uint64_t size = 0, pages = 0;
+  in >> size >> pages;
+  return pages * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
 }
 
 }  // namespace ds41

@@ -16,6 +16,9 @@ int WaitForTerminationSignal();
 // Names the calling thread (the first 15 characters of `name`), as top -H, perf and gdb show it.
 void NameThisThread(const char* name);
 
+// This process's resident memory (/proc/self/statm), in bytes.
+uint64_t ResidentBytes();
+
 // "64G", "512M", "1048576" -> bytes.
 StatusOr<uint64_t> ParseByteSize(const std::string& s);
 
