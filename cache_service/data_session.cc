@@ -9,7 +9,7 @@
 namespace ds41::data_internal {
 namespace {
 
-// Read chunks: a connection that was idle reads into a small one; once a read fills it, into full
+// Read chunks: between frames a connection reads into a small one; once a read fills it, into full
 // ones (kChunkBytes, from DataShared::chunks; 4 MiB chunks stored 4- and 16-client put streams 12-30%
 // faster than 2 MiB ones in alternating runs). A frame larger than a chunk gets one of its own, grown
 // as its bytes arrive (by at least kGrowStep, at most doubling), so a header that lies about its
@@ -260,9 +260,9 @@ bool DataSession::MakeRoom() {
   const size_t capacity = std::max({want, have + room, in_ == nullptr ? kSmallChunk : kChunkBytes});
   // A small chunk is outside the budget, as a header buffer would be: a connection has at most one
   // such (small_; another, while store calls still hold that one, counts), and an idle one must be
-  // able to read its next request. A
-  // chunk only this session holds goes as its successor comes, so it does not count against it
-  // (else a frame larger than a chunk could wait forever on the chunk holding its start).
+  // able to read its next request. A chunk only this session holds goes as its successor comes, so
+  // it does not count against it (else a frame larger than a chunk could wait forever on the chunk
+  // holding its start).
   const bool counted = capacity > kSmallChunk || !small_.expired();
   const int64_t replaced = unique && in_->counting ? static_cast<int64_t>(in_->capacity) : 0;
   const bool may_allocate = !counted || !shared_->OverBudget(replaced);

@@ -315,7 +315,7 @@ TEST_F(DataPathTest, OpenConnectionsBetweenRequestsHoldNoFullChunk) {
   prometheus::Registry registry;
   DataPathMetrics m(registry);  // (the fixture's server sets its own gauge)
   DataServerOptions d;
-  d.chunk_idle_release = milliseconds(300);
+  d.chunk_idle_release = milliseconds(1000);  // (long enough that the chunks are still mapped when a loaded machine checks)
   const auto server = std::move(DataServer::Start(d, store_.get(), &checks_, &m, TransportSecurity())).value();
   testing::RawDataClient c("127.0.0.1:" + std::to_string(server->port()));
   ASSERT_TRUE(c.connected());
