@@ -130,8 +130,8 @@ std::optional<std::vector<ToolCall>> ParseCallsBlock(std::string_view s) {
 
 }  // namespace
 
-ReplyStreamParser::ReplyStreamParser(bool thinking)
-    : mode_(thinking ? Mode::kReasoning : Mode::kContent) {}
+ReplyStreamParser::ReplyStreamParser(bool thinking, bool tool_calls)
+    : mode_(thinking ? Mode::kReasoning : Mode::kContent), tool_calls_(tool_calls) {}
 
 ReplyDelta ReplyStreamParser::Feed(std::string_view chunk) {
   ReplyDelta out;
@@ -179,7 +179,7 @@ void ReplyStreamParser::Drain(ReplyDelta& out, bool final) {
       return;
     }
     if (mode_ == Mode::kContent) {
-      size_t at = FindFirst(pending_, {kCallsOpen, kEos}, &which);
+      size_t at = tool_calls_ ? FindFirst(pending_, {kCallsOpen, kEos}, &which) : FindFirst(pending_, {kEos}, &which);
       if (at != std::string_view::npos) {
         if (which == kEos) {
           out.content_delta += pending_.substr(0, at);
@@ -205,8 +205,10 @@ void ReplyStreamParser::Drain(ReplyDelta& out, bool final) {
       // a calls block, those newlines belong to the block (above), so they cannot go out as content
       // yet. Holding only "\n\n" + a partial tag let a single newline out early, and the streamed
       // content then differed from the one-shot parse (found by fuzz/reply_parser_fuzzer.cc).
-      size_t hold = PartialTagSuffix(pending_, {kCallsOpen, kEos});
-      for (int nl = 0; nl < 2 && hold < pending_.size() && pending_[pending_.size() - hold - 1] == '\n'; ++nl) ++hold;
+      size_t hold = tool_calls_ ? PartialTagSuffix(pending_, {kCallsOpen, kEos}) : PartialTagSuffix(pending_, {kEos});
+      for (int nl = 0; tool_calls_ && nl < 2 && hold < pending_.size() && pending_[pending_.size() - hold - 1] == '\n';
+           ++nl)
+        ++hold;
       size_t emit = pending_.size() - hold;
       emit -= IncompleteUtf8Suffix(std::string_view(pending_).substr(0, emit));
       out.content_delta += pending_.substr(0, emit);

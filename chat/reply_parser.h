@@ -46,7 +46,8 @@ struct ReplyDelta {
 // stream, fed by one caller at a time.
 class ReplyStreamParser {
  public:
-  explicit ReplyStreamParser(bool thinking);
+  // `tool_calls` false (tool_choice "none"): a calls block is content like any other text.
+  explicit ReplyStreamParser(bool thinking, bool tool_calls = true);
 
   ReplyDelta Feed(std::string_view chunk);
   // Flushes everything held back; call once at the end of the stream.
@@ -59,6 +60,7 @@ class ReplyStreamParser {
   void Drain(ReplyDelta& out, bool final);
 
   Mode mode_;
+  const bool tool_calls_;
   std::string pending_;
   bool any_calls_ = false;
   bool incomplete_ = false;

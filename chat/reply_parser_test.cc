@@ -213,3 +213,28 @@ TEST(ReplyStreamParser, EmitsEarlyAndHoldsOnlyPartialTags) {
 }  // namespace
 }  // namespace ds41::chat
 
+
+namespace ds41::chat {
+namespace {
+
+// tool_choice "none": the block the model wrote stays in the content, whole, streamed or not.
+TEST(ReplyStreamParserTest, WithoutToolCallsABlockIsContent) {
+  const std::string reply = "Checking." + kCallsBlock + kEos;
+  for (size_t step : {size_t{1}, size_t{7}, reply.size()}) {
+    ReplyStreamParser p(/*thinking=*/false, /*tool_calls=*/false);
+    std::string content;
+    for (size_t i = 0; i < reply.size(); i += step) {
+      const ReplyDelta d = p.Feed(std::string_view(reply).substr(i, step));
+      EXPECT_TRUE(d.tool_calls.empty());
+      content += d.content_delta;
+    }
+    const ReplyDelta f = p.Finish();
+    EXPECT_TRUE(f.tool_calls.empty());
+    content += f.content_delta;
+    EXPECT_EQ(content, "Checking." + kCallsBlock) << "step " << step;
+    EXPECT_EQ(p.finish_hint(), FinishHint::kStop);
+  }
+}
+
+}  // namespace
+}  // namespace ds41::chat

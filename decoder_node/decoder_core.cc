@@ -14,10 +14,11 @@ namespace ds41 {
 
 // ---- TokenStream ---------------------------------------------------------------------------------
 
-void TokenStream::Push(int32_t token) {
+void TokenStream::Push(int32_t token, const TokenLogprob* logprob) {
   {
     std::lock_guard<std::mutex> l(mu_);
     tokens_.push_back(token);
+    if (logprob != nullptr) logprobs_.push_back(*logprob);
   }
   cv_.notify_all();
   Notify();
@@ -50,6 +51,16 @@ bool TokenStream::Pop(std::vector<int32_t>* out, std::chrono::milliseconds wait)
   if (tokens_.empty() && !done_ && wait.count() > 0) cv_.wait_for(l, wait, [this] { return done_ || !tokens_.empty(); });
   out->assign(tokens_.begin(), tokens_.end());
   tokens_.clear();
+  logprobs_.clear();
+  return done_;
+}
+
+bool TokenStream::Take(GeneratedTokens* out) {
+  std::lock_guard<std::mutex> l(mu_);
+  out->ids.assign(tokens_.begin(), tokens_.end());
+  out->logprobs.assign(std::make_move_iterator(logprobs_.begin()), std::make_move_iterator(logprobs_.end()));
+  tokens_.clear();
+  logprobs_.clear();
   return done_;
 }
 
@@ -78,11 +89,23 @@ struct DecoderCore::Sequence {
   int unit_tokens = kDefaultUnitTokens;
   SamplingParams sampling;
   Rng rng{0};
+  LogitProcessor processor;     // logit_bias and penalties; counts the reply's tokens
+  int top_logprobs = -1;        // >= 0: every token's log-probabilities go with it, this many top ids
   uint32_t max_tokens = 0;
   std::vector<int32_t> stop_ids;
   int64_t generated = 0;
   std::shared_ptr<TokenStream> stream;
   GenerateUsage usage;
+
+  // The next token from `logits` [V] (adjusted in place), counted for the penalties; `logprob` gets
+  // its log-probabilities when the request asked.
+  int32_t Sample(float* logits, int V, std::optional<TokenLogprob>* logprob) {
+    processor.Apply(logits, V);
+    const int32_t t = SampleToken(logits, V, sampling, &rng);
+    processor.Count(t);
+    if (top_logprobs >= 0) *logprob = LogprobsOf(logits, V, t, top_logprobs);
+    return t;
+  }
 };
 
 DecoderCore::DecoderCore(const Model& model, CacheClient* cache, PrefillCall prefill, DecoderOptions options,
@@ -217,6 +240,8 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   const int64_t P = N - R;
   const SamplingParams sampling{in.sampling.temperature, in.sampling.top_p, in.sampling.seed};
   DS41_RETURN_IF_ERROR(sampling.Validate());
+  const LogitAdjustments adjustments{in.sampling.frequency_penalty, in.sampling.presence_penalty, in.sampling.logit_bias};
+  DS41_RETURN_IF_ERROR(adjustments.Validate(c.vocab_size));
   {
     std::lock_guard<std::mutex> l(mu_);
     if (static_cast<int64_t>(running_.size()) + waiting_.load() > opt_.max_running)
@@ -277,7 +302,10 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
     DS41_RETURN_IF_ERROR(engine_.DsparkAppend(&seq->dspark, s, hidden));
   }
   Rng rng(sampling.seed);
+  seq->processor = LogitProcessor(adjustments);
   if (R > 0) {
+    // The resumed tokens are the reply's own: the penalties count them as the failed attempt did.
+    for (int64_t i = P; i < N; ++i) seq->processor.Count(in.tokens[static_cast<size_t>(i)]);
     DS41_RETURN_IF_ERROR(Resume(in, P, sampling, &seq->state, &logits, &rng, capture));
     if (capture) DS41_RETURN_IF_ERROR(engine_.DsparkAppend(&seq->dspark, P, hidden));
     if (metrics_) metrics_->computed_tokens.Add({{"kind", "resumed"}}).Increment(static_cast<double>(R));
@@ -290,6 +318,7 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   seq->unit_tokens = U;
   seq->sampling = sampling;
   seq->rng = rng;
+  seq->top_logprobs = in.sampling.logprobs ? in.sampling.top_logprobs : -1;
   seq->max_tokens = in.sampling.max_tokens;
   seq->stop_ids = in.sampling.stop_ids;
   seq->stream = stream;
@@ -300,11 +329,12 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   u.encoder_replay_tokens = po.replay_tokens;
   u.decoder_replay_tokens = P - s;
   u.swa_source = po.swa_source;
-  const int32_t first = SampleToken(logits.data(), c.vocab_size, seq->sampling, &seq->rng);
+  std::optional<TokenLogprob> first_logprob;
+  const int32_t first = seq->Sample(logits.data(), c.vocab_size, &first_logprob);
   u.ttft_seconds = SecondsSince(t0);
   seq->generated = 1;
   seq->tokens.push_back(first);
-  stream->Push(first);
+  stream->Push(first, first_logprob ? &*first_logprob : nullptr);
   if (metrics_) {
     metrics_->prefill_seconds.Observe(SecondsSince(tr));
     metrics_->ttft_seconds.Observe(u.ttft_seconds);
@@ -379,7 +409,7 @@ void DecoderCore::BatchLoop() {
       continue;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<std::vector<int32_t>> emitted;
+    std::vector<GeneratedTokens> emitted;
     const Status st = DecodeStep(live, &emitted);
     if (metrics_) metrics_->decode_step_seconds.Observe(SecondsSince(t0));
     std::vector<std::unique_ptr<Sequence>> keep;
@@ -391,12 +421,13 @@ void DecoderCore::BatchLoop() {
         continue;
       }
       // A step emits at most up to the budget and ends at a stop id (the speculator cuts there).
-      for (int32_t tok : emitted[i]) {
-        s->tokens.push_back(tok);
+      const GeneratedTokens& e = emitted[i];
+      for (size_t t = 0; t < e.ids.size(); ++t) {
+        s->tokens.push_back(e.ids[t]);
         ++s->generated;
-        s->stream->Push(tok);
+        s->stream->Push(e.ids[t], e.logprobs.empty() ? nullptr : &e.logprobs[t]);
       }
-      if (metrics_) metrics_->generated_tokens.Increment(static_cast<double>(emitted[i].size()));
+      if (metrics_) metrics_->generated_tokens.Increment(static_cast<double>(e.ids.size()));
       const bool stop = std::find(s->stop_ids.begin(), s->stop_ids.end(), s->tokens.back()) != s->stop_ids.end();
       if (stop || s->generated >= static_cast<int64_t>(s->max_tokens)) {
         Finish(std::move(s), stop ? "stop" : "length");
@@ -414,7 +445,7 @@ void DecoderCore::BatchLoop() {
 }
 
 Status DecoderCore::DecodeStep(const std::vector<std::unique_ptr<Sequence>>& live,
-                               std::vector<std::vector<int32_t>>* emitted) {
+                               std::vector<GeneratedTokens>* emitted) {
   const int V = model_.config().vocab_size;
   emitted->assign(live.size(), {});
   if (speculator_ == nullptr) {
@@ -427,8 +458,11 @@ Status DecoderCore::DecodeStep(const std::vector<std::unique_ptr<Sequence>>& liv
     std::vector<float> logits;
     DS41_RETURN_IF_ERROR(engine_.DecodeBatch(states, next, &logits));
     if (metrics_) metrics_->batch_tokens.Observe(static_cast<double>(live.size()));
-    for (size_t i = 0; i < live.size(); ++i)
-      (*emitted)[i] = {SampleToken(&logits[i * static_cast<size_t>(V)], V, live[i]->sampling, &live[i]->rng)};
+    for (size_t i = 0; i < live.size(); ++i) {
+      std::optional<TokenLogprob> lp;
+      (*emitted)[i].ids = {live[i]->Sample(&logits[i * static_cast<size_t>(V)], V, &lp)};
+      if (lp) (*emitted)[i].logprobs.push_back(std::move(*lp));
+    }
     return Status::Ok();
   }
   std::vector<SpecSequence> seqs;
@@ -436,13 +470,13 @@ Status DecoderCore::DecodeStep(const std::vector<std::unique_ptr<Sequence>>& liv
     seqs.push_back({&s->state, &s->dspark, s->tokens.back(), s->sampling, &s->rng,
                     static_cast<int>(std::min<int64_t>(static_cast<int64_t>(s->max_tokens) - s->generated,
                                                      std::numeric_limits<int>::max())),
-                    s->stop_ids});
+                    s->stop_ids, s->processor.active() ? &s->processor : nullptr, s->top_logprobs});
   std::vector<SpecOutcome> out;
   int k = 0;
   DS41_RETURN_IF_ERROR(speculator_->Step(&seqs, &out, &k));
   int64_t rows = 0;
   for (size_t i = 0; i < live.size(); ++i) {
-    (*emitted)[i] = std::move(out[i].tokens);
+    (*emitted)[i] = {std::move(out[i].tokens), std::move(out[i].logprobs)};
     rows += 1 + out[i].verified;
     if (spec_metrics_) spec_metrics_->CountStep(out[i].verified, out[i].accepted);
   }

@@ -52,13 +52,14 @@ namespace ds41 {
 // Thread-safe.
 class TokenStream {
  public:
-  void Push(int32_t token);
+  // `logprob`: the token's log-probabilities, when the request asked for them (every push then has one).
+  void Push(int32_t token, const TokenLogprob* logprob = nullptr);
   void Finish(Status status, std::string reason, GenerateUsage usage);
   // Moves pending tokens into `out`, waiting up to `wait` when there are none; true once finished and
   // drained.
   bool Pop(std::vector<int32_t>* out, std::chrono::milliseconds wait);
-  // Pop without waiting.
-  bool Take(std::vector<int32_t>* out) { return Pop(out, std::chrono::milliseconds(0)); }
+  // Without waiting, with the log-probabilities.
+  bool Take(GeneratedTokens* out);
   // Runs on every Push and Finish, on the pushing thread, never after SetListener(nullptr) returned.
   void SetListener(std::function<void()> listener);
 
@@ -76,6 +77,7 @@ class TokenStream {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<int32_t> tokens_ DS41_GUARDED_BY(mu_);
+  std::deque<TokenLogprob> logprobs_ DS41_GUARDED_BY(mu_);  // empty, or one per token
   bool done_ DS41_GUARDED_BY(mu_) = false;
   Status status_ DS41_GUARDED_BY(mu_);
   std::string reason_ DS41_GUARDED_BY(mu_);
@@ -136,7 +138,7 @@ class DecoderCore {
   void StartSpeculation();
   void BatchLoop();
   // One step's tokens per sequence of `live` (in order): a plain decode step or a speculative one.
-  Status DecodeStep(const std::vector<std::unique_ptr<Sequence>>& live, std::vector<std::vector<int32_t>>* emitted);
+  Status DecodeStep(const std::vector<std::unique_ptr<Sequence>>& live, std::vector<GeneratedTokens>* emitted);
   void Finish(std::unique_ptr<Sequence> seq, const std::string& reason);
   void UpdateResidency();
 

@@ -85,12 +85,12 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
     {
       std::lock_guard<std::mutex> l(mu_);
       if (writing_ || finished_) return;
-      std::vector<int32_t> tokens;
+      GeneratedTokens tokens;
       const bool done = stream_->Take(&tokens);
-      if (tokens.empty() && !done) return;
+      if (tokens.ids.empty() && !done) return;
       msg_.Clear();
-      if (!tokens.empty()) {
-        msg_.mutable_tokens()->Add(tokens.begin(), tokens.end());
+      if (!tokens.ids.empty()) {
+        EncodeGenerated(tokens, &msg_);
         writing_ = true;
         action = kWrite;
       } else if (const Status st = stream_->status(); !st.ok()) {

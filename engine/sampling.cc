@@ -13,6 +13,52 @@ Status SamplingParams::Validate() const {
   return Status::Ok();
 }
 
+Status LogitAdjustments::Validate(int vocab_size) const {
+  for (const float p : {frequency_penalty, presence_penalty})
+    if (!(p >= -2.0f && p <= 2.0f)) return InvalidArgumentError("penalties must be in [-2, 2]");
+  std::vector<int32_t> ids;
+  for (const auto& [id, b] : bias) {
+    if (id < 0 || id >= vocab_size) return InvalidArgumentError("logit_bias names a token outside the vocabulary");
+    if (!(b >= -100.0f && b <= 100.0f)) return InvalidArgumentError("logit_bias values must be in [-100, 100]");
+    ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  if (std::adjacent_find(ids.begin(), ids.end()) != ids.end()) return InvalidArgumentError("logit_bias repeats a token");
+  return Status::Ok();
+}
+
+void LogitProcessor::Apply(float* logits, int n) const {
+  for (const auto& [id, b] : adj_.bias)
+    if (id < n) logits[id] += b;
+  if (adj_.frequency_penalty == 0.0f && adj_.presence_penalty == 0.0f) return;
+  for (const auto& [id, c] : counts_)
+    if (id >= 0 && id < n) logits[id] -= adj_.frequency_penalty * static_cast<float>(c) + adj_.presence_penalty;
+}
+
+void LogitProcessor::Count(int32_t token) {
+  if (adj_.frequency_penalty != 0.0f || adj_.presence_penalty != 0.0f) ++counts_[token];
+}
+
+TokenLogprob LogprobsOf(const float* logits, int n, int32_t token, int top) {
+  // log softmax in double: the log-sum-exp around the maximum.
+  const double mx = logits[Argmax(logits, n)];
+  double total = 0.0;
+  for (int i = 0; i < n; ++i) total += std::exp(static_cast<double>(logits[i]) - mx);
+  const double log_z = mx + std::log(total);
+  TokenLogprob out;
+  out.logprob = static_cast<float>(logits[token] - log_z);
+  top = std::min(top, n);
+  if (top > 0) {
+    std::vector<int32_t> ids(n);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::partial_sort(ids.begin(), ids.begin() + top, ids.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (int i = 0; i < top; ++i) out.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - log_z));
+  }
+  return out;
+}
+
 namespace {
 uint64_t SplitMix(uint64_t* x) {
   uint64_t z = (*x += 0x9E3779B97F4A7C15ull);

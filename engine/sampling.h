@@ -3,9 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "util/status.h"
+#include "util/token_logprob.h"
 
 namespace ds41 {
 
@@ -16,6 +19,40 @@ struct SamplingParams {
 
   Status Validate() const;
 };
+
+// OpenAI's logit adjustments, applied to a row of logits before temperature and top_p:
+// logit[j] += bias[j] - frequency_penalty * c[j] - presence_penalty * (c[j] > 0), where c[j] counts
+// token j among the tokens this reply has generated so far (the prompt is not counted).
+struct LogitAdjustments {
+  float frequency_penalty = 0.0f;                   // [-2, 2]
+  float presence_penalty = 0.0f;                    // [-2, 2]
+  std::vector<std::pair<int32_t, float>> bias;      // (id, added logit in [-100, 100]); ids distinct
+
+  bool empty() const { return frequency_penalty == 0.0f && presence_penalty == 0.0f && bias.empty(); }
+  Status Validate(int vocab_size) const;
+};
+
+// One reply's adjustments and the counts they need. Thread-compatible: one per sequence.
+class LogitProcessor {
+ public:
+  LogitProcessor() = default;
+  explicit LogitProcessor(LogitAdjustments adjustments) : adj_(std::move(adjustments)) {}
+
+  bool active() const { return !adj_.empty(); }
+  // Adjusts `logits` [n] in place for the tokens counted so far.
+  void Apply(float* logits, int n) const;
+  // A token of the reply (sampled, or resumed after a migration): counted for the penalties.
+  void Count(int32_t token);
+
+ private:
+  LogitAdjustments adj_;
+  std::unordered_map<int32_t, int32_t> counts_;  // only penalties read it
+};
+
+// The log-probabilities of a generated token under softmax(logits) (temperature 1, no top_p: the
+// adjusted logits the sampler starts from), with the `top` most likely ids (decreasing, ties to
+// the lower id). REQUIRES: 0 <= token < n, 0 <= top.
+TokenLogprob LogprobsOf(const float* logits, int n, int32_t token, int top);
 
 // A small, fast, seedable generator (splitmix64 seeding a xoshiro256**). Thread-compatible: one per
 // sequence.

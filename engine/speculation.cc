@@ -141,6 +141,21 @@ void Speculator::Learn(const std::vector<SpecOutcome>& out) {
     }
 }
 
+namespace {
+
+void Adjust(const SpecSequence& s, float* row, int V) {
+  if (s.processor != nullptr) s.processor->Apply(row, V);
+}
+
+// `token` emitted from the adjusted target row `row`.
+void Emit(const SpecSequence& s, const float* row, int V, int32_t token, SpecOutcome* o) {
+  o->tokens.push_back(token);
+  if (s.processor != nullptr) s.processor->Count(token);
+  if (s.top_logprobs >= 0) o->logprobs.push_back(LogprobsOf(row, V, token, s.top_logprobs));
+}
+
+}  // namespace
+
 Status Speculator::PlainStep(std::vector<SpecSequence>* seqs, std::vector<SpecOutcome>* out) {
   const ModelConfig& c = model_.config();
   std::vector<SequenceState*> states;
@@ -155,8 +170,10 @@ Status Speculator::PlainStep(std::vector<SpecSequence>* seqs, std::vector<SpecOu
   const size_t width = c.dspark_target_layer_ids.size() * static_cast<size_t>(c.dim);
   for (size_t i = 0; i < seqs->size(); ++i) {
     SpecSequence& s = (*seqs)[i];
-    s.next = SampleToken(&logits[i * static_cast<size_t>(c.vocab_size)], c.vocab_size, s.sampling, s.rng);
-    (*out)[i].tokens = {s.next};
+    float* row = &logits[i * static_cast<size_t>(c.vocab_size)];
+    Adjust(s, row, c.vocab_size);
+    s.next = SampleToken(row, c.vocab_size, s.sampling, s.rng);
+    Emit(s, row, c.vocab_size, s.next, &(*out)[i]);
     const std::vector<float> kept(hidden.begin() + static_cast<std::ptrdiff_t>(i * width),
                                   hidden.begin() + static_cast<std::ptrdiff_t>((i + 1) * width));
     DS41_RETURN_IF_ERROR(engine_->DsparkAppend(s.dspark, undo[i].start, kept));
@@ -219,6 +236,7 @@ Status Speculator::Step(std::vector<SpecSequence>* seqs, std::vector<SpecOutcome
     bool all = true;
     for (int j = 0; j < o.verified; ++j) {
       const int32_t x = drafts[i].tokens[j];
+      Adjust(s, row(j), V);  // after the tokens accepted before it were counted
       DraftVerdict v;
       if (s.sampling.temperature == 0.0f) {  // AcceptDraft with one-hot p and q, without the vectors
         v.token = Argmax(row(j), V);
@@ -227,14 +245,17 @@ Status Speculator::Step(std::vector<SpecSequence>* seqs, std::vector<SpecOutcome
         v = AcceptDraft(TokenProbabilities(row(j), V, s.sampling),
                         TokenProbabilities(&drafts[i].logits[static_cast<size_t>(j) * V], V, s.sampling), x, s.rng);
       }
-      o.tokens.push_back(v.token);
+      Emit(s, row(j), V, v.token, &o);
       if (!v.accepted) {
         all = false;
         break;
       }
       ++o.accepted;
     }
-    if (all) o.tokens.push_back(SampleToken(row(o.verified), V, s.sampling, s.rng));
+    if (all) {
+      Adjust(s, row(o.verified), V);
+      Emit(s, row(o.verified), V, SampleToken(row(o.verified), V, s.sampling, s.rng), &o);
+    }
     // Cut at the first stop id (kept) and at the step's budget.
     for (size_t t = 0; t < o.tokens.size(); ++t) {
       if (std::find(s.stop_ids.begin(), s.stop_ids.end(), o.tokens[t]) != s.stop_ids.end()) {
@@ -243,6 +264,8 @@ Status Speculator::Step(std::vector<SpecSequence>* seqs, std::vector<SpecOutcome
       }
     }
     if (static_cast<int>(o.tokens.size()) > s.max_new) o.tokens.resize(static_cast<size_t>(s.max_new));
+    // A cut token was counted by the processor too; the sequence ends with this step then.
+    if (o.logprobs.size() > o.tokens.size()) o.logprobs.resize(o.tokens.size());
     // Fed and kept: `next` and the drafts the emitted tokens repeat, one row per emitted token.
     const int64_t start = undo[i].start, fed = static_cast<int64_t>(o.tokens.size());
     DS41_RETURN_IF_ERROR(RollBack(c, undo[i], start + fed, s.state));

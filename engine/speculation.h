@@ -59,10 +59,15 @@ struct SpecSequence {
   Rng* rng = nullptr;
   int max_new = 1;                  // tokens this step may emit (>= 1)
   std::vector<int32_t> stop_ids;    // emitting one of these ends the step's tokens
+  // OpenAI's logit adjustments (null: none): every target row is adjusted before it is sampled or
+  // verified against (drafts are drawn from the draft's own logits), and each emitted token counted.
+  LogitProcessor* processor = nullptr;
+  int top_logprobs = -1;            // >= 0: SpecOutcome::logprobs, with this many top ids each
 };
 
 struct SpecOutcome {
   std::vector<int32_t> tokens;  // emitted, in order: 1 to k + 1 (fewer when cut by max_new or a stop id)
+  std::vector<TokenLogprob> logprobs;  // one per token, from its adjusted target row, when asked
   int verified = 0;             // drafts verified (this sequence's k)
   int accepted = 0;             // of those, accepted (a prefix)
 };

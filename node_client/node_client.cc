@@ -62,11 +62,20 @@ GenerateCallResult NodeClient::Generate(const std::string& decoder, const Genera
   }
   auto reader = pb::Decoder::NewStub(channels_->Get(decoder))->Generate(&ctx, req);
   pb::GenerateResponse msg;
+  ds41::Status malformed;  // NodeClient::Status, the call, hides the type here
   while (reader->Read(&msg)) {
-    if (msg.tokens_size() > 0 && !sink(std::vector<int32_t>(msg.tokens().begin(), msg.tokens().end()))) {
-      res.stopped = true;
-      ctx.TryCancel();
-      break;
+    if (msg.tokens_size() > 0) {
+      StatusOr<GeneratedTokens> got = DecodeGenerated(msg);
+      if (!got.ok()) {
+        malformed = InternalError(got.status().message()).Prefixed("decoder " + decoder);
+        ctx.TryCancel();
+        break;
+      }
+      if (!sink(*got)) {
+        res.stopped = true;
+        ctx.TryCancel();
+        break;
+      }
     }
     if (!msg.finish_reason().empty()) {
       res.end.finish_reason = msg.finish_reason();
@@ -74,6 +83,7 @@ GenerateCallResult NodeClient::Generate(const std::string& decoder, const Genera
     }
   }
   res.status = FromGrpc(reader->Finish());
+  if (!malformed.ok()) res.status = malformed;
   return res;
 }
 

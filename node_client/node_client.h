@@ -18,8 +18,9 @@
 
 namespace ds41 {
 
-// Gets each batch of newly generated ids in order; returning false stops the generation.
-using TokenBatchSink = std::function<bool(const std::vector<int32_t>& tokens)>;
+// Gets each batch of newly generated ids (and their log-probabilities when asked) in order;
+// returning false stops the generation.
+using TokenBatchSink = std::function<bool(const GeneratedTokens& tokens)>;
 
 struct GenerateCallResult {
   Status status;                 // the call's end (CANCELLED when the token cancelled it)
@@ -35,7 +36,8 @@ class NodeClient {
   StatusOr<PrefillOutput> Prefill(const std::string& encoder, const PrefillInput& in,
                                   std::chrono::steady_clock::time_point deadline, CancelToken* cancel = nullptr) const;
 
-  // Decoder.Generate by in.deadline, streaming the ids to `sink` as they arrive (on this thread).
+  // Decoder.Generate by in.deadline, streaming the ids to `sink` as they arrive (on this thread). A
+  // message whose log-probabilities do not match its ids ends the call with INTERNAL.
   GenerateCallResult Generate(const std::string& decoder, const GenerateInput& in, CancelToken* cancel,
                               const TokenBatchSink& sink) const;
 

@@ -111,6 +111,15 @@ void EncodeGenerateRequest(const GenerateInput& in, const std::string& fingerpri
   s->set_seed(in.sampling.seed);
   s->set_max_tokens(in.sampling.max_tokens);
   s->mutable_stop_token_ids()->Add(in.sampling.stop_ids.begin(), in.sampling.stop_ids.end());
+  s->set_frequency_penalty(in.sampling.frequency_penalty);
+  s->set_presence_penalty(in.sampling.presence_penalty);
+  for (const auto& [token, bias] : in.sampling.logit_bias) {
+    pb::LogitBias* b = s->add_logit_bias();
+    b->set_token(token);
+    b->set_bias(bias);
+  }
+  s->set_logprobs(in.sampling.logprobs);
+  s->set_top_logprobs(in.sampling.top_logprobs);
   EncodeImages(in.images, req);
 }
 
@@ -120,6 +129,10 @@ Status DecodeGenerateRequest(const pb::GenerateRequest& req, const std::string& 
   DS41_RETURN_IF_ERROR(CheckPromptLength(req.tokens_size()));
   const pb::Sampling& s = req.sampling();
   if (static_cast<size_t>(s.stop_token_ids_size()) > kMaxStopTokens) return InvalidArgumentError("too many stop tokens");
+  if (static_cast<size_t>(s.logit_bias_size()) > kMaxLogitBias) return InvalidArgumentError("too many logit_bias entries");
+  if (s.top_logprobs() < 0 || s.top_logprobs() > kMaxTopLogprobs) {
+    return InvalidArgumentError("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
+  }
   if (req.resumed_tokens() < 0 || req.resumed_tokens() >= req.tokens_size()) {
     return InvalidArgumentError("resumed_tokens must be in [0, the number of tokens)");
   }
@@ -134,9 +147,45 @@ Status DecodeGenerateRequest(const pb::GenerateRequest& req, const std::string& 
   in->sampling.seed = s.seed();
   in->sampling.max_tokens = s.max_tokens() == 0 ? 16 : s.max_tokens();
   in->sampling.stop_ids.assign(s.stop_token_ids().begin(), s.stop_token_ids().end());
+  in->sampling.frequency_penalty = s.frequency_penalty();
+  in->sampling.presence_penalty = s.presence_penalty();
+  in->sampling.logit_bias.clear();
+  for (const pb::LogitBias& b : s.logit_bias()) in->sampling.logit_bias.emplace_back(b.token(), b.bias());
+  in->sampling.logprobs = s.logprobs();
+  in->sampling.top_logprobs = s.top_logprobs();
   in->unit_tokens = req.unit_tokens() == 0 ? kDefaultUnitTokens : req.unit_tokens();
   in->resumed = req.resumed_tokens();
   return DecodeImages(req, &in->images);
+}
+
+void EncodeGenerated(const GeneratedTokens& t, pb::GenerateResponse* out) {
+  out->mutable_tokens()->Add(t.ids.begin(), t.ids.end());
+  for (const TokenLogprob& lp : t.logprobs) {
+    pb::TokenLogprob* m = out->add_logprobs();
+    m->set_logprob(lp.logprob);
+    for (const auto& [id, logprob] : lp.top) {
+      m->add_top_ids(id);
+      m->add_top_logprobs(logprob);
+    }
+  }
+}
+
+StatusOr<GeneratedTokens> DecodeGenerated(const pb::GenerateResponse& msg) {
+  if (msg.logprobs_size() != 0 && msg.logprobs_size() != msg.tokens_size()) {
+    return InvalidArgumentError("generate response: log-probabilities are not one per token");
+  }
+  GeneratedTokens t;
+  t.ids.assign(msg.tokens().begin(), msg.tokens().end());
+  for (const pb::TokenLogprob& m : msg.logprobs()) {
+    if (m.top_ids_size() != m.top_logprobs_size() || m.top_ids_size() > kMaxTopLogprobs) {
+      return InvalidArgumentError("generate response: a malformed top_logprobs list");
+    }
+    TokenLogprob lp;
+    lp.logprob = m.logprob();
+    for (int i = 0; i < m.top_ids_size(); ++i) lp.top.emplace_back(m.top_ids(i), m.top_logprobs(i));
+    t.logprobs.push_back(std::move(lp));
+  }
+  return t;
 }
 
 void EncodeUsage(const GenerateUsage& u, pb::Usage* out) {

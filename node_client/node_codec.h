@@ -14,6 +14,8 @@
 namespace ds41 {
 
 inline constexpr size_t kMaxStopTokens = 1024;
+inline constexpr size_t kMaxLogitBias = 1024;
+inline constexpr int kMaxTopLogprobs = 20;
 inline constexpr size_t kMaxPromptImages = 64;
 inline constexpr size_t kMaxSessionIdBytes = 256;  // longer session ids are cut to this
 
@@ -25,6 +27,10 @@ PrefillOutput DecodePrefillResponse(ds41::node::v1::PrefillResponse* resp);  // 
 // The deadline does not travel in the message (it is the call's); Decode leaves in->deadline alone.
 void EncodeGenerateRequest(const GenerateInput& in, const std::string& fingerprint, ds41::node::v1::GenerateRequest* req);
 Status DecodeGenerateRequest(const ds41::node::v1::GenerateRequest& req, const std::string& fingerprint, GenerateInput* in);
+// A Generate response's tokens (and their log-probabilities). Decode refuses log-probabilities that
+// are not one per token with equally long top lists (INVALID_ARGUMENT).
+void EncodeGenerated(const GeneratedTokens& t, ds41::node::v1::GenerateResponse* out);
+StatusOr<GeneratedTokens> DecodeGenerated(const ds41::node::v1::GenerateResponse& msg);
 void EncodeUsage(const GenerateUsage& u, ds41::node::v1::Usage* out);
 GenerateUsage DecodeUsage(const ds41::node::v1::Usage& u);
 

@@ -118,7 +118,11 @@ TEST(NodeCodecTest, GenerateRequestRoundTripsAndFillsDefaults) {
   in.cached_tokens = 1;
   in.encoder = "e:1";
   in.swa_peer = "d:2";
-  in.sampling = {0.7f, 0.9f, 42, 33, {0, 9}};
+  in.sampling.temperature = 0.7f;
+  in.sampling.top_p = 0.9f;
+  in.sampling.seed = 42;
+  in.sampling.max_tokens = 33;
+  in.sampling.stop_ids = {0, 9};
   in.unit_tokens = 32;
   in.resumed = 2;
   pb::GenerateRequest req;
@@ -157,6 +161,62 @@ TEST(NodeCodecTest, GenerateRequestRoundTripsAndFillsDefaults) {
 
   for (size_t i = 0; i <= kMaxStopTokens; ++i) req.mutable_sampling()->add_stop_token_ids(1);
   EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(NodeCodecTest, LogitAdjustmentsAndLogprobRequestsRoundTripWithinBounds) {
+  GenerateInput in;
+  in.ns = Key(3);
+  in.tokens = {5, 6, 7};
+  in.encoder = "e:1";
+  in.sampling.frequency_penalty = 1.25f;
+  in.sampling.presence_penalty = -0.5f;
+  in.sampling.logit_bias = {{7, -100.0f}, {2, 3.5f}};
+  in.sampling.logprobs = true;
+  in.sampling.top_logprobs = 4;
+  pb::GenerateRequest req;
+  EncodeGenerateRequest(in, kFp, &req);
+  GenerateInput out;
+  ASSERT_TRUE(DecodeGenerateRequest(req, kFp, &out).ok());
+  EXPECT_FLOAT_EQ(out.sampling.frequency_penalty, 1.25f);
+  EXPECT_FLOAT_EQ(out.sampling.presence_penalty, -0.5f);
+  EXPECT_EQ(out.sampling.logit_bias, in.sampling.logit_bias);
+  EXPECT_TRUE(out.sampling.logprobs);
+  EXPECT_EQ(out.sampling.top_logprobs, 4);
+
+  req.mutable_sampling()->set_top_logprobs(kMaxTopLogprobs + 1);
+  EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);
+  req.mutable_sampling()->set_top_logprobs(-1);
+  EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);
+  req.mutable_sampling()->set_top_logprobs(0);
+  for (size_t i = 0; i <= kMaxLogitBias; ++i) req.mutable_sampling()->add_logit_bias()->set_token(1);
+  EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(NodeCodecTest, GeneratedTokensRoundTripAndMismatchedLogprobsAreRefused) {
+  GeneratedTokens t;
+  t.ids = {4, 9};
+  t.logprobs = {{-0.5f, {{4, -0.5f}, {1, -1.5f}}}, {-2.0f, {{3, -0.25f}, {9, -2.0f}}}};
+  pb::GenerateResponse msg;
+  EncodeGenerated(t, &msg);
+  StatusOr<GeneratedTokens> back = DecodeGenerated(msg);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->ids, t.ids);
+  ASSERT_EQ(back->logprobs.size(), 2u);
+  EXPECT_FLOAT_EQ(back->logprobs[1].logprob, -2.0f);
+  EXPECT_EQ(back->logprobs[1].top, t.logprobs[1].top);
+
+  // Without log-probabilities: ids alone.
+  pb::GenerateResponse plain;
+  EncodeGenerated({{4, 9}, {}}, &plain);
+  ASSERT_TRUE(DecodeGenerated(plain).ok());
+  EXPECT_TRUE(DecodeGenerated(plain)->logprobs.empty());
+
+  pb::GenerateResponse short_lp = msg;
+  short_lp.mutable_logprobs()->RemoveLast();
+  EXPECT_EQ(DecodeGenerated(short_lp).status().code(), StatusCode::kInvalidArgument);
+  pb::GenerateResponse ragged = msg;
+  ragged.mutable_logprobs(0)->add_top_ids(5);
+  EXPECT_EQ(DecodeGenerated(ragged).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(NodeCodecTest, UsageAndStatusRoundTrip) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "unit/unit_key.h"
+#include "util/token_logprob.h"
 
 namespace ds41 {
 
@@ -53,6 +54,18 @@ struct GenerateSampling {
   uint64_t seed = 0;
   uint32_t max_tokens = 16;
   std::vector<int32_t> stop_ids;
+  // OpenAI's logit adjustments (engine/sampling.h LogitAdjustments has their definition).
+  float frequency_penalty = 0.0f, presence_penalty = 0.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  bool logprobs = false;           // send a TokenLogprob with every generated token
+  int top_logprobs = 0;            // with this many most likely ids (0..kMaxTopLogprobs)
+};
+
+// Newly generated ids, and their log-probabilities when the request asked (else empty): under the
+// logits the sampler started from, after logit_bias and penalties, at temperature 1, before top_p.
+struct GeneratedTokens {
+  std::vector<int32_t> ids;
+  std::vector<TokenLogprob> logprobs;  // empty, or one per id
 };
 
 struct GenerateInput {

@@ -5,9 +5,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <random>
+#include <sstream>
 
 #include "chat/chat_render.h"
 #include "chat/reply_parser.h"
+#include "node_client/node_codec.h"
 #include "unit/reply_record.h"
 #include "util/error_table.h"
 #include "util/sha256.h"
@@ -17,6 +19,40 @@ namespace {
 
 constexpr size_t kMaxStops = 4;
 constexpr size_t kMaxStopBytes = 256;
+constexpr int kMaxCompletionLogprobs = 5;  // OpenAI's bound for /v1/completions' "logprobs"
+
+// The request fields each endpoint acts on; kIgnoredFields are accepted and change nothing in the
+// reply (README "Request fields"). Anything else is refused with a 400 naming it, so a client never
+// gets a reply that silently left out what it asked for.
+constexpr std::string_view kChatFields[] = {
+    "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "response_format", "thinking",
+    "reasoning_effort", "temperature", "top_p", "n", "stream", "stream_options", "stop", "max_tokens",
+    "max_completion_tokens", "seed", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs",
+    "top_logprobs", "user", "ignore_eos", "return_token_ids"};
+constexpr std::string_view kCompletionFields[] = {
+    "model", "prompt", "temperature", "top_p", "n", "best_of", "echo", "stream", "stream_options", "stop",
+    "max_tokens", "max_completion_tokens", "seed", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs",
+    "user", "ignore_eos", "return_token_ids"};
+constexpr std::string_view kIgnoredFields[] = {"metadata", "store", "service_tier", "prompt_cache_key",
+                                               "safety_identifier"};
+
+template <size_t N>
+bool Listed(const std::string_view (&list)[N], std::string_view key) {
+  return std::find(std::begin(list), std::end(list), key) != std::end(list);
+}
+
+// The first field of `body` neither acted on nor knowingly ignored, refused.
+template <size_t N>
+std::optional<ApiOutcome> RefuseUnknownFields(const Json& body, const std::string_view (&fields)[N]) {
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    if (Listed(fields, it.key()) || Listed(kIgnoredFields, it.key())) continue;
+    std::string why = "this server does not implement it";
+    if (it.key() == "functions" || it.key() == "function_call") why = "it is deprecated: use \"tools\" and \"tool_choice\"";
+    return OpenAiApi::Error(StatusCode::kInvalidArgument, "unrecognized request argument \"" + it.key() + "\": " + why,
+                            it.key());
+  }
+  return std::nullopt;
+}
 
 std::string RandomHex(int bytes) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -115,6 +151,209 @@ Json ToolCallsJson(const std::vector<chat::ToolCall>& calls, size_t first_index)
   return arr;
 }
 
+// A request's generation options: what the decoder samples by, and how the reply is cut and shown.
+struct Sampling {
+  GenerateSampling decode;  // temperature, top_p, seed, max_tokens, penalties, logit_bias, logprobs
+  std::vector<std::string> stops;
+  bool stream = false;
+  bool ignore_eos = false;  // vLLM's extension: EOS does not stop, so exactly max_tokens come (load tests)
+  bool tool_calls = true;   // false: tool_choice "none", a calls block the model writes stays content
+};
+
+// `body[key]`, when present and not null, as a number in [lo, hi] into `out`; else the 400 naming it.
+std::optional<ApiOutcome> NumberIn(const Json& body, const char* key, double lo, double hi, float* out) {
+  if (!body.contains(key) || body[key].is_null()) return std::nullopt;
+  if (!body[key].is_number() || !(body[key].get<double>() >= lo && body[key].get<double>() <= hi)) {
+    std::ostringstream m;
+    m << "\"" << key << "\" must be a number in [" << lo << ", " << hi << "]";
+    return OpenAiApi::Error(StatusCode::kInvalidArgument, m.str(), key);
+  }
+  *out = body[key].get<float>();
+  return std::nullopt;
+}
+
+// logit_bias: {"<token id>": bias in [-100, 100], ...} over the model's vocabulary.
+std::optional<ApiOutcome> ParseLogitBias(const Json& body, int32_t vocab, GenerateSampling* s) {
+  if (!body.contains("logit_bias") || body["logit_bias"].is_null()) return std::nullopt;
+  const Json& b = body["logit_bias"];
+  auto refuse = [](const std::string& m) { return OpenAiApi::Error(StatusCode::kInvalidArgument, m, "logit_bias"); };
+  if (!b.is_object()) return refuse("\"logit_bias\" must be an object of token ids to numbers");
+  if (b.size() > kMaxLogitBias) return refuse("\"logit_bias\" may hold at most " + std::to_string(kMaxLogitBias) + " tokens");
+  for (auto it = b.begin(); it != b.end(); ++it) {
+    const std::string& key = it.key();
+    const bool digits = !key.empty() && key.size() <= 10 && std::all_of(key.begin(), key.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (!digits || std::stoll(key) >= vocab) {
+      return refuse("\"logit_bias\" key \"" + key.substr(0, 32) + "\" is not a token id in [0, " + std::to_string(vocab) + ")");
+    }
+    if (!it.value().is_number() || !(it.value().get<double>() >= -100 && it.value().get<double>() <= 100)) {
+      return refuse("\"logit_bias\" values must be numbers in [-100, 100]");
+    }
+    // Keys are distinct strings, but "7" and "07" name one token.
+    const auto id = static_cast<int32_t>(std::stoll(key));
+    for (const auto& [seen, _] : s->logit_bias)
+      if (seen == id) return refuse("\"logit_bias\" names token " + std::to_string(id) + " twice");
+    s->logit_bias.emplace_back(id, it.value().get<float>());
+  }
+  return std::nullopt;
+}
+
+// Chat: "logprobs": bool and "top_logprobs": 0..20; completions: "logprobs": 0..5, the top count.
+std::optional<ApiOutcome> ParseLogprobs(const Json& body, bool chat_mode, GenerateSampling* s) {
+  const bool has = body.contains("logprobs") && !body["logprobs"].is_null();
+  const bool has_top = body.contains("top_logprobs") && !body["top_logprobs"].is_null();
+  if (!chat_mode) {
+    if (!has) return std::nullopt;
+    const Json& n = body["logprobs"];
+    if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > kMaxCompletionLogprobs) {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument,
+                              "\"logprobs\" must be an integer in [0, " + std::to_string(kMaxCompletionLogprobs) + "]",
+                              "logprobs");
+    }
+    s->logprobs = true;
+    s->top_logprobs = static_cast<int>(n.get<int64_t>());
+    return std::nullopt;
+  }
+  if (has && !body["logprobs"].is_boolean()) {
+    return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"logprobs\" must be a boolean", "logprobs");
+  }
+  s->logprobs = has && body["logprobs"].get<bool>();
+  if (!has_top) return std::nullopt;
+  const Json& n = body["top_logprobs"];
+  if (!n.is_number_integer() || n.get<int64_t>() < 0 || n.get<int64_t>() > kMaxTopLogprobs) {
+    return OpenAiApi::Error(StatusCode::kInvalidArgument,
+                            "\"top_logprobs\" must be an integer in [0, " + std::to_string(kMaxTopLogprobs) + "]",
+                            "top_logprobs");
+  }
+  if (!s->logprobs) {
+    return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"top_logprobs\" needs \"logprobs\": true", "top_logprobs");
+  }
+  s->top_logprobs = static_cast<int>(n.get<int64_t>());
+  return std::nullopt;
+}
+
+// Chat's tool and output controls. What needs constrained decoding (a required or named tool call,
+// a JSON response format, one call at most) is refused until the decoder can enforce it.
+std::optional<ApiOutcome> ParseToolChoice(const Json& body, Sampling* s) {
+  auto refuse = [](const std::string& m, const char* field) {
+    return OpenAiApi::Error(StatusCode::kInvalidArgument, m, field);
+  };
+  if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
+    const Json& c = body["tool_choice"];
+    if (c == "none") {
+      s->tool_calls = false;
+    } else if (c == "required" || (c.is_object() && c.value("type", Json()) == "function")) {
+      return refuse("\"tool_choice\" " + std::string(c.is_string() ? "\"required\"" : "naming a function") +
+                        " needs constrained decoding, which this server does not have yet; use \"auto\" or \"none\"",
+                    "tool_choice");
+    } else if (c != "auto") {
+      return refuse("\"tool_choice\" must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}",
+                    "tool_choice");
+    }
+  }
+  if (body.contains("parallel_tool_calls") && !body["parallel_tool_calls"].is_null()) {
+    if (!body["parallel_tool_calls"].is_boolean()) return refuse("\"parallel_tool_calls\" must be a boolean", "parallel_tool_calls");
+    if (!body["parallel_tool_calls"].get<bool>()) {
+      return refuse("\"parallel_tool_calls\": false needs constrained decoding, which this server does not have yet",
+                    "parallel_tool_calls");
+    }
+  }
+  if (body.contains("response_format") && !body["response_format"].is_null()) {
+    const Json& f = body["response_format"];
+    if (!f.is_object() || !f.contains("type") || !f["type"].is_string()) {
+      return refuse("\"response_format\" must be {\"type\": \"text\"|\"json_object\"|\"json_schema\", ...}", "response_format");
+    }
+    if (f["type"] != "text") {
+      return refuse("\"response_format\" of type " + f["type"].dump() +
+                        " needs constrained decoding, which this server does not have yet",
+                    "response_format");
+    }
+  }
+  return std::nullopt;
+}
+
+// The sampling options of `body` for a prompt of `prompt_tokens` (max_tokens is capped at what the
+// context leaves, and defaults to that, at most 1024); or the error naming the offending field.
+std::optional<ApiOutcome> ParseSampling(const Json& body, bool chat_mode, int64_t prompt_tokens, int64_t max_context,
+                                        int32_t vocab, Sampling* out) {
+  GenerateSampling* s = &out->decode;
+  s->temperature = 1;
+  s->max_tokens = static_cast<uint32_t>(std::min<int64_t>(1024, max_context - prompt_tokens));
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (!body.contains(key) || body[key].is_null()) continue;
+    if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1) {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, std::string("\"") + key + "\" must be a positive integer", key);
+    }
+    s->max_tokens = static_cast<uint32_t>(std::min<int64_t>(body[key].get<int64_t>(), max_context - prompt_tokens));
+  }
+  if (body.contains("temperature") && !body["temperature"].is_null()) {
+    if (!body["temperature"].is_number() || body["temperature"].get<double>() < 0 || body["temperature"].get<double>() > 2) {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"temperature\" must be a number in [0, 2]", "temperature");
+    }
+    s->temperature = body["temperature"].get<float>();
+  }
+  if (body.contains("top_p") && !body["top_p"].is_null()) {
+    if (!body["top_p"].is_number() || body["top_p"].get<double>() <= 0 || body["top_p"].get<double>() > 1) {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"top_p\" must be a number in (0, 1]", "top_p");
+    }
+    s->top_p = body["top_p"].get<float>();
+  }
+  s->seed = std::random_device{}();
+  if (auto refused = NumberIn(body, "frequency_penalty", -2, 2, &s->frequency_penalty)) return refused;
+  if (auto refused = NumberIn(body, "presence_penalty", -2, 2, &s->presence_penalty)) return refused;
+  if (auto refused = ParseLogitBias(body, vocab, s)) return refused;
+  if (auto refused = ParseLogprobs(body, chat_mode, s)) return refused;
+  if (chat_mode) {
+    if (auto refused = ParseToolChoice(body, out)) return refused;
+  }
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    // The last chunk always carries the usage, so include_usage is met either way.
+    const Json& o = body["stream_options"];
+    if (!o.is_object() || (o.size() == 1 && !o.contains("include_usage")) || o.size() > 1 ||
+        (o.contains("include_usage") && !o["include_usage"].is_boolean())) {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stream_options\" must be {\"include_usage\": bool}",
+                              "stream_options");
+    }
+  }
+  if (body.contains("seed") && !body["seed"].is_null()) {
+    if (!body["seed"].is_number_integer()) {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"seed\" must be an integer", "seed");
+    }
+    s->seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
+  }
+  if (body.contains("stop") && !body["stop"].is_null()) {
+    const Json& st = body["stop"];
+    if (st.is_string()) {
+      out->stops.push_back(st.get<std::string>());
+    } else if (st.is_array() && st.size() <= kMaxStops) {
+      for (const Json& x : st) {
+        if (!x.is_string()) return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stop\" entries must be strings", "stop");
+        out->stops.push_back(x.get<std::string>());
+      }
+    } else {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stop\" must be a string or an array of at most 4 strings",
+                              "stop");
+    }
+    for (const auto& x : out->stops) {
+      if (x.empty() || x.size() > kMaxStopBytes) {
+        return OpenAiApi::Error(StatusCode::kInvalidArgument, "each stop string must have 1..256 bytes", "stop");
+      }
+    }
+  }
+  if (body.contains("stream") && !body["stream"].is_boolean()) {
+    return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stream\" must be a boolean", "stream");
+  }
+  out->stream = body.value("stream", false);
+  if (body.contains("ignore_eos") && !body["ignore_eos"].is_null()) {
+    if (!body["ignore_eos"].is_boolean()) {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"ignore_eos\" must be a boolean", "ignore_eos");
+    }
+    out->ignore_eos = body["ignore_eos"].get<bool>();
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Json> ParseRequestJson(std::string_view text) {
@@ -192,6 +431,12 @@ Json OpenAiApi::Models() const {
 
 ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
   if (!body.is_object()) return Error(StatusCode::kInvalidArgument, "the request body must be a JSON object");
+  if (std::optional<ApiOutcome> refused = RefuseUnknownFields(body, kChatFields)) return *std::move(refused);
+  // Every generation option is checked before the prompt is rendered; Run parses them again once the
+  // prompt's length caps max_tokens.
+  if (Sampling s; std::optional<ApiOutcome> refused = ParseSampling(body, /*chat_mode=*/true, 0, max_context_, model_vocab_, &s)) {
+    return *std::move(refused);
+  }
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
     return Error(StatusCode::kInvalidArgument, "\"messages\" must be a non-empty array", "messages");
   }
@@ -272,8 +517,17 @@ StatusOr<std::vector<int32_t>> OpenAiApi::ChatPromptIds(const std::vector<chat::
 
 ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
   if (!body.is_object()) return Error(StatusCode::kInvalidArgument, "the request body must be a JSON object");
+  if (std::optional<ApiOutcome> refused = RefuseUnknownFields(body, kCompletionFields)) return *std::move(refused);
+  // Every generation option is checked before the prompt is tokenized; Run parses them again once the
+  // prompt's length caps max_tokens.
+  if (Sampling s; std::optional<ApiOutcome> refused = ParseSampling(body, /*chat_mode=*/false, 0, max_context_, model_vocab_, &s)) {
+    return *std::move(refused);
+  }
   if (!body.contains("prompt")) return Error(StatusCode::kInvalidArgument, "\"prompt\" is required", "prompt");
   if (body.contains("echo") && body["echo"] == true) return Error(StatusCode::kInvalidArgument, "\"echo\" is not supported", "echo");
+  if (body.contains("best_of") && !body["best_of"].is_null() && body["best_of"] != 1) {
+    return Error(StatusCode::kInvalidArgument, "\"best_of\" must be 1: this server returns one choice per request", "best_of");
+  }
   const Json& pr = body["prompt"];
   std::vector<int32_t> prompt;
   if (pr.is_string()) {
@@ -299,77 +553,6 @@ ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const
 
 namespace {
 
-struct Sampling {
-  uint32_t max_tokens = 0;
-  float temperature = 1, top_p = 1;
-  uint64_t seed = 0;
-  std::vector<std::string> stops;
-  bool stream = false;
-  bool ignore_eos = false;  // vLLM's extension: EOS does not stop, so exactly max_tokens come (load tests)
-};
-
-// The sampling options of `body` for a prompt of `prompt_tokens` (max_tokens is capped at what the
-// context leaves, and defaults to that, at most 1024); or the error naming the offending field.
-std::optional<ApiOutcome> ParseSampling(const Json& body, int64_t prompt_tokens, int64_t max_context, Sampling* s) {
-  s->max_tokens = static_cast<uint32_t>(std::min<int64_t>(1024, max_context - prompt_tokens));
-  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
-    if (!body.contains(key) || body[key].is_null()) continue;
-    if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1) {
-      return OpenAiApi::Error(StatusCode::kInvalidArgument, std::string("\"") + key + "\" must be a positive integer", key);
-    }
-    s->max_tokens = static_cast<uint32_t>(std::min<int64_t>(body[key].get<int64_t>(), max_context - prompt_tokens));
-  }
-  if (body.contains("temperature") && !body["temperature"].is_null()) {
-    if (!body["temperature"].is_number() || body["temperature"].get<double>() < 0 || body["temperature"].get<double>() > 2) {
-      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"temperature\" must be a number in [0, 2]", "temperature");
-    }
-    s->temperature = body["temperature"].get<float>();
-  }
-  if (body.contains("top_p") && !body["top_p"].is_null()) {
-    if (!body["top_p"].is_number() || body["top_p"].get<double>() <= 0 || body["top_p"].get<double>() > 1) {
-      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"top_p\" must be a number in (0, 1]", "top_p");
-    }
-    s->top_p = body["top_p"].get<float>();
-  }
-  s->seed = std::random_device{}();
-  if (body.contains("seed") && !body["seed"].is_null()) {
-    if (!body["seed"].is_number_integer()) {
-      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"seed\" must be an integer", "seed");
-    }
-    s->seed = static_cast<uint64_t>(body["seed"].get<int64_t>());
-  }
-  if (body.contains("stop") && !body["stop"].is_null()) {
-    const Json& st = body["stop"];
-    if (st.is_string()) {
-      s->stops.push_back(st.get<std::string>());
-    } else if (st.is_array() && st.size() <= kMaxStops) {
-      for (const Json& x : st) {
-        if (!x.is_string()) return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stop\" entries must be strings", "stop");
-        s->stops.push_back(x.get<std::string>());
-      }
-    } else {
-      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stop\" must be a string or an array of at most 4 strings",
-                              "stop");
-    }
-    for (const auto& x : s->stops) {
-      if (x.empty() || x.size() > kMaxStopBytes) {
-        return OpenAiApi::Error(StatusCode::kInvalidArgument, "each stop string must have 1..256 bytes", "stop");
-      }
-    }
-  }
-  if (body.contains("stream") && !body["stream"].is_boolean()) {
-    return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"stream\" must be a boolean", "stream");
-  }
-  s->stream = body.value("stream", false);
-  if (body.contains("ignore_eos") && !body["ignore_eos"].is_null()) {
-    if (!body["ignore_eos"].is_boolean()) {
-      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"ignore_eos\" must be a boolean", "ignore_eos");
-    }
-    s->ignore_eos = body["ignore_eos"].get<bool>();
-  }
-  return std::nullopt;
-}
-
 // The session within the tenant: the x-session-id header, else the body's "user", else derived from
 // the conversation's opening, which identifies it across turns (a wrong guess only costs placement,
 // never correctness).
@@ -392,11 +575,8 @@ RouteRequest BuildRouteRequest(const ApiContext& ctx, bool chat_mode, const std:
   rq.tenant_salt = ctx.tenant.salt;
   rq.session_id = ctx.tenant.name + "/" + session;  // sessions of different tenants never meet
   rq.tokens = std::move(prompt);
-  rq.temperature = s.temperature;
-  rq.top_p = s.top_p;
-  rq.seed = s.seed;
-  rq.max_tokens = s.max_tokens;
-  if (!s.ignore_eos) rq.stop_token_ids = {kEosId};
+  rq.sampling = s.decode;
+  if (!s.ignore_eos) rq.sampling.stop_ids = {kEosId};
   rq.cancel = ctx.cancel;
   rq.deadline = ctx.deadline;
   return rq;
@@ -413,12 +593,14 @@ class ReplyStream {
         chat_(chat_mode),
         thinking_(thinking),
         stream_(s.stream),
+        logprobs_(s.decode.logprobs),
         id_(std::move(request_id)),
         model_(std::move(model)),
         created_(NowSeconds()),
+        tok_(tok),
         detok_(tok),
         cutter_(s.stops),
-        parser_(thinking) {
+        parser_(thinking, s.tool_calls) {
     if (stream_ && chat_) {
       Send({{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
             {"finish_reason", nullptr}});
@@ -426,10 +608,12 @@ class ReplyStream {
   }
 
   // The generation callback: false stops generation (a stop string was reached, or the client left).
-  bool Add(const std::vector<int32_t>& ids) {
-    out_ids_.insert(out_ids_.end(), ids.begin(), ids.end());
-    for (int32_t id : ids) {
+  bool Add(const GeneratedTokens& got) {
+    out_ids_.insert(out_ids_.end(), got.ids.begin(), got.ids.end());
+    for (size_t i = 0; i < got.ids.size(); ++i) {
+      const int32_t id = got.ids[i];
       if (id == kEosId) continue;  // the end of the reply, not part of it
+      if (logprobs_ && i < got.logprobs.size()) AddLogprob(id, got.logprobs[i]);
       Emit(cutter_.Add(detok_.Feed(id)), false);
       if (cutter_.stopped()) return false;
     }
@@ -453,8 +637,8 @@ class ReplyStream {
     const Json usage = UsageJson(r);
     ApiOutcome out;
     if (stream_) {
-      Json last = chat_ ? Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", nullptr}, {"finish_reason", finish}}
-                        : Json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", finish}};
+      Json last = chat_ ? Json{{"index", 0}, {"delta", Json::object()}, {"logprobs", TakeLogprobs()}, {"finish_reason", finish}}
+                        : Json{{"index", 0}, {"text", ""}, {"logprobs", TakeLogprobs()}, {"finish_reason", finish}};
       // Streamed, the ids come once, whole, in the last chunk (the chaos test checks streamed replies by them).
       if (return_token_ids) last["token_ids"] = out_ids_;
       Json c = Object(chat_ ? "chat.completion.chunk" : "text_completion", std::move(last));
@@ -465,9 +649,9 @@ class ReplyStream {
     }
     Json choice;
     if (chat_) {
-      choice = {{"index", 0}, {"message", Message()}, {"logprobs", nullptr}, {"finish_reason", finish}};
+      choice = {{"index", 0}, {"message", Message()}, {"logprobs", TakeLogprobs()}, {"finish_reason", finish}};
     } else {
-      choice = {{"index", 0}, {"text", content_}, {"logprobs", nullptr}, {"finish_reason", finish}};
+      choice = {{"index", 0}, {"text", content_}, {"logprobs", TakeLogprobs()}, {"finish_reason", finish}};
     }
     if (return_token_ids) {
       // As vLLM offers: the exact ids, so a client can extend the context without re-tokenizing.
@@ -530,26 +714,79 @@ class ReplyStream {
     calls_.insert(calls_.end(), d.tool_calls.begin(), d.tool_calls.end());
     if (!stream_ || d.empty() || client_gone_) return;
     if (!chat_) {
-      Send({{"index", 0}, {"text", d.content_delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
+      Send({{"index", 0}, {"text", d.content_delta}, {"logprobs", TakeLogprobs()}, {"finish_reason", nullptr}});
       return;
     }
     Json delta = Json::object();
     if (!d.reasoning_delta.empty()) delta["reasoning_content"] = d.reasoning_delta;
     if (!d.content_delta.empty()) delta["content"] = d.content_delta;
     if (!d.tool_calls.empty()) delta["tool_calls"] = ToolCallsJson(d.tool_calls, first_call);
-    Send({{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
+    Send({{"index", 0}, {"delta", delta}, {"logprobs", TakeLogprobs()}, {"finish_reason", nullptr}});
+  }
+
+  // A token's bytes as OpenAI shows them: the text (invalid UTF-8 becomes U+FFFD on the wire) and
+  // the exact bytes, which a client joins across tokens that split a character.
+  Json TokenBytesJson(int32_t id) const {
+    const std::string_view b = tok_.TokenBytes(id);
+    Json bytes = Json::array();
+    for (unsigned char c : b) bytes.push_back(static_cast<int>(c));
+    return bytes;
+  }
+
+  // One generated token's entry: chat's {token, logprob, bytes, top_logprobs}, or the columns of a
+  // completion's legacy logprobs object (its top_logprobs also hold the chosen token, as OpenAI's do).
+  void AddLogprob(int32_t id, const TokenLogprob& lp) {
+    const std::string text(tok_.TokenBytes(id));
+    if (chat_) {
+      Json top = Json::array();
+      for (const auto& [t, l] : lp.top) {
+        top.push_back({{"token", std::string(tok_.TokenBytes(t))}, {"logprob", l}, {"bytes", TokenBytesJson(t)}});
+      }
+      pending_lp_.push_back({{"token", text}, {"logprob", lp.logprob}, {"bytes", TokenBytesJson(id)}, {"top_logprobs", top}});
+      return;
+    }
+    if (pending_lp_.is_null()) {
+      pending_lp_ = {{"tokens", Json::array()}, {"token_logprobs", Json::array()}, {"top_logprobs", Json::array()},
+                     {"text_offset", Json::array()}};
+    }
+    Json top = Json::object();
+    for (const auto& [t, l] : lp.top) top[std::string(tok_.TokenBytes(t))] = l;
+    top[text] = lp.logprob;
+    pending_lp_["tokens"].push_back(text);
+    pending_lp_["token_logprobs"].push_back(lp.logprob);
+    pending_lp_["top_logprobs"].push_back(std::move(top));
+    pending_lp_["text_offset"].push_back(text_offset_);
+    text_offset_ += static_cast<int64_t>(text.size());
+  }
+
+  // The entries not yet sent, in the choice's "logprobs" shape (null when the request asked none).
+  Json TakeLogprobs() {
+    if (!logprobs_) return nullptr;
+    Json out;
+    if (chat_) {
+      out = {{"content", pending_lp_.is_null() ? Json::array() : std::move(pending_lp_)}, {"refusal", nullptr}};
+    } else {
+      out = pending_lp_.is_null() ? Json{{"tokens", Json::array()}, {"token_logprobs", Json::array()},
+                                         {"top_logprobs", Json::array()}, {"text_offset", Json::array()}}
+                                  : std::move(pending_lp_);
+    }
+    pending_lp_ = nullptr;
+    return out;
   }
 
   const ChunkSink& sink_;
-  const bool chat_, thinking_, stream_;
+  const bool chat_, thinking_, stream_, logprobs_;
   const std::string id_, model_;
   const int64_t created_;
+  const Tokenizer& tok_;
   StreamDecoder detok_;
   StopCutter cutter_;
   chat::ReplyStreamParser parser_;
   std::string reasoning_, content_;
   std::vector<chat::ToolCall> calls_;
   std::vector<int32_t> out_ids_;
+  Json pending_lp_;          // log-probability entries not yet sent (chat: an array; completions: columns)
+  int64_t text_offset_ = 0;  // completions: bytes of the tokens listed so far
   bool client_gone_ = false;
 };
 
@@ -591,14 +828,15 @@ ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<i
                           std::vector<PromptImage> images) {
   if (std::optional<ApiOutcome> refused = CheckRequest(ctx, body, prompt)) return *std::move(refused);
   Sampling s;
-  if (std::optional<ApiOutcome> refused = ParseSampling(body, static_cast<int64_t>(prompt.size()), max_context_, &s)) {
+  if (std::optional<ApiOutcome> refused =
+          ParseSampling(body, chat_mode, static_cast<int64_t>(prompt.size()), max_context_, model_vocab_, &s)) {
     return *std::move(refused);
   }
   const std::string session = SessionId(ctx, body, prompt);
   RouteRequest rq = BuildRouteRequest(ctx, chat_mode, session, std::move(prompt), s);
   rq.images = std::move(images);
   ReplyStream reply(*tok_, s, chat_mode, thinking, sink, rq.request_id, model_id_);
-  RouteResult r = core_->Generate(rq, [&](const std::vector<int32_t>& ids) { return reply.Add(ids); });
+  RouteResult r = core_->Generate(rq, [&](const GeneratedTokens& got) { return reply.Add(got); });
   if (!r.status.ok() && r.usage.completion_tokens == 0) {
     ApiOutcome refused = FromStatus(r.status);
     if (r.retry_after_s > 0) refused.retry_after_s = r.retry_after_s;  // the router's own estimate

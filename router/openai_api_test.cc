@@ -145,6 +145,86 @@ TEST_F(RefusedRequestTest, BadFieldsAre400NamingTheField) {
                   "invalid_request_error", "messages", nullptr);
 }
 
+// Issue 44 item 1: nothing a client sends is silently ignored.
+TEST_F(RefusedRequestTest, FieldsThisServerDoesNotImplementAre400NamingThem) {
+  const Json messages = Json::array({{{"role", "user"}, {"content", "hi"}}});
+  for (const char* field : {"frobnicate", "functions", "function_call", "suffix", "modalities", "audio", "prediction",
+                            "web_search_options", "top_k", "min_p", "repetition_penalty"}) {
+    SCOPED_TRACE(field);
+    for (const bool chat : {true, false}) {
+      const ApiOutcome o = chat ? api_.ChatCompletions(ApiContext{}, {{"messages", messages}, {field, 1}}, nullptr)
+                                : Complete({{field, 1}});
+      EXPECT_EQ(o.http_status, 400);
+      EXPECT_EQ(o.body["error"]["param"], field);
+      EXPECT_EQ(o.status.message().rfind(std::string("unrecognized request argument \"") + field + "\"", 0), 0u)
+          << o.status.message();
+    }
+  }
+  // Chat's own fields are not the legacy endpoint's.
+  for (const char* field : {"messages", "tools", "tool_choice", "response_format", "top_logprobs", "thinking"}) {
+    EXPECT_EQ(Complete({{field, 1}}).body["error"]["param"], field);
+  }
+  EXPECT_NE(api_.ChatCompletions(ApiContext{}, {{"messages", messages}, {"functions", 1}}, nullptr)
+                .status.message()
+                .find("deprecated"),
+            std::string::npos);
+}
+
+TEST_F(RefusedRequestTest, DocumentedIgnoredFieldsAreAccepted) {
+  // An 8-token prompt is refused for its length only after every field passed.
+  for (const char* field : {"metadata", "store", "service_tier", "prompt_cache_key", "safety_identifier", "user"}) {
+    SCOPED_TRACE(field);
+    const ApiOutcome o = Complete({{field, "x"}, {"prompt", Json::array({1, 2, 3, 4, 5, 6, 7, 8})}});
+    EXPECT_EQ(o.body["error"]["code"], "context_length_exceeded") << o.body.dump();
+  }
+}
+
+TEST_F(RefusedRequestTest, BadAgentFieldsAre400NamingTheField) {
+  struct Case {
+    bool chat;
+    Json body;
+    std::string says, param;
+  };
+  const Json messages = Json::array({{{"role", "user"}, {"content", "hi"}}});
+  const Case cases[] = {
+      {false, {{"frequency_penalty", 2.5}}, "\"frequency_penalty\" must be a number in [-2, 2]", "frequency_penalty"},
+      {false, {{"presence_penalty", "x"}}, "\"presence_penalty\" must be a number in [-2, 2]", "presence_penalty"},
+      {false, {{"logit_bias", Json::array({1})}}, "must be an object", "logit_bias"},
+      {false, {{"logit_bias", {{"100", 1}}}}, "is not a token id in [0, 100)", "logit_bias"},
+      {false, {{"logit_bias", {{"-1", 1}}}}, "is not a token id", "logit_bias"},
+      {false, {{"logit_bias", {{"abc", 1}}}}, "is not a token id", "logit_bias"},
+      {false, {{"logit_bias", {{"5", 101}}}}, "values must be numbers in [-100, 100]", "logit_bias"},
+      {false, {{"logit_bias", {{"5", 1}, {"05", 2}}}}, "names token 5 twice", "logit_bias"},
+      {false, {{"logprobs", 6}}, "\"logprobs\" must be an integer in [0, 5]", "logprobs"},
+      {false, {{"logprobs", true}}, "\"logprobs\" must be an integer in [0, 5]", "logprobs"},
+      {false, {{"best_of", 2}}, "\"best_of\" must be 1", "best_of"},
+      {false, {{"stream_options", {{"include_usage", 1}}}}, "\"stream_options\" must be", "stream_options"},
+      {false, {{"stream_options", {{"other", true}}}}, "\"stream_options\" must be", "stream_options"},
+      {true, {{"logprobs", 1}}, "\"logprobs\" must be a boolean", "logprobs"},
+      {true, {{"logprobs", true}, {"top_logprobs", 21}}, "\"top_logprobs\" must be an integer in [0, 20]", "top_logprobs"},
+      {true, {{"top_logprobs", 2}}, "\"top_logprobs\" needs \"logprobs\": true", "top_logprobs"},
+      {true, {{"tool_choice", "required"}}, "needs constrained decoding", "tool_choice"},
+      {true, {{"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}, "needs constrained decoding", "tool_choice"},
+      {true, {{"tool_choice", "sometimes"}}, "\"tool_choice\" must be", "tool_choice"},
+      {true, {{"parallel_tool_calls", false}}, "needs constrained decoding", "parallel_tool_calls"},
+      {true, {{"parallel_tool_calls", "no"}}, "must be a boolean", "parallel_tool_calls"},
+      {true, {{"response_format", {{"type", "json_object"}}}}, "needs constrained decoding", "response_format"},
+      {true, {{"response_format", {{"type", "json_schema"}, {"json_schema", Json::object()}}}}, "needs constrained decoding",
+       "response_format"},
+      {true, {{"response_format", "json"}}, "\"response_format\" must be", "response_format"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.body.dump());
+    Json body = c.body;
+    if (c.chat) body["messages"] = messages;
+    const ApiOutcome o = c.chat ? api_.ChatCompletions(ApiContext{}, body, nullptr) : Complete(body);
+    EXPECT_EQ(o.http_status, 400);
+    EXPECT_EQ(o.status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(o.status.message().find(c.says), std::string::npos) << o.status.message();
+    EXPECT_EQ(o.body["error"]["param"], c.param);
+  }
+}
+
 TEST(OpenAiApiTest, TimeoutHeadersBecomeDeadlines) {
   const auto before = std::chrono::steady_clock::now();
   auto none = DeadlineFromTimeoutHeader("");

@@ -65,8 +65,8 @@ GenerateInput RouterCore::BuildInput(const RouteRequest& rq, const CacheNamespac
   in.swa_peer = swa_peer;
   in.unit_tokens = opt_.unit_tokens;
   // REQUIRES (EndedBy): fewer tokens streamed than max_tokens; the resumed ones are not generated again.
-  const auto max_tokens = rq.max_tokens - static_cast<uint32_t>(streamed.ids.size());
-  in.sampling = {rq.temperature, rq.top_p, rq.seed, max_tokens, rq.stop_token_ids};
+  in.sampling = rq.sampling;
+  in.sampling.max_tokens = rq.sampling.max_tokens - static_cast<uint32_t>(streamed.ids.size());
   in.deadline = deadline;
   return in;
 }
@@ -95,7 +95,8 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
   const int64_t H = in.cached_tokens;
   const char* hit_class = HitClass(N, H);
   bool got = false;  // this attempt's first ids have come (PlaceAttempt counted it started)
-  const GenerateCallResult call = node_client_->Generate(p.decoder, in, rq.cancel.get(), [&](const std::vector<int32_t>& ids) {
+  const GenerateCallResult call = node_client_->Generate(p.decoder, in, rq.cancel.get(), [&](const GeneratedTokens& got_tokens) {
+    const std::vector<int32_t>& ids = got_tokens.ids;
     const auto now = Clock::now();
     const bool attempt_first = !got;
     if (attempt_first) {
@@ -114,7 +115,7 @@ RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const Generat
     streamed->last = now;
     streamed->ids.insert(streamed->ids.end(), ids.begin(), ids.end());
     usage.completion_tokens += static_cast<int64_t>(ids.size());
-    return sink(ids);
+    return sink(got_tokens);
   });
   inflight_.Ended(p, /*prefilled=*/got);
   if (!call.end.finish_reason.empty()) {
@@ -159,8 +160,9 @@ void RouterCore::BindSession(const std::string& session, const std::string& deco
 std::string RouterCore::EndedBy(const RouteRequest& rq, const Streamed& streamed) {
   if (streamed.ids.empty()) return "";
   const int32_t last = streamed.ids.back();
-  if (std::find(rq.stop_token_ids.begin(), rq.stop_token_ids.end(), last) != rq.stop_token_ids.end()) return "stop";
-  if (streamed.ids.size() >= rq.max_tokens) return "length";
+  const std::vector<int32_t>& stops = rq.sampling.stop_ids;
+  if (std::find(stops.begin(), stops.end(), last) != stops.end()) return "stop";
+  if (streamed.ids.size() >= rq.sampling.max_tokens) return "length";
   return "";
 }
 

@@ -52,11 +52,12 @@ struct RouteRequest {
   std::string session_id;
   std::vector<int32_t> tokens;      // the prompt (image spans hold their key tokens)
   std::vector<PromptImage> images;  // the prompt's images, fitted to their plans, in order
-  float temperature = 0;            // 0: greedy
-  float top_p = 1;
-  uint64_t seed = 0;
-  uint32_t max_tokens = 256;
-  std::vector<int32_t> stop_token_ids;
+  // What the decoder samples by; its stop ids end the reply, max_tokens counts over all attempts.
+  GenerateSampling sampling = [] {
+    GenerateSampling s;
+    s.max_tokens = 256;
+    return s;
+  }();
   // The client's deadline (max: none given); the router caps it at RouterOptions::request_timeout.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   std::shared_ptr<CancelToken> cancel;  // client gone, stop string matched
@@ -85,8 +86,9 @@ struct RouteResult {
   int retry_after_s = 0;            // a refusal for overload: seconds until the queue is predicted to fit
 };
 
-// Receives generated ids as they arrive; returning false stops generation (finish_reason "stop").
-using TokenSink = std::function<bool(const std::vector<int32_t>& tokens)>;
+// Receives generated ids (and their log-probabilities when asked) as they arrive; returning false
+// stops generation (finish_reason "stop").
+using TokenSink = std::function<bool(const GeneratedTokens& tokens)>;
 
 struct RouterOptions {
   std::string fingerprint;

@@ -223,6 +223,98 @@ describe('ds41-serve with the official openai client', { skip }, () => {
     });
   }
 
+  // Issue 44: logprobs, penalties, logit_bias and tool_choice as agent frameworks send them.
+  const EOS_ID = 1;
+  function concatBytes(entries) {
+    return Buffer.from(entries.flatMap((e) => e.bytes)).toString('utf8');
+  }
+  function checkChatLogprobEntries(entries, ids) {
+    const generated = ids.filter((id) => id !== EOS_ID);
+    assert.equal(entries.length, generated.length, 'one entry per generated token (the end of sentence aside)');
+    for (const e of entries) {
+      assert.equal(typeof e.token, 'string');
+      assert.ok(e.logprob <= 0, `logprob ${e.logprob}`);
+      assert.equal(e.top_logprobs.length, 3);
+      for (let k = 1; k < 3; k++) assert.ok(e.top_logprobs[k - 1].logprob >= e.top_logprobs[k].logprob, 'top ids in order');
+      // Greedy: the chosen token is the most likely one.
+      assert.deepEqual(e.top_logprobs[0].bytes, e.bytes);
+      assert.equal(e.top_logprobs[0].logprob, e.logprob);
+    }
+  }
+
+  test('chat logprobs: one entry per generated token, streamed as returned whole', async () => {
+    const params = {
+      model: MODEL, messages: [{ role: 'user', content: 'Name three colours.' }], max_tokens: 12, temperature: 0,
+      logprobs: true, top_logprobs: 3, return_token_ids: true,
+    };
+    const r = await client.chat.completions.create(params);
+    checkChatCompletion(r);
+    const c = r.choices[0];
+    checkChatLogprobEntries(c.logprobs.content, c.token_ids);
+    // The entries' bytes are the reply (where it is valid UTF-8: both sides replace bad bytes, maybe differently).
+    if (!c.message.content.includes('\uFFFD')) assert.equal(concatBytes(c.logprobs.content), c.message.content);
+    const stream = await client.chat.completions.create({ ...params, stream: true });
+    const streamed = [];
+    for await (const ch of stream) streamed.push(...(ch.choices[0]?.logprobs?.content ?? []));
+    assert.deepEqual(streamed, c.logprobs.content, 'the streamed entries are the non-streamed ones');
+    // Not asked: null, as OpenAI sends.
+    const plain = await client.chat.completions.create({ ...params, logprobs: undefined, top_logprobs: undefined });
+    assert.equal(plain.choices[0].logprobs, null);
+  });
+
+  test('completions logprobs: tokens, their logprobs, top dicts holding the chosen token, offsets', async () => {
+    const r = await client.completions.create({
+      model: MODEL, prompt: 'The quick brown fox', max_tokens: 10, temperature: 0, logprobs: 2, return_token_ids: true,
+    });
+    const lp = r.choices[0].logprobs;
+    const n = r.choices[0].token_ids.filter((id) => id !== EOS_ID).length;
+    assert.equal(lp.tokens.length, n);
+    assert.equal(lp.token_logprobs.length, n);
+    assert.equal(lp.top_logprobs.length, n);
+    assert.equal(lp.text_offset.length, n);
+    for (let i = 0; i < n; i++) {
+      assert.equal(lp.top_logprobs[i][lp.tokens[i]], lp.token_logprobs[i], 'the chosen token is in its top dict');
+      if (i > 0) assert.ok(lp.text_offset[i] >= lp.text_offset[i - 1]);
+    }
+  });
+
+  test('logit_bias -100 bans tokens; penalties are accepted and applied', async () => {
+    const params = { model: MODEL, prompt: 'Once upon a time', max_tokens: 12, temperature: 0, return_token_ids: true };
+    const first = await client.completions.create(params);
+    const used = [...new Set(first.choices[0].token_ids)].filter((id) => id !== EOS_ID);
+    const logit_bias = Object.fromEntries(used.map((id) => [String(id), -100]));
+    const banned = await client.completions.create({ ...params, logit_bias });
+    for (const id of banned.choices[0].token_ids) assert.ok(!used.includes(id), `token ${id} was banned`);
+    const penalized = await client.completions.create({ ...params, frequency_penalty: 2, presence_penalty: 2 });
+    const ids = penalized.choices[0].token_ids;
+    assert.ok(ids.length > 0);
+  });
+
+  test('tool_choice "none": accepted, and the reply carries no tool call', async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL, tools: TOOLS, tool_choice: 'none', max_tokens: 24,
+      messages: [{ role: 'user', content: 'Read src/main.cc.' }],
+    });
+    checkChatCompletion(r);
+    assert.equal(r.choices[0].message.tool_calls, undefined);
+    assert.notEqual(r.choices[0].finish_reason, 'tool_calls');
+  });
+
+  test('fields the server does not implement are refused with a 400 naming them', async () => {
+    for (const [extra, param] of [[{ top_k: 5 }, 'top_k'], [{ suffix: 'x' }, 'suffix'],
+      [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } } }, 'response_format'],
+      [{ tool_choice: 'required', tools: TOOLS }, 'tool_choice']]) {
+      await assert.rejects(
+        client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, ...extra }),
+        (e) => {
+          assert.ok(e instanceof OpenAI.BadRequestError, `got ${e?.constructor?.name}: ${e?.message}`);
+          assert.equal(e.param, param, e.message);
+          return true;
+        },
+      );
+    }
+  });
+
   test('invalid params raise BadRequestError (400)', async () => {
     await assert.rejects(
       client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], temperature: 5, max_tokens: 4 }),

@@ -96,7 +96,8 @@ TEST(NodeProcessTest, BothRolesServeMetrics) {
   in.unit_tokens = 32;
   NodeClient client(std::make_shared<ChannelSet>(), model->fingerprint());
   int n = 0;
-  const GenerateCallResult call = client.Generate(dec.fields()["grpc"], in, nullptr, [&](const std::vector<int32_t>& ids) {
+  const GenerateCallResult call = client.Generate(dec.fields()["grpc"], in, nullptr, [&](const GeneratedTokens& got_ids) {
+    const std::vector<int32_t>& ids = got_ids.ids;
     n += static_cast<int>(ids.size());
     return true;
   });
@@ -141,7 +142,8 @@ TEST(NodeProcessTest, ASpeculativeDecoderRepliesAsAPlainOne) {
     in.sampling.max_tokens = 20;
     in.unit_tokens = 32;
     std::vector<int32_t> out;
-    const GenerateCallResult call = client.Generate(dec->fields()["grpc"], in, nullptr, [&](const std::vector<int32_t>& ids) {
+    const GenerateCallResult call = client.Generate(dec->fields()["grpc"], in, nullptr, [&](const GeneratedTokens& got_ids) {
+      const std::vector<int32_t>& ids = got_ids.ids;
       out.insert(out.end(), ids.begin(), ids.end());
       return true;
     });

@@ -152,7 +152,8 @@ class NodesTest : public ::testing::Test {
     in.unit_tokens = kUnit;
     in.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     Reply r;
-    const GenerateCallResult call = nodes_->Generate(d->addr, in, nullptr, [&](const std::vector<int32_t>& ids) {
+    const GenerateCallResult call = nodes_->Generate(d->addr, in, nullptr, [&](const GeneratedTokens& got_ids) {
+      const std::vector<int32_t>& ids = got_ids.ids;
       r.tokens.insert(r.tokens.end(), ids.begin(), ids.end());
       return true;
     });
@@ -190,6 +191,65 @@ class NodesTest : public ::testing::Test {
       }
     }
     return out;
+  }
+
+  // A greedy reply under OpenAI's logit adjustments with `top` top log-probabilities per token: from
+  // decoder `d` (got) and from the single-process engine (want), which must agree.
+  void ExpectAdjustedRepliesEqualOneProcess(DecoderServer* d, const std::vector<int32_t>& prompt, const LogitAdjustments& a,
+                                            int max_tokens, int top) {
+    // The one-process reference: CED prefill, then each step's logits adjusted before the argmax.
+    SequenceState st = SequenceState::Create(model_->config());
+    Engine e(*model_);
+    std::vector<float> lg;
+    ASSERT_TRUE(e.CedPrefill(&st, {prompt, {}, {}}, -1, &lg).ok());
+    const int V = model_->config().vocab_size;
+    LogitProcessor processor(a);
+    std::vector<int32_t> want;
+    std::vector<TokenLogprob> want_lp;
+    for (int i = 0; i < max_tokens; ++i) {
+      processor.Apply(lg.data(), V);
+      want.push_back(Argmax(lg.data(), V));
+      processor.Count(want.back());
+      want_lp.push_back(LogprobsOf(lg.data(), V, want.back(), top));
+      if (i + 1 < max_tokens) {
+        ASSERT_TRUE(e.DecodeBatch({&st}, {want.back()}, &lg).ok());
+      }
+    }
+    GenerateInput in;
+    in.ns = ns_.id;
+    in.tokens = prompt;
+    in.encoder = encoder_->addr;
+    in.sampling.max_tokens = static_cast<uint32_t>(max_tokens);
+    in.sampling.frequency_penalty = a.frequency_penalty;
+    in.sampling.presence_penalty = a.presence_penalty;
+    in.sampling.logit_bias = a.bias;
+    in.sampling.logprobs = true;
+    in.sampling.top_logprobs = top;
+    in.unit_tokens = kUnit;
+    in.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    GeneratedTokens got;
+    const GenerateCallResult res = nodes_->Generate(d->addr, in, nullptr, [&](const GeneratedTokens& part) {
+      EXPECT_EQ(part.logprobs.size(), part.ids.size());
+      got.ids.insert(got.ids.end(), part.ids.begin(), part.ids.end());
+      got.logprobs.insert(got.logprobs.end(), part.logprobs.begin(), part.logprobs.end());
+      return true;
+    });
+    ASSERT_TRUE(res.status.ok()) << res.status.ToString();
+    EXPECT_EQ(got.ids, want);
+    ASSERT_EQ(got.logprobs.size(), want_lp.size());
+    for (size_t i = 0; i < want_lp.size(); ++i) {
+      SCOPED_TRACE("token " + std::to_string(i));
+      EXPECT_NEAR(got.logprobs[i].logprob, want_lp[i].logprob, 1e-4);
+      ASSERT_EQ(got.logprobs[i].top.size(), static_cast<size_t>(top));
+      for (int k = 0; k < top; ++k) {
+        EXPECT_EQ(got.logprobs[i].top[k].first, want_lp[i].top[k].first);
+        EXPECT_NEAR(got.logprobs[i].top[k].second, want_lp[i].top[k].second, 1e-4);
+      }
+      // Greedy: the chosen token is the most likely one.
+      if (top > 0) {
+        EXPECT_EQ(got.logprobs[i].top[0].first, got.ids[i]);
+      }
+    }
   }
 
   static Model* model_;
@@ -402,11 +462,15 @@ TEST_F(NodesTest, AMigratedRequestContinuesAsTheUninterruptedRunGreedyOrSeeded) 
     in.tokens = tokens;
     in.resumed = resumed;
     in.encoder = encoder_->addr;
-    in.sampling = {temperature, 0.95f, 1234, static_cast<uint32_t>(max_tokens), {}};
+    in.sampling.temperature = temperature;
+    in.sampling.top_p = 0.95f;
+    in.sampling.seed = 1234;
+    in.sampling.max_tokens = static_cast<uint32_t>(max_tokens);
     in.unit_tokens = kUnit;
     in.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     Reply r;
-    const GenerateCallResult res = nodes_->Generate(d->addr, in, nullptr, [&](const std::vector<int32_t>& ids) {
+    const GenerateCallResult res = nodes_->Generate(d->addr, in, nullptr, [&](const GeneratedTokens& got_ids) {
+      const std::vector<int32_t>& ids = got_ids.ids;
       r.tokens.insert(r.tokens.end(), ids.begin(), ids.end());
       return true;
     });
@@ -435,6 +499,20 @@ TEST_F(NodesTest, AMigratedRequestContinuesAsTheUninterruptedRunGreedyOrSeeded) 
                 naive.tokens == rest.tokens ? "also equals" : "differs from");
   }
   EXPECT_EQ(dec_b_->metrics.computed_tokens.Add({{"kind", "resumed"}}).Value(), 2 * kStreamed);
+}
+
+// Penalties, logit_bias and logprobs (issue 44 items 5, 6) on the decoder node: the reply and its
+// log-probabilities are the one-process engine's under the same adjustments.
+TEST_F(NodesTest, PenaltiesLogitBiasAndLogprobsEqualOneProcess) {
+  const std::vector<int32_t> prompt = Tokens(40, 81);
+  SequenceState ref = SequenceState::Create(model_->config());
+  const std::vector<int32_t> plain = Reference(&ref, prompt, 12);
+  // Ban the plain reply's first token, favour another of its tokens; penalize repeats.
+  const int32_t favoured = *std::find_if(plain.begin(), plain.end(), [&](int32_t t) { return t != plain[0]; });
+  const LogitAdjustments a{1.5f, 0.5f, {{plain[0], -100.0f}, {favoured, 3.0f}}};
+  ExpectAdjustedRepliesEqualOneProcess(dec_a_.get(), prompt, a, 12, 3);
+  // No adjustments and no top ids: the plain reply, each token with its own log-probability.
+  ExpectAdjustedRepliesEqualOneProcess(dec_a_.get(), prompt, {}, 12, 0);
 }
 
 TEST_F(NodesTest, BadRequestsAreRefusedAndNodesStayUp) {
@@ -552,6 +630,18 @@ TEST_F(SpeculativeNodesTest, GreedyRepliesEqualPlainDecodeOnEveryPrefixPath) {
   EXPECT_GT(dec_a_->spec.position_verified.Add({{"position", "5"}}).Value(), 0);
 }
 
+// The speculator adjusts every verified row after counting the drafts accepted before it.
+TEST_F(SpeculativeNodesTest, PenaltiesLogitBiasAndLogprobsEqualOneProcess) {
+  ASSERT_TRUE(dec_a_->core->speculating());
+  const std::vector<int32_t> prompt = Tokens(30, 82);
+  SequenceState ref = SequenceState::Create(model_->config());
+  const std::vector<int32_t> plain = Reference(&ref, prompt, 20);
+  const int32_t favoured = *std::find_if(plain.begin(), plain.end(), [&](int32_t t) { return t != plain[0]; });
+  const LogitAdjustments a{2.0f, 1.0f, {{plain[0], -100.0f}, {favoured, 4.0f}}};
+  ExpectAdjustedRepliesEqualOneProcess(dec_a_.get(), prompt, a, 20, 2);
+  EXPECT_GT(dec_a_->spec.drafted_tokens.Value(), 0);
+}
+
 TEST_F(SpeculativeNodesTest, AMigratedGreedyRequestContinuesAsThePlainRun) {
   const int kTotal = 30, kStreamed = 11;
   const std::vector<int32_t> prompt = Tokens(60, 74);  // past the window (16)
@@ -567,7 +657,8 @@ TEST_F(SpeculativeNodesTest, AMigratedGreedyRequestContinuesAsThePlainRun) {
   in.unit_tokens = kUnit;
   in.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   std::vector<int32_t> got;
-  const GenerateCallResult res = nodes_->Generate(dec_a_->addr, in, nullptr, [&](const std::vector<int32_t>& ids) {
+  const GenerateCallResult res = nodes_->Generate(dec_a_->addr, in, nullptr, [&](const GeneratedTokens& got_ids) {
+    const std::vector<int32_t>& ids = got_ids.ids;
     got.insert(got.end(), ids.begin(), ids.end());
     return true;
   });
