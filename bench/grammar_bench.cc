@@ -1,6 +1,7 @@
 // grammar_bench: the cost of constrained decoding's token mask (issue 44 item 4). For each
 // tokenizer given and three schemas of increasing size (a flat object; a nested tool schema of 30
-// properties; a recursive tree), it compiles the schema (time of a compile), samples documents the
+// properties; a recursive tree) and a tool-call block (tool_choice "required" over two tools, one
+// of them the 30-property schema), it compiles the grammar (time of a compile), samples documents the
 // grammar admits, tokenizes them, and walks each token as a decoder would: the mask from the
 // matcher's state, then the matcher advanced by the token. Batch 1 times one sequence's steps;
 // batch 32 runs 32 sequences at different places of their documents per step on one thread and
@@ -16,6 +17,8 @@
 
 #include "grammar/json_sample.h"
 #include "grammar/token_mask.h"
+#include "grammar/tool_call_grammar.h"
+#include "grammar/tokenizer_masker.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -79,12 +82,28 @@ struct Sorted {
   double Max() { return *std::max_element(v.begin(), v.end()); }
 };
 
-Figures RunRound(const Json& schema, const TokenMasker& masker, const ds41::Tokenizer& tok, int docs, uint64_t seed) {
+using Compile = std::function<std::shared_ptr<const Grammar>()>;
+
+Compile SchemaGrammar(Json schema) {
+  return [schema = std::move(schema)] { return *CompileJsonSchema(schema); };
+}
+
+Compile ToolCallGrammar() {
+  return [] {
+    const std::vector<ds41::grammar::ToolSpec> tools = {
+        {"edit_file", ToolSchema(), true},
+        {"read_file", Json::parse(R"({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})"),
+         false}};
+    return *ds41::grammar::CompileToolCalls(tools, {});
+  };
+}
+
+Figures RunRound(const Compile& compile, const TokenMasker& masker, const ds41::Tokenizer& tok, int docs, uint64_t seed) {
   Figures f;
   const int kCompiles = 50;
   std::shared_ptr<const Grammar> g;
   const auto c0 = Clock::now();
-  for (int i = 0; i < kCompiles; ++i) g = *CompileJsonSchema(schema);
+  for (int i = 0; i < kCompiles; ++i) g = compile();
   f.compile_us = Us(Clock::now() - c0) / kCompiles;
 
   std::vector<std::vector<int32_t>> token_docs;
@@ -151,9 +170,11 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "rounds per figure (median and range printed)")->check(CLI::Range(1, 100));
   app.add_option("--docs", docs, "documents sampled per schema and round")->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
-  const std::pair<const char*, Json> schemas[] = {
-      {"flat-5", FlatSchema()}, {"tool-30", ToolSchema()}, {"recursive", RecursiveSchema()}};
-  std::printf("%-10s %-10s %12s %14s %14s %16s\n", "vocab", "schema", "compile_us", "b1_mean_us", "b1_p99_us",
+  const std::pair<const char*, Compile> schemas[] = {{"flat-5", SchemaGrammar(FlatSchema())},
+                                                    {"tool-30", SchemaGrammar(ToolSchema())},
+                                                    {"recursive", SchemaGrammar(RecursiveSchema())},
+                                                    {"tool-calls", ToolCallGrammar()}};
+  std::printf("%-10s %-10s %14s %16s %18s %18s\n", "vocab", "schema", "compile_us", "b1_mean_us", "b1_p99_us",
               "b32_us_per_seq");
   for (const std::string& path : tokenizers) {
     auto tok = ds41::Tokenizer::Load(path);
@@ -162,19 +183,14 @@ int main(int argc, char** argv) {
       return 1;
     }
     const int32_t V = tok->vocab_size();
-    std::vector<std::string> bytes(static_cast<size_t>(V));
-    std::vector<bool> control(static_cast<size_t>(V));
-    for (int32_t id = 0; id < V; ++id) {
-      bytes[static_cast<size_t>(id)] = std::string(tok->TokenBytes(id));
-      control[static_cast<size_t>(id)] = tok->IsControl(id);
-    }
     const auto b0 = Clock::now();
-    const TokenMasker masker(bytes, control, V, ds41::kEosId);
+    const std::unique_ptr<TokenMasker> built = ds41::grammar::MaskerForTokenizer(*tok, V);
+    const TokenMasker& masker = *built;
     std::fprintf(stderr, "vocab %d: masker built in %.1f ms\n", V, Us(Clock::now() - b0) / 1000);
-    for (const auto& [name, schema] : schemas) {
+    for (const auto& [name, grammar] : schemas) {
       Sorted compile, mean, p99, b32;
       for (int r = 0; r < rounds; ++r) {
-        const Figures f = RunRound(schema, masker, *tok, docs, 1000u * static_cast<uint64_t>(r + 1));
+        const Figures f = RunRound(grammar, masker, *tok, docs, 1000u * static_cast<uint64_t>(r + 1));
         compile.v.push_back(f.compile_us);
         mean.v.push_back(f.b1_mean_us);
         p99.v.push_back(f.b1_p99_us);
@@ -185,7 +201,7 @@ int main(int argc, char** argv) {
         std::snprintf(buf, sizeof buf, "%.1f [%.1f-%.1f]", s.Median(), s.Min(), s.Max());
         return std::string(buf);
       };
-      std::printf("%-10d %-10s %12s %14s %14s %16s\n", V, name, cell(compile).c_str(), cell(mean).c_str(),
+      std::printf("%-10d %-10s %14s %16s %18s %18s\n", V, name, cell(compile).c_str(), cell(mean).c_str(),
                   cell(p99).c_str(), cell(b32).c_str());
     }
   }

@@ -79,7 +79,7 @@ GenerateUsage TokenStream::usage() const {
 
 // ---- DecoderCore ---------------------------------------------------------------------------------
 
-struct DecoderCore::Sequence {
+struct DecoderCore::Sequence final : LogitShaper {
   SequenceState state;
   DsparkState dspark;           // speculating: the same positions as `state`
   std::vector<int32_t> tokens;  // prompt + generated tokens so far
@@ -90,6 +90,11 @@ struct DecoderCore::Sequence {
   SamplingParams sampling;
   Rng rng{0};
   LogitProcessor processor;     // logit_bias and penalties; counts the reply's tokens
+  // Constrained decoding: the reply's JSON so far, and the vocabulary's masks.
+  std::optional<grammar::JsonMatcher> matcher;
+  const grammar::TokenMasker* masker = nullptr;
+  grammar::TokenBitmask mask;
+  bool stuck = false;           // the grammar admitted no token (a bug: byte-level vocabularies have every byte)
   int top_logprobs = -1;        // >= 0: every token's log-probabilities go with it, this many top ids
   uint32_t max_tokens = 0;
   std::vector<int32_t> stop_ids;
@@ -97,12 +102,41 @@ struct DecoderCore::Sequence {
   std::shared_ptr<TokenStream> stream;
   GenerateUsage usage;
 
-  // The next token from `logits` [V] (adjusted in place), counted for the penalties; `logprob` gets
-  // its log-probabilities when the request asked.
-  int32_t Sample(float* logits, int V, std::optional<TokenLogprob>* logprob) {
+  bool shaping() const { return processor.active() || matcher.has_value(); }
+
+  // The grammar's mask (refused tokens to -inf), then the penalties and the bias.
+  void Shape(float* logits, int V) override {
+    if (matcher) {
+      masker->Fill(*matcher, &mask);
+      constexpr float kRefused = -std::numeric_limits<float>::infinity();
+      bool any = false;
+      for (int w = 0; w * 64 < V; ++w) {
+        const uint64_t bits = mask[static_cast<size_t>(w)];
+        const int begin = w * 64, end = std::min(V, begin + 64);
+        any |= bits != 0;
+        if (bits == ~uint64_t{0}) continue;
+        if (bits == 0) {
+          std::fill(logits + begin, logits + end, kRefused);
+          continue;
+        }
+        for (int i = begin; i < end; ++i)
+          if (!((bits >> (i - begin)) & 1)) logits[i] = kRefused;
+      }
+      stuck |= !any;
+    }
     processor.Apply(logits, V);
+  }
+  void Emitted(int32_t token) override {
+    processor.Count(token);
+    if (matcher) stuck |= !masker->Advance(&*matcher, token);
+  }
+
+  // The next token from `logits` [V] (shaped in place); `logprob` gets its log-probabilities when
+  // the request asked.
+  int32_t Sample(float* logits, int V, std::optional<TokenLogprob>* logprob) {
+    Shape(logits, V);
     const int32_t t = SampleToken(logits, V, sampling, &rng);
-    processor.Count(t);
+    Emitted(t);
     if (top_logprobs >= 0) *logprob = LogprobsOf(logits, V, t, top_logprobs);
     return t;
   }
@@ -303,9 +337,21 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   }
   Rng rng(sampling.seed);
   seq->processor = LogitProcessor(adjustments);
+  if (in.sampling.response_json || !in.sampling.tool_calls.empty()) {
+    if (opt_.masker == nullptr) {
+      return FailedPreconditionError("decoder: constrained decoding needs the model's tokenizer, which this decoder lacks");
+    }
+    DS41_ASSIGN_OR_RETURN(std::shared_ptr<const grammar::Grammar> g,
+                          in.sampling.response_json ? grammars_.Get(in.sampling.response_schema)
+                                                    : grammars_.GetToolCalls(in.sampling.tool_calls));
+    seq->matcher.emplace(std::move(g));
+    seq->masker = opt_.masker;
+  }
   if (R > 0) {
-    // The resumed tokens are the reply's own: the penalties count them as the failed attempt did.
-    for (int64_t i = P; i < N; ++i) seq->processor.Count(in.tokens[static_cast<size_t>(i)]);
+    // The resumed tokens are the reply's own: the penalties count them and the grammar reads them
+    // as the failed attempt did.
+    for (int64_t i = P; i < N; ++i) seq->Emitted(in.tokens[static_cast<size_t>(i)]);
+    if (seq->stuck) return InvalidArgumentError("generate: the resumed tokens do not follow the response format");
     DS41_RETURN_IF_ERROR(Resume(in, P, sampling, &seq->state, &logits, &rng, capture));
     if (capture) DS41_RETURN_IF_ERROR(engine_.DsparkAppend(&seq->dspark, P, hidden));
     if (metrics_) metrics_->computed_tokens.Add({{"kind", "resumed"}}).Increment(static_cast<double>(R));
@@ -331,6 +377,7 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   u.swa_source = po.swa_source;
   std::optional<TokenLogprob> first_logprob;
   const int32_t first = seq->Sample(logits.data(), c.vocab_size, &first_logprob);
+  if (seq->stuck) return InternalError("decoder: the response format admitted no token");
   u.ttft_seconds = SecondsSince(t0);
   seq->generated = 1;
   seq->tokens.push_back(first);
@@ -420,6 +467,11 @@ void DecoderCore::BatchLoop() {
         s->stream->Finish(st, "error", s->usage);
         continue;
       }
+      if (s->stuck) {
+        if (metrics_) metrics_->requests_error.Increment();
+        s->stream->Finish(InternalError("decoder: the response format admitted no token"), "error", s->usage);
+        continue;
+      }
       // A step emits at most up to the budget and ends at a stop id (the speculator cuts there).
       const GeneratedTokens& e = emitted[i];
       for (size_t t = 0; t < e.ids.size(); ++t) {
@@ -470,7 +522,7 @@ Status DecoderCore::DecodeStep(const std::vector<std::unique_ptr<Sequence>>& liv
     seqs.push_back({&s->state, &s->dspark, s->tokens.back(), s->sampling, &s->rng,
                     static_cast<int>(std::min<int64_t>(static_cast<int64_t>(s->max_tokens) - s->generated,
                                                      std::numeric_limits<int>::max())),
-                    s->stop_ids, s->processor.active() ? &s->processor : nullptr, s->top_logprobs});
+                    s->stop_ids, s->shaping() ? s.get() : nullptr, s->top_logprobs});
   std::vector<SpecOutcome> out;
   int k = 0;
   DS41_RETURN_IF_ERROR(speculator_->Step(&seqs, &out, &k));

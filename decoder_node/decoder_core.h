@@ -34,6 +34,8 @@
 #include "engine/expert_cache.h"
 #include "engine/sampling.h"
 #include "engine/speculation.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/token_mask.h"
 #include "node_client/node_messages.h"
 #include "serving/engine_prompt.h"
 #include "serving/node_metrics.h"
@@ -100,6 +102,9 @@ struct DecoderOptions {
   int64_t swa_ttl_ms = 15 * 60 * 1000;
   int max_running = 64;
   bool speculative = false;              // DSpark drafts verified per step (ignored without DSpark layers)
+  // The model's vocabulary as masks for constrained decoding (GenerateSampling::response_json,
+  // tool_calls); null: such requests are refused with FAILED_PRECONDITION. Outlives the core.
+  const grammar::TokenMasker* masker = nullptr;
   std::optional<VerifyCostCurve> verify_cost;  // the scheduler's curve; unset: measured at construction
 };
 
@@ -154,6 +159,7 @@ class DecoderCore {
   SessionCache sessions_;
   PrefixLoader loader_;
   UnitPersister persister_;
+  grammar::GrammarCache grammars_;  // response schemas and tool-call specs compiled once
   std::atomic<int64_t> waiting_{0};
   std::atomic<int64_t> stepping_{0};  // sequences taken out of running_ for the current step
 

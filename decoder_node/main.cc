@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "decoder_node/decoder_service.h"
+#include "grammar/tokenizer_masker.h"
 #include "node_client/node_client.h"
 #include "serving/node_runtime.h"
 #include "serving/node_setup.h"
@@ -59,6 +60,16 @@ int main(int argc, char** argv) {
   o.swa_ttl_ms = swa_ttl * 1000;
   o.max_running = max_running;
   o.speculative = speculative;
+  // Constrained decoding masks the model's vocabulary by its tokenizer's bytes (built in ~0.1 s at
+  // the release's 129,280 ids).
+  std::unique_ptr<ds41::grammar::TokenMasker> masker;
+  if (auto tok = ds41::Tokenizer::Load(node.model_dir + "/tokenizer.json"); tok.ok()) {
+    masker = ds41::grammar::MaskerForTokenizer(*tok, set.model->config().vocab_size);
+    o.masker = masker.get();
+  } else {
+    std::cerr << "decoder_node: no tokenizer (" << tok.status().ToString()
+              << "): requests with a response format will be refused\n";
+  }
   ds41::DecoderCore core(
       *set.model, set.cache.get(),
       [&encoders](const std::string& enc, const ds41::PrefillInput& in, std::chrono::steady_clock::time_point deadline,

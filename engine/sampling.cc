@@ -54,7 +54,9 @@ TokenLogprob LogprobsOf(const float* logits, int n, int32_t token, int top) {
     std::partial_sort(ids.begin(), ids.begin() + top, ids.end(), [&](int32_t a, int32_t b) {
       return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
     });
-    for (int i = 0; i < top; ++i) out.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - log_z));
+    for (int i = 0; i < top && std::isfinite(logits[ids[i]]); ++i) {
+      out.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - log_z));
+    }
   }
   return out;
 }

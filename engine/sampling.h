@@ -32,6 +32,16 @@ struct LogitAdjustments {
   Status Validate(int vocab_size) const;
 };
 
+// What a sequence does to its logits before temperature and top_p (penalties, bias, a grammar's
+// mask): Shape adjusts the row the next token is drawn from, Emitted learns the token chosen. The
+// speculator calls both for every verified row, in order. Thread-compatible: one per sequence.
+class LogitShaper {
+ public:
+  virtual ~LogitShaper() = default;
+  virtual void Shape(float* logits, int n) = 0;
+  virtual void Emitted(int32_t token) = 0;
+};
+
 // One reply's adjustments and the counts they need. Thread-compatible: one per sequence.
 class LogitProcessor {
  public:
@@ -51,7 +61,7 @@ class LogitProcessor {
 
 // The log-probabilities of a generated token under softmax(logits) (temperature 1, no top_p: the
 // adjusted logits the sampler starts from), with the `top` most likely ids (decreasing, ties to
-// the lower id). REQUIRES: 0 <= token < n, 0 <= top.
+// the lower id; ids a mask set to -inf are left out). REQUIRES: 0 <= token < n, 0 <= top.
 TokenLogprob LogprobsOf(const float* logits, int n, int32_t token, int top);
 
 // A small, fast, seedable generator (splitmix64 seeding a xoshiro256**). Thread-compatible: one per

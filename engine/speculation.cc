@@ -144,13 +144,13 @@ void Speculator::Learn(const std::vector<SpecOutcome>& out) {
 namespace {
 
 void Adjust(const SpecSequence& s, float* row, int V) {
-  if (s.processor != nullptr) s.processor->Apply(row, V);
+  if (s.shaper != nullptr) s.shaper->Shape(row, V);
 }
 
 // `token` emitted from the adjusted target row `row`.
 void Emit(const SpecSequence& s, const float* row, int V, int32_t token, SpecOutcome* o) {
   o->tokens.push_back(token);
-  if (s.processor != nullptr) s.processor->Count(token);
+  if (s.shaper != nullptr) s.shaper->Emitted(token);
   if (s.top_logprobs >= 0) o->logprobs.push_back(LogprobsOf(row, V, token, s.top_logprobs));
 }
 
@@ -264,7 +264,7 @@ Status Speculator::Step(std::vector<SpecSequence>* seqs, std::vector<SpecOutcome
       }
     }
     if (static_cast<int>(o.tokens.size()) > s.max_new) o.tokens.resize(static_cast<size_t>(s.max_new));
-    // A cut token was counted by the processor too; the sequence ends with this step then.
+    // A cut token was told to the shaper too; the sequence ends with this step then.
     if (o.logprobs.size() > o.tokens.size()) o.logprobs.resize(o.tokens.size());
     // Fed and kept: `next` and the drafts the emitted tokens repeat, one row per emitted token.
     const int64_t start = undo[i].start, fed = static_cast<int64_t>(o.tokens.size());

@@ -59,9 +59,9 @@ struct SpecSequence {
   Rng* rng = nullptr;
   int max_new = 1;                  // tokens this step may emit (>= 1)
   std::vector<int32_t> stop_ids;    // emitting one of these ends the step's tokens
-  // OpenAI's logit adjustments (null: none): every target row is adjusted before it is sampled or
-  // verified against (drafts are drawn from the draft's own logits), and each emitted token counted.
-  LogitProcessor* processor = nullptr;
+  // The sequence's shaping (null: none): every target row is shaped before it is sampled or
+  // verified against (drafts are drawn from the draft's own logits), and told each emitted token.
+  LogitShaper* shaper = nullptr;
   int top_logprobs = -1;            // >= 0: SpecOutcome::logprobs, with this many top ids each
 };
 

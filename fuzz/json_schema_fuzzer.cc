@@ -2,7 +2,8 @@
 // grammar engine (grammar/json_grammar.h), and the model's bytes read by its matcher: neither the
 // schema nor the model's output is trusted.
 //
-// Input: a schema as JSON text, then a NUL byte, then bytes for the matcher.
+// Input: a schema as JSON text (or, when it starts with "T", a tool-call spec as the router sends
+// decoders: grammar/tool_call_grammar.h), then a NUL byte, then bytes for the matcher.
 // Properties: no crash and bounded work whatever the schema (deeper than 64 levels is not parsed:
 // the router's request parser refuses it first); a compiled schema's sampled documents are
 // accepted and complete; bytes the matcher takes as a complete document parse as JSON (when they
@@ -12,6 +13,7 @@
 #include "fuzz/fuzz_support.h"
 #include "grammar/json_matcher.h"
 #include "grammar/json_sample.h"
+#include "grammar/tool_call_grammar.h"
 
 namespace {
 
@@ -35,9 +37,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view schema_text = all.substr(0, nul);
   const std::string_view doc = nul == std::string_view::npos ? std::string_view() : all.substr(nul + 1);
   if (!Shallow(schema_text, 64)) return 0;
-  const auto schema = nlohmann::ordered_json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
-  if (schema.is_discarded()) return 0;
-  auto grammar = ds41::grammar::CompileJsonSchema(schema);
+  const bool tools = !schema_text.empty() && schema_text[0] == 'T';
+  ds41::StatusOr<std::shared_ptr<const ds41::grammar::Grammar>> grammar = ds41::InvalidArgumentError("");
+  if (tools) {
+    grammar = ds41::grammar::CompileToolCallSpec(schema_text.substr(1));
+  } else {
+    const auto schema = nlohmann::ordered_json::parse(schema_text, nullptr, /*allow_exceptions=*/false);
+    if (schema.is_discarded()) return 0;
+    grammar = ds41::grammar::CompileJsonSchema(schema);
+  }
   if (!grammar.ok()) return 0;
   for (uint64_t seed = 0; seed < 3; ++seed) {
     const std::string sample = ds41::grammar::SampleDocument(**grammar, seed);
@@ -56,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     kept += c;
   }
-  if (m.IsComplete() && ds41::fuzz::ValidUtf8(kept)) {
+  if (!tools && m.IsComplete() && ds41::fuzz::ValidUtf8(kept)) {
     DS41_FUZZ_CHECK(!nlohmann::json::parse(kept, nullptr, /*allow_exceptions=*/false).is_discarded());
   }
   return 0;

@@ -16,7 +16,7 @@ const std::set<std::string_view> kAnnotations = {"title", "description", "defaul
 
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(root) {}
+  Compiler(const Json& root, bool lenient) : root_(root), lenient_(lenient) {}
 
   StatusOr<int32_t> Compile(const Json& s, const std::string& at) {
     if (g_->nodes.size() >= static_cast<size_t>(kMaxNodes)) return Refuse(at, "the schema is too large");
@@ -29,13 +29,13 @@ class Compiler {
       static const std::set<std::string_view> kKnown = {"type", "properties", "required", "additionalProperties",
                                                         "items", "enum", "const", "anyOf", "$ref", "$defs",
                                                         "definitions"};
-      if (!kKnown.count(it.key()) && !kAnnotations.count(it.key())) {
+      if (!kKnown.count(it.key()) && !kAnnotations.count(it.key()) && !lenient_) {
         return Refuse(at, "keyword \"" + it.key() + "\" is outside the supported subset");
       }
     }
     if (s.contains("$ref")) {
       const size_t defs = s.count("$defs") + s.count("definitions");
-      if (s.size() > 1 + defs + CountAnnotations(s)) return Refuse(at, "$ref takes no sibling keywords but $defs");
+      if (s.size() > 1 + defs + CountAnnotations(s) && !lenient_) return Refuse(at, "$ref takes no sibling keywords but $defs");
       return Ref(s["$ref"], at + "/$ref");
     }
     if (s.contains("const")) return Literal(s["const"], at + "/const");
@@ -52,7 +52,7 @@ class Compiler {
     if (s.contains("anyOf")) {
       const Json& a = s["anyOf"];
       if (!a.is_array() || a.empty()) return Refuse(at + "/anyOf", "anyOf must be a non-empty array");
-      if (s.contains("type")) return Refuse(at, "anyOf with a sibling type is outside the supported subset");
+      if (s.contains("type") && !lenient_) return Refuse(at, "anyOf with a sibling type is outside the supported subset");
       std::vector<int32_t> alts;
       for (size_t i = 0; i < a.size(); ++i) {
         DS41_ASSIGN_OR_RETURN(int32_t n, Compile(a[i], at + "/anyOf/" + std::to_string(i)));
@@ -60,7 +60,10 @@ class Compiler {
       }
       return AnyOf(std::move(alts));
     }
-    if (!s.contains("type")) return Refuse(at, "a schema needs a type, enum, const, anyOf or $ref");
+    if (!s.contains("type")) {
+      if (lenient_) return AnyValue();
+      return Refuse(at, "a schema needs a type, enum, const, anyOf or $ref");
+    }
     const Json& t = s["type"];
     if (t.is_array()) {
       if (t.empty()) return Refuse(at + "/type", "type must not be empty");
@@ -77,9 +80,6 @@ class Compiler {
   }
 
   std::shared_ptr<Grammar> TakeGrammar() { return std::move(g_); }
-  Status CheckNoEmptyCycles() const;
-  // Fills every node's min_height; INVALID_ARGUMENT when the root has no finite document.
-  Status ComputeHeights(int32_t root);
 
  private:
   static Status Refuse(const std::string& at, const std::string& why) {
@@ -160,7 +160,7 @@ class Compiler {
   }
 
   StatusOr<int32_t> Object(const Json& s, const std::string& at) {
-    if (s.contains("additionalProperties") && s["additionalProperties"] != false) {
+    if (s.contains("additionalProperties") && s["additionalProperties"] != false && !(lenient_ && s.contains("properties"))) {
       // Without properties, "additionalProperties": true (or absent) is any object.
       if (!s.contains("properties") && s["additionalProperties"] == true) return FreeObject();
       return Refuse(at + "/additionalProperties", "additionalProperties must be false");
@@ -239,6 +239,7 @@ class Compiler {
   }
 
   const Json& root_;
+  const bool lenient_;
   std::shared_ptr<Grammar> g_ = std::make_shared<Grammar>();
   std::map<std::string, int32_t> refs_;
   int32_t any_ = -1;
@@ -246,8 +247,8 @@ class Compiler {
 
 // Alternatives expand when a value starts, before any byte: a cycle through anyOf alone would
 // expand forever.
-Status Compiler::CheckNoEmptyCycles() const {
-  const std::vector<Node>& nodes = g_->nodes;
+Status CheckNoEmptyCycles(const Grammar& g) {
+  const std::vector<Node>& nodes = g.nodes;
   std::vector<int> state(nodes.size(), 0);  // 0 unseen, 1 on the path, 2 done
   std::function<bool(int32_t)> cyclic = [&](int32_t v) {
     if (state[static_cast<size_t>(v)] == 1) return true;
@@ -265,10 +266,11 @@ Status Compiler::CheckNoEmptyCycles() const {
   return Status::Ok();
 }
 
-Status Compiler::ComputeHeights(int32_t root) {
+// Fills every node's min_height; INVALID_ARGUMENT when the root has no finite document.
+Status ComputeHeights(Grammar* g) {
   // A fixpoint from "no finite document known": leaves and empty containers first, then whatever
   // they make finite, until nothing changes (at most once per node).
-  std::vector<Node>& nodes = g_->nodes;
+  std::vector<Node>& nodes = g->nodes;
   constexpr int32_t kNone = std::numeric_limits<int32_t>::max();
   for (Node& n : nodes) n.min_height = kNone;
   for (bool changed = true; changed;) {
@@ -289,6 +291,14 @@ Status Compiler::ComputeHeights(int32_t root) {
         case NodeKind::kAnyOf:
           for (int32_t a : n.alternatives) h = std::min(h, nodes[static_cast<size_t>(a)].min_height);
           break;
+        case NodeKind::kSequence:
+          h = 0;
+          for (int32_t a : n.alternatives) {
+            const int32_t v = nodes[static_cast<size_t>(a)].min_height;
+            h = v == kNone ? kNone : std::max(h, v);
+            if (h == kNone) break;
+          }
+          break;
         default: h = 0;  // literals, strings, numbers, [] and {}
       }
       if (h < n.min_height) {
@@ -297,7 +307,7 @@ Status Compiler::ComputeHeights(int32_t root) {
       }
     }
   }
-  if (nodes[static_cast<size_t>(root)].min_height == kNone) {
+  if (nodes[static_cast<size_t>(g->root)].min_height == kNone) {
     return InvalidArgumentError("schema: no finite document satisfies it (a required property needs itself)");
   }
   return Status::Ok();
@@ -310,14 +320,19 @@ std::string JsonEscape(std::string_view text) {
   return quoted.substr(1, quoted.size() - 2);
 }
 
-StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(const Json& schema) {
-  Compiler c(schema);
+StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(const Json& schema, bool lenient) {
+  Compiler c(schema, lenient);
   DS41_ASSIGN_OR_RETURN(int32_t root, c.Compile(schema, ""));
-  DS41_RETURN_IF_ERROR(c.CheckNoEmptyCycles());
-  DS41_RETURN_IF_ERROR(c.ComputeHeights(root));
   std::shared_ptr<Grammar> g = c.TakeGrammar();
   g->root = root;
+  DS41_RETURN_IF_ERROR(FinishGrammar(g.get()));
   return std::shared_ptr<const Grammar>(std::move(g));
+}
+
+Status FinishGrammar(Grammar* g) {
+  if (g->root < 0 || g->root >= static_cast<int32_t>(g->nodes.size())) return InvalidArgumentError("grammar: no root");
+  DS41_RETURN_IF_ERROR(CheckNoEmptyCycles(*g));
+  return ComputeHeights(g);
 }
 
 std::shared_ptr<const Grammar> JsonObjectGrammar() {

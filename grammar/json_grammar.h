@@ -26,6 +26,8 @@ enum class NodeKind : uint8_t {
   kObject,      // {"k": v, ...}: the schema's properties in order, optional ones may be left out
   kFreeObject,  // {"<any key>": <any value>, ...}
   kAnyOf,       // one of the alternatives (never a frame: expanded when a value starts)
+  kSequence,    // the alternatives, each after the other (the DSML tool-call grammar)
+  kRawUntil,    // any bytes, ended by `literal` (included); the terminator has no border
 };
 
 inline constexpr int kMaxDigits = 15;         // integer and fraction digits: exact in a double
@@ -45,7 +47,7 @@ struct Node {
   int32_t items = -1;                  // kArray: the item node; kFreeObject: the value node
   int32_t keys = -1;                   // kFreeObject: a kString node for its keys
   std::vector<Property> properties;    // kObject
-  std::vector<int32_t> alternatives;   // kAnyOf
+  std::vector<int32_t> alternatives;   // kAnyOf; kSequence: its parts in order
   // The fewest nested objects a finite document of this node needs (its required properties'
   // chain), computed by the compiler, which refuses a root that has none.
   int32_t min_height = 0;
@@ -62,7 +64,13 @@ struct Grammar {
 // (recursion included), and the annotations title, description, default, examples, $schema, $id,
 // $comment. A $ref cycle that consumes no byte, and a schema no finite document satisfies (an object
 // that requires itself), are refused.
-StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::ordered_json& schema);
+// `lenient` (a non-strict tool's parameters): keywords outside the subset are not enforced (read as
+// annotations), and additionalProperties is never followed (no other property is generated).
+StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(const nlohmann::ordered_json& schema, bool lenient = false);
+
+// Checks a grammar built by hand (tool_call_grammar.h) as CompileJsonSchema checks its own, and
+// computes its heights.
+Status FinishGrammar(Grammar* g);
 
 // Any JSON object at the top, any JSON values inside.
 std::shared_ptr<const Grammar> JsonObjectGrammar();

@@ -73,13 +73,18 @@ void JsonMatcher::Expand(int32_t node, std::vector<Frame>* out, int depth) const
 }
 
 bool JsonMatcher::CanEndHere(const Frame& f) const {
-  const NodeKind k = grammar_->nodes[static_cast<size_t>(f.node)].kind;
+  const Node& n = grammar_->nodes[static_cast<size_t>(f.node)];
+  const NodeKind k = n.kind;
+  if (k == NodeKind::kSequence) return static_cast<size_t>(f.a) == n.alternatives.size();
   if (k != NodeKind::kNumber && k != NodeKind::kInteger) return false;
   return f.phase == kNumZero || f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExp;
 }
 
 int32_t JsonMatcher::TakePendingValue(Frame* f) const {
   const Node& n = grammar_->nodes[static_cast<size_t>(f->node)];
+  if (n.kind == NodeKind::kSequence && static_cast<size_t>(f->a) < n.alternatives.size()) {
+    return n.alternatives[static_cast<size_t>(f->a++)];
+  }
   if (n.kind == NodeKind::kArray && f->phase == kArrAfterComma) {
     f->phase = kArrAfterItem;  // where the item leaves it
     return n.items;
@@ -272,8 +277,17 @@ JsonMatcher::Result JsonMatcher::Consume(Frame* f, uint8_t c, int32_t* child) co
           f->phase = kObjAfterComma;
           return Result::kStay;
       }
-    case NodeKind::kAnyOf:
-      break;  // never a frame
+    case NodeKind::kRawUntil: {
+      const std::string& end = n.literal;
+      if (static_cast<uint8_t>(end[static_cast<size_t>(f->a)]) == c) {
+        return ++f->a == static_cast<int32_t>(end.size()) ? Result::kDone : Result::kStay;
+      }
+      f->a = static_cast<uint8_t>(end[0]) == c ? 1 : 0;  // the terminator has no border: no other restart
+      return Result::kStay;
+    }
+    case NodeKind::kSequence:  // every part taken (pending parts are pushed above): it ends before the byte
+    case NodeKind::kAnyOf:     // never a frame
+      break;
   }
   return Result::kReject;
 }
@@ -340,8 +354,10 @@ bool JsonMatcher::AcceptBytes(std::string_view bytes) {
 }
 
 bool JsonMatcher::IsComplete() const {
-  for (const Stack& s : stacks_)
-    if (s.empty() || (s.size() == 1 && CanEndHere(s[0]))) return true;
+  for (const Stack& s : stacks_) {
+    // Every level may end without another byte (numbers, finished sequences).
+    if (std::all_of(s.begin(), s.end(), [this](const Frame& f) { return CanEndHere(f); })) return true;
+  }
   return false;
 }
 
@@ -379,7 +395,7 @@ std::vector<std::pair<std::optional<Frame>, JsonMatcher>> JsonMatcher::GroupsByT
   JsonMatcher rest(grammar_, {});
   for (const Stack& s : stacks_) {
     const NodeKind k = s.empty() ? NodeKind::kAnyOf : grammar_->nodes[static_cast<size_t>(s.back().node)].kind;
-    if (k != NodeKind::kString && k != NodeKind::kNumber && k != NodeKind::kInteger) {
+    if (k != NodeKind::kString && k != NodeKind::kNumber && k != NodeKind::kInteger && k != NodeKind::kRawUntil) {
       rest.stacks_.push_back(s);
       continue;
     }
@@ -396,8 +412,9 @@ std::vector<std::pair<std::optional<Frame>, JsonMatcher>> JsonMatcher::GroupsByT
 }
 
 bool JsonMatcher::SameTopState(const Frame& x, const Frame& y) const {
-  return grammar_->nodes[static_cast<size_t>(x.node)].kind == grammar_->nodes[static_cast<size_t>(y.node)].kind &&
-         x.phase == y.phase && x.a == y.a && x.b == y.b;
+  const Node& nx = grammar_->nodes[static_cast<size_t>(x.node)];
+  const Node& ny = grammar_->nodes[static_cast<size_t>(y.node)];
+  return nx.kind == ny.kind && nx.literal == ny.literal && x.phase == y.phase && x.a == y.a && x.b == y.b;
 }
 
 JsonMatcher JsonMatcher::PopTops() const {

@@ -47,10 +47,10 @@ class JsonMatcher {
   // The same state with every value that must come next already begun (its frame pushed, no byte
   // read): the same documents, and tops that say what is being read.
   JsonMatcher Expanded() const;
-  // The stacks apart by their top: those whose top is a string or a number at the same place (kind,
-  // phase, progress; a \u escape's code unit only as far as surrogates care), whose next bytes act
-  // alike whatever surrounds it until it ends, grouped with that place as a frame; the others
-  // together, with nullopt. A byte string is accepted iff some group accepts it.
+  // The stacks apart by their top: those whose top is a string, a number or raw text at the same
+  // place (kind, terminator, phase, progress; a \u escape's code unit only as far as surrogates
+  // care), whose next bytes act alike whatever surrounds it until it ends, grouped with that place
+  // as a frame; the others together, with nullopt. A byte string is accepted iff some group does.
   std::vector<std::pair<std::optional<Frame>, JsonMatcher>> GroupsByTop() const;
   // The state once every stack's top value has ended (its frame popped). REQUIRES: no stack empty.
   JsonMatcher PopTops() const;

@@ -206,6 +206,8 @@ std::set<size_t> Ends(const Grammar& g, int32_t node, std::string_view t, size_t
     case NodeKind::kLiteral:
       return t.substr(pos, n.literal.size()) == n.literal ? std::set<size_t>{pos + n.literal.size()} : std::set<size_t>{};
     case NodeKind::kString: return StringEnd(t, pos);
+    case NodeKind::kSequence:
+    case NodeKind::kRawUntil: return {};  // tool-call grammars only (tool_call_grammar_test.cc)
     case NodeKind::kNumber: return NumberEnds(t, pos, true);
     case NodeKind::kInteger: return NumberEnds(t, pos, false);
     case NodeKind::kAnyOf: {

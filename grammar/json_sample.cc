@@ -59,6 +59,15 @@ void Generate(const Grammar& g, int32_t node, std::mt19937_64* rng, int depth, s
       *out += '}';
       return;
     }
+    case NodeKind::kSequence:
+      for (int32_t part : n.alternatives) Generate(g, part, rng, depth, out);
+      return;
+    case NodeKind::kRawUntil: {
+      static const std::vector<std::string> pieces = {"a", " ", "\n", "<", "\"", "{}", "é"};
+      for (int i = pick(6); i > 0; --i) *out += pieces[static_cast<size_t>(pick(static_cast<int>(pieces.size())))];
+      *out += n.literal;
+      return;
+    }
     case NodeKind::kAnyOf: {
       // Deep down, the alternative with the shortest finite document (recursive schemas end).
       int32_t choice = n.alternatives[static_cast<size_t>(pick(static_cast<int>(n.alternatives.size())))];

@@ -144,10 +144,12 @@ std::unique_ptr<TokenMasker::TopTable> TokenMasker::BuildTable(const JsonMatcher
 }
 
 const TokenMasker::TopTable& TokenMasker::TableFor(const JsonMatcher& m, const Frame& top) const {
-  // What a value's bytes do depends on its kind and where inside it they are, not on the node.
-  const auto kind = static_cast<uint64_t>(m.grammar().nodes[static_cast<size_t>(top.node)].kind);
-  const uint64_t key = kind << 56 | uint64_t{top.phase} << 48 | static_cast<uint64_t>(top.b & 0xFFFFFF) << 24 |
-                       static_cast<uint64_t>(top.a & 0xFFFFFF);
+  // What a value's bytes do depends on its kind (and raw text's terminator) and where inside it they
+  // are, not on the node.
+  const Node& n = m.grammar().nodes[static_cast<size_t>(top.node)];
+  const std::string key = std::to_string(static_cast<int>(n.kind)) + "/" + std::to_string(top.phase) + "/" +
+                          std::to_string(top.a) + "/" + std::to_string(top.b) + "/" +
+                          (n.kind == NodeKind::kRawUntil ? n.literal : std::string());
   std::lock_guard<std::mutex> l(tables_mu_);
   std::unique_ptr<TopTable>& t = tables_[key];
   if (!t) t = BuildTable(m, top);

@@ -67,7 +67,7 @@ class TokenMasker {
   std::vector<std::string> bytes_;  // per id ("" for ids the grammar never admits)
   Trie all_;                        // every admissible token
   mutable std::mutex tables_mu_;
-  mutable std::map<uint64_t, std::unique_ptr<TopTable>> tables_ DS41_GUARDED_BY(tables_mu_);
+  mutable std::map<std::string, std::unique_ptr<TopTable>> tables_ DS41_GUARDED_BY(tables_mu_);
 };
 
 }  // namespace ds41::grammar

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "grammar/json_sample.h"
+#include "grammar/tool_call_grammar.h"
 
 namespace ds41::grammar {
 namespace {
@@ -116,6 +117,41 @@ TEST(TokenMaskerTest, RandomVocabularyMasksEqualBruteForce) {
         if (at < doc.size()) {
           ASSERT_TRUE(m.Accept(static_cast<uint8_t>(doc[at])));
         }
+      }
+    }
+  }
+}
+
+// Tool-call grammars: raw text up to a terminator is tabled like strings; masks along sampled
+// replies equal brute force, with merges that hold DSML tags, the terminator's pieces and quotes.
+TEST(TokenMaskerTest, ToolCallMasksEqualBruteForce) {
+  Vocab v = MakeVocab();
+  std::mt19937 rng(45);
+  const std::vector<std::string> pieces = {"<｜DSML｜", " parameter", "</", "｜DSML｜ parameter>", "\n", "\"", ">", "true",
+                                           "false", "name=\"", "string=\"", "1", "a", "<", " invoke", " calls>", "\"}"};
+  for (int i = 0; i < 2000; ++i) {
+    std::string t;
+    for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k) t += pieces[rng() % pieces.size()];
+    v.bytes.push_back(t);
+    v.control.push_back(false);
+  }
+  v.size = static_cast<int32_t>(v.bytes.size());
+  const TokenMasker masker(v.bytes, v.control, v.size, v.eos);
+  const std::vector<ToolSpec> tools = {
+      {"f", Json::parse(R"({"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"},
+          "e": {"enum": ["a", 1]}}, "required": ["s", "n"]})"), false},
+      {"g", Json(), false}};
+  auto g = CompileToolCalls(tools, {});
+  ASSERT_TRUE(g.ok());
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    const std::string doc = SampleDocument(**g, seed);
+    JsonMatcher m(*g);
+    for (size_t at = 0; at <= doc.size(); ++at) {
+      TokenBitmask got;
+      masker.Fill(m, &got);
+      ASSERT_EQ(got, BruteForce(m, v)) << "after " << doc.substr(0, at);
+      if (at < doc.size()) {
+        ASSERT_TRUE(m.Accept(static_cast<uint8_t>(doc[at])));
       }
     }
   }

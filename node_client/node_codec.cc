@@ -120,6 +120,9 @@ void EncodeGenerateRequest(const GenerateInput& in, const std::string& fingerpri
   }
   s->set_logprobs(in.sampling.logprobs);
   s->set_top_logprobs(in.sampling.top_logprobs);
+  s->set_response_json(in.sampling.response_json);
+  s->set_response_schema(in.sampling.response_schema);
+  s->set_tool_call_spec(in.sampling.tool_calls);
   EncodeImages(in.images, req);
 }
 
@@ -132,6 +135,14 @@ Status DecodeGenerateRequest(const pb::GenerateRequest& req, const std::string& 
   if (static_cast<size_t>(s.logit_bias_size()) > kMaxLogitBias) return InvalidArgumentError("too many logit_bias entries");
   if (s.top_logprobs() < 0 || s.top_logprobs() > kMaxTopLogprobs) {
     return InvalidArgumentError("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
+  }
+  if (s.response_schema().size() > kMaxResponseSchemaBytes) return InvalidArgumentError("response_schema too large");
+  if (!s.response_schema().empty() && !s.response_json()) {
+    return InvalidArgumentError("response_schema is set without response_json");
+  }
+  if (s.tool_call_spec().size() > kMaxResponseSchemaBytes) return InvalidArgumentError("tool_call_spec too large");
+  if (!s.tool_call_spec().empty() && s.response_json()) {
+    return InvalidArgumentError("a reply cannot be both a JSON document and tool calls");
   }
   if (req.resumed_tokens() < 0 || req.resumed_tokens() >= req.tokens_size()) {
     return InvalidArgumentError("resumed_tokens must be in [0, the number of tokens)");
@@ -153,6 +164,9 @@ Status DecodeGenerateRequest(const pb::GenerateRequest& req, const std::string& 
   for (const pb::LogitBias& b : s.logit_bias()) in->sampling.logit_bias.emplace_back(b.token(), b.bias());
   in->sampling.logprobs = s.logprobs();
   in->sampling.top_logprobs = s.top_logprobs();
+  in->sampling.response_json = s.response_json();
+  in->sampling.response_schema = s.response_schema();
+  in->sampling.tool_calls = s.tool_call_spec();
   in->unit_tokens = req.unit_tokens() == 0 ? kDefaultUnitTokens : req.unit_tokens();
   in->resumed = req.resumed_tokens();
   return DecodeImages(req, &in->images);

@@ -16,6 +16,7 @@ namespace ds41 {
 inline constexpr size_t kMaxStopTokens = 1024;
 inline constexpr size_t kMaxLogitBias = 1024;
 inline constexpr int kMaxTopLogprobs = 20;
+inline constexpr size_t kMaxResponseSchemaBytes = 256 * 1024;
 inline constexpr size_t kMaxPromptImages = 64;
 inline constexpr size_t kMaxSessionIdBytes = 256;  // longer session ids are cut to this
 

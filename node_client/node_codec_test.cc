@@ -173,6 +173,8 @@ TEST(NodeCodecTest, LogitAdjustmentsAndLogprobRequestsRoundTripWithinBounds) {
   in.sampling.logit_bias = {{7, -100.0f}, {2, 3.5f}};
   in.sampling.logprobs = true;
   in.sampling.top_logprobs = 4;
+  in.sampling.response_json = true;
+  in.sampling.response_schema = R"({"type":"boolean"})";
   pb::GenerateRequest req;
   EncodeGenerateRequest(in, kFp, &req);
   GenerateInput out;
@@ -182,6 +184,19 @@ TEST(NodeCodecTest, LogitAdjustmentsAndLogprobRequestsRoundTripWithinBounds) {
   EXPECT_EQ(out.sampling.logit_bias, in.sampling.logit_bias);
   EXPECT_TRUE(out.sampling.logprobs);
   EXPECT_EQ(out.sampling.top_logprobs, 4);
+  EXPECT_TRUE(out.sampling.response_json);
+  EXPECT_EQ(out.sampling.response_schema, R"({"type":"boolean"})");
+  req.mutable_sampling()->set_response_json(false);
+  EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);
+  req.mutable_sampling()->set_response_json(true);
+  req.mutable_sampling()->set_response_schema(std::string(kMaxResponseSchemaBytes + 1, ' '));
+  EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);
+  req.mutable_sampling()->clear_response_schema();
+  req.mutable_sampling()->set_tool_call_spec(R"({"tools": []})");
+  EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);  // not both
+  req.mutable_sampling()->set_response_json(false);
+  ASSERT_TRUE(DecodeGenerateRequest(req, kFp, &out).ok());
+  EXPECT_EQ(out.sampling.tool_calls, R"({"tools": []})");
 
   req.mutable_sampling()->set_top_logprobs(kMaxTopLogprobs + 1);
   EXPECT_EQ(DecodeGenerateRequest(req, kFp, &out).code(), StatusCode::kInvalidArgument);

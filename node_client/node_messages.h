@@ -59,6 +59,12 @@ struct GenerateSampling {
   std::vector<std::pair<int32_t, float>> logit_bias;
   bool logprobs = false;           // send a TokenLogprob with every generated token
   int top_logprobs = 0;            // with this many most likely ids (0..kMaxTopLogprobs)
+  // Constrained decoding: the reply is one JSON document (grammar/json_grammar.h), of the JSON
+  // Schema `response_schema` (JSON text) or, when that is empty, any JSON object.
+  bool response_json = false;
+  std::string response_schema;
+  // Or: the reply is a DSML tool-call block of these tools (grammar/tool_call_grammar.h spec text).
+  std::string tool_calls;
 };
 
 // Newly generated ids, and their log-probabilities when the request asked (else empty): under the

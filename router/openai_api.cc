@@ -9,6 +9,8 @@
 
 #include "chat/chat_render.h"
 #include "chat/reply_parser.h"
+#include "grammar/json_grammar.h"
+#include "grammar/tool_call_grammar.h"
 #include "node_client/node_codec.h"
 #include "unit/reply_record.h"
 #include "util/error_table.h"
@@ -233,40 +235,103 @@ std::optional<ApiOutcome> ParseLogprobs(const Json& body, bool chat_mode, Genera
   return std::nullopt;
 }
 
-// Chat's tool and output controls. What needs constrained decoding (a required or named tool call,
-// a JSON response format, one call at most) is refused until the decoder can enforce it.
-std::optional<ApiOutcome> ParseToolChoice(const Json& body, Sampling* s) {
+bool ThinkingEnabled(const Json& body) {
+  return body.contains("thinking") && body["thinking"].is_object() && body["thinking"].value("type", Json()) == "enabled";
+}
+
+// The tools a required or named tool_choice may call, as the tool-call grammar takes them.
+std::optional<ApiOutcome> CallableTools(const Json& body, const Json& choice, std::vector<grammar::ToolSpec>* out) {
+  auto refuse = [](const std::string& m) { return OpenAiApi::Error(StatusCode::kInvalidArgument, m, "tool_choice"); };
+  if (!body.contains("tools") || !body["tools"].is_array() || body["tools"].empty()) {
+    return refuse("\"tool_choice\" other than \"none\" or \"auto\" needs \"tools\"");
+  }
+  std::string only;
+  if (choice.is_object()) {
+    if (!choice.contains("function") || !choice["function"].is_object() || !choice["function"].contains("name") ||
+        !choice["function"]["name"].is_string()) {
+      return refuse("\"tool_choice\" must name a function: {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    only = choice["function"]["name"].get<std::string>();
+  }
+  for (const Json& t : body["tools"]) {
+    const Json* fn = t.is_object() && t.contains("function") && t["function"].is_object() ? &t["function"] : nullptr;
+    if (fn == nullptr || !fn->contains("name") || !(*fn)["name"].is_string()) continue;  // RenderChat refuses it
+    const std::string name = (*fn)["name"].get<std::string>();
+    if (!only.empty() && name != only) continue;
+    const bool strict = fn->contains("strict") && (*fn)["strict"].is_boolean() && (*fn)["strict"].get<bool>();
+    out->push_back({name, fn->contains("parameters") ? (*fn)["parameters"] : Json(), strict});
+  }
+  if (out->empty()) return refuse("\"tool_choice\" names \"" + only + "\", which is not among the tools");
+  return std::nullopt;
+}
+
+// Chat's tool and output controls, enforced by constrained decoding on the decoder:
+// response_format json_object / json_schema, and tool_choice "required" or a named function (the
+// reply is a tool-call block, one call when parallel_tool_calls is false). Grammars are compiled
+// here first, so a bad schema is this request's 400.
+std::optional<ApiOutcome> ParseAgentControls(const Json& body, Sampling* s) {
   auto refuse = [](const std::string& m, const char* field) {
     return OpenAiApi::Error(StatusCode::kInvalidArgument, m, field);
   };
+  bool parallel = true;
+  if (body.contains("parallel_tool_calls") && !body["parallel_tool_calls"].is_null()) {
+    if (!body["parallel_tool_calls"].is_boolean()) return refuse("\"parallel_tool_calls\" must be a boolean", "parallel_tool_calls");
+    parallel = body["parallel_tool_calls"].get<bool>();
+  }
+  bool forced = false;
   if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
     const Json& c = body["tool_choice"];
     if (c == "none") {
       s->tool_calls = false;
     } else if (c == "required" || (c.is_object() && c.value("type", Json()) == "function")) {
-      return refuse("\"tool_choice\" " + std::string(c.is_string() ? "\"required\"" : "naming a function") +
-                        " needs constrained decoding, which this server does not have yet; use \"auto\" or \"none\"",
-                    "tool_choice");
+      std::vector<grammar::ToolSpec> tools;
+      if (auto refused = CallableTools(body, c, &tools)) return refused;
+      grammar::ToolCallOptions o;
+      o.parallel = parallel;
+      o.thinking = ThinkingEnabled(body);
+      if (auto g = grammar::CompileToolCalls(tools, o); !g.ok()) return refuse("tools: " + g.status().message(), "tools");
+      s->decode.tool_calls = grammar::ToolCallSpecText(tools, o);
+      forced = true;
     } else if (c != "auto") {
       return refuse("\"tool_choice\" must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}",
                     "tool_choice");
     }
   }
-  if (body.contains("parallel_tool_calls") && !body["parallel_tool_calls"].is_null()) {
-    if (!body["parallel_tool_calls"].is_boolean()) return refuse("\"parallel_tool_calls\" must be a boolean", "parallel_tool_calls");
-    if (!body["parallel_tool_calls"].get<bool>()) {
-      return refuse("\"parallel_tool_calls\": false needs constrained decoding, which this server does not have yet",
-                    "parallel_tool_calls");
-    }
+  if (!parallel && !forced) {
+    return refuse("\"parallel_tool_calls\": false is enforced with tool_choice \"required\" or a named function only",
+                  "parallel_tool_calls");
   }
   if (body.contains("response_format") && !body["response_format"].is_null()) {
     const Json& f = body["response_format"];
     if (!f.is_object() || !f.contains("type") || !f["type"].is_string()) {
       return refuse("\"response_format\" must be {\"type\": \"text\"|\"json_object\"|\"json_schema\", ...}", "response_format");
     }
-    if (f["type"] != "text") {
-      return refuse("\"response_format\" of type " + f["type"].dump() +
-                        " needs constrained decoding, which this server does not have yet",
+    if (f["type"] == "json_object" || f["type"] == "json_schema") {
+      s->decode.response_json = true;
+      s->tool_calls = false;  // the reply is the document
+    } else if (f["type"] != "text") {
+      return refuse("\"response_format\" type must be \"text\", \"json_object\" or \"json_schema\"", "response_format");
+    }
+    if (f["type"] == "json_schema") {
+      if (!f.contains("json_schema") || !f["json_schema"].is_object()) {
+        return refuse("\"response_format\" of type \"json_schema\" needs a \"json_schema\" object", "response_format");
+      }
+      const Json& js = f["json_schema"];
+      if (js.contains("strict") && !js["strict"].is_boolean() && !js["strict"].is_null()) {
+        return refuse("\"response_format.json_schema.strict\" must be a boolean", "response_format");
+      }
+      if (js.contains("schema") && !js["schema"].is_null()) {
+        auto compiled = grammar::CompileJsonSchema(js["schema"]);
+        if (!compiled.ok()) return refuse("response_format.json_schema." + compiled.status().message(), "response_format");
+        s->decode.response_schema = js["schema"].dump();
+      }
+    }
+    if (s->decode.response_json && forced) {
+      return refuse("\"response_format\" and a required tool call cannot both shape the reply", "response_format");
+    }
+    if (s->decode.response_json && ThinkingEnabled(body)) {
+      return refuse("\"response_format\" with thinking enabled is not supported yet: the grammar would hold the "
+                    "reasoning too",
                     "response_format");
     }
   }
@@ -305,7 +370,7 @@ std::optional<ApiOutcome> ParseSampling(const Json& body, bool chat_mode, int64_
   if (auto refused = ParseLogitBias(body, vocab, s)) return refused;
   if (auto refused = ParseLogprobs(body, chat_mode, s)) return refused;
   if (chat_mode) {
-    if (auto refused = ParseToolChoice(body, out)) return refused;
+    if (auto refused = ParseAgentControls(body, out)) return refused;
   }
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
     // The last chunk always carries the usage, so include_usage is met either way.
@@ -350,6 +415,11 @@ std::optional<ApiOutcome> ParseSampling(const Json& body, bool chat_mode, int64_
       return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"ignore_eos\" must be a boolean", "ignore_eos");
     }
     out->ignore_eos = body["ignore_eos"].get<bool>();
+    if (out->ignore_eos && (out->decode.response_json || !out->decode.tool_calls.empty())) {
+      return OpenAiApi::Error(StatusCode::kInvalidArgument,
+                              "\"ignore_eos\" cannot go with a constrained reply: the document ends the reply",
+                              "ignore_eos");
+    }
   }
   return std::nullopt;
 }

@@ -179,6 +179,12 @@ TEST_F(RefusedRequestTest, DocumentedIgnoredFieldsAreAccepted) {
   }
 }
 
+const Json kTools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+    "properties": {"x": {"type": "string"}}, "required": ["x"]}}}])");
+const Json kStrictPatternTool = Json::parse(R"([{"type": "function", "function": {"name": "s", "strict": true,
+    "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "a"}}, "required": ["x"],
+    "additionalProperties": false}}}])");
+
 TEST_F(RefusedRequestTest, BadAgentFieldsAre400NamingTheField) {
   struct Case {
     bool chat;
@@ -203,14 +209,28 @@ TEST_F(RefusedRequestTest, BadAgentFieldsAre400NamingTheField) {
       {true, {{"logprobs", 1}}, "\"logprobs\" must be a boolean", "logprobs"},
       {true, {{"logprobs", true}, {"top_logprobs", 21}}, "\"top_logprobs\" must be an integer in [0, 20]", "top_logprobs"},
       {true, {{"top_logprobs", 2}}, "\"top_logprobs\" needs \"logprobs\": true", "top_logprobs"},
-      {true, {{"tool_choice", "required"}}, "needs constrained decoding", "tool_choice"},
-      {true, {{"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}}, "needs constrained decoding", "tool_choice"},
+      {true, {{"tool_choice", "required"}}, "needs \"tools\"", "tool_choice"},
+      {true, {{"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}, {"tools", kTools}},
+       "names \"g\", which is not among the tools", "tool_choice"},
+      {true, {{"tool_choice", {{"type", "function"}}}, {"tools", kTools}}, "must name a function", "tool_choice"},
+      {true, {{"tool_choice", "required"}, {"tools", kStrictPatternTool}}, "tools: tool s parameters: schema at /properties/x",
+       "tools"},
+      {true, {{"tool_choice", "required"}, {"tools", kTools}, {"response_format", {{"type", "json_object"}}}},
+       "cannot both shape the reply", "response_format"},
+      {true, {{"tool_choice", "required"}, {"tools", kTools}, {"ignore_eos", true}}, "cannot go with a constrained reply",
+       "ignore_eos"},
       {true, {{"tool_choice", "sometimes"}}, "\"tool_choice\" must be", "tool_choice"},
-      {true, {{"parallel_tool_calls", false}}, "needs constrained decoding", "parallel_tool_calls"},
+      {true, {{"parallel_tool_calls", false}}, "enforced with tool_choice", "parallel_tool_calls"},
       {true, {{"parallel_tool_calls", "no"}}, "must be a boolean", "parallel_tool_calls"},
-      {true, {{"response_format", {{"type", "json_object"}}}}, "needs constrained decoding", "response_format"},
-      {true, {{"response_format", {{"type", "json_schema"}, {"json_schema", Json::object()}}}}, "needs constrained decoding",
+      {true, {{"response_format", {{"type", "xml"}}}}, "type must be", "response_format"},
+      {true, {{"response_format", {{"type", "json_schema"}}}}, "needs a \"json_schema\" object", "response_format"},
+      {true, {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "string"}, {"format", "email"}}}}}}}},
+       "response_format.json_schema.schema at /: keyword \"format\" is outside the supported subset", "response_format"},
+      {true, {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"strict", "yes"}}}}}}, "strict", "response_format"},
+      {true, {{"response_format", {{"type", "json_object"}}}, {"thinking", {{"type", "enabled"}}}}, "thinking enabled",
        "response_format"},
+      {true, {{"response_format", {{"type", "json_object"}}}, {"ignore_eos", true}}, "cannot go with a constrained reply",
+       "ignore_eos"},
       {true, {{"response_format", "json"}}, "\"response_format\" must be", "response_format"},
   };
   for (const Case& c : cases) {

@@ -4,7 +4,7 @@
 // Without DS41_BASE_URL every test is skipped.
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { OpenAI } from '../../tools/replay/load_openai.mjs';
+import { OpenAI, loadPackage } from '../../tools/replay/load_openai.mjs';
 
 const baseURL = process.env.DS41_BASE_URL;
 const MODEL = process.env.DS41_MODEL || 'deepseek-v4.1-flash';
@@ -302,8 +302,8 @@ describe('ds41-serve with the official openai client', { skip }, () => {
 
   test('fields the server does not implement are refused with a 400 naming them', async () => {
     for (const [extra, param] of [[{ top_k: 5 }, 'top_k'], [{ suffix: 'x' }, 'suffix'],
-      [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } } }, 'response_format'],
-      [{ tool_choice: 'required', tools: TOOLS }, 'tool_choice']]) {
+      [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', format: 'email' } } } }, 'response_format'],
+      [{ tool_choice: { type: 'function', function: { name: 'no_such_tool' } }, tools: TOOLS }, 'tool_choice']]) {
       await assert.rejects(
         client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], max_tokens: 4, ...extra }),
         (e) => {
@@ -313,6 +313,106 @@ describe('ds41-serve with the official openai client', { skip }, () => {
         },
       );
     }
+  });
+
+  // Structured outputs by constrained decoding (issue 44 item 3). The weights are random: free, the
+  // model never writes JSON; constrained, every reply must parse and validate. Schemas whose
+  // documents end (enums, booleans, bounded integers) must finish "stop"; a free string may run to
+  // max_tokens, which is "length", counted as such.
+  const Ajv = loadPackage('ajv');
+  const ITEM_SCHEMA = {
+    type: 'object',
+    properties: {
+      ok: { type: 'boolean' },
+      count: { type: 'integer' },
+      mode: { enum: ['read', 'write', 'skip'] },
+      level: { enum: [1, 2, 3] },
+      note: { anyOf: [{ type: 'null' }, { const: 'none' }] },
+    },
+    required: ['ok', 'count', 'mode', 'level', 'note'],
+    additionalProperties: false,
+  };
+
+  test('response_format json_schema: 100 replies at temperature 1 parse and validate (ajv)', async () => {
+    const validate = new (Ajv.default || Ajv)({ strict: true }).compile(ITEM_SCHEMA);
+    const ask = (i) => client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: `Describe item ${i} as JSON.` }], max_tokens: 200,
+      temperature: 1, seed: i, response_format: { type: 'json_schema', json_schema: { name: 'item', schema: ITEM_SCHEMA, strict: true } },
+    });
+    const docs = new Set();
+    for (let batch = 0; batch < 10; batch++) {
+      const replies = await Promise.all(Array.from({ length: 10 }, (_, k) => ask(batch * 10 + k)));
+      for (const r of replies) {
+        const c = r.choices[0];
+        assert.equal(c.finish_reason, 'stop', `a document of this schema ends: ${c.message.content}`);
+        const v = JSON.parse(c.message.content);
+        assert.ok(validate(v), `${c.message.content}: ${JSON.stringify(validate.errors)}`);
+        docs.add(c.message.content);
+      }
+    }
+    assert.ok(docs.size > 10, `sampling explored the schema (${docs.size} distinct replies)`);
+  });
+
+  test('response_format streamed, json_object, and a free string that may run out', async () => {
+    const stream = await client.chat.completions.create({
+      model: MODEL, messages: [{ role: 'user', content: 'JSON please.' }], max_tokens: 200, temperature: 0.8, seed: 3,
+      stream: true, response_format: { type: 'json_schema', json_schema: { name: 'item', schema: ITEM_SCHEMA } },
+    });
+    let text = '';
+    for await (const ch of stream) text += ch.choices[0]?.delta?.content ?? '';
+    assert.ok(new (Ajv.default || Ajv)().compile(ITEM_SCHEMA)(JSON.parse(text)), text);
+    const counts = { stop: 0, length: 0 };
+    for (let i = 0; i < 8; i++) {
+      const obj = await client.chat.completions.create({
+        model: MODEL, messages: [{ role: 'user', content: `Any JSON object, ${i}.` }], max_tokens: 48, temperature: 1,
+        seed: 100 + i, response_format: { type: i % 2 ? 'json_object' : 'json_schema',
+          json_schema: { name: 'n', schema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'], additionalProperties: false } } },
+      });
+      const c = obj.choices[0];
+      counts[c.finish_reason] += 1;
+      if (c.finish_reason === 'stop') assert.equal(typeof JSON.parse(c.message.content), 'object', c.message.content);
+      else assert.equal(c.finish_reason, 'length');
+    }
+    assert.equal(counts.stop + counts.length, 8, JSON.stringify(counts));
+  });
+
+  // A raw string argument ends only when the model writes the parameter's closing tag, which random
+  // weights almost never do, and parallel calls may go on: the named tool here takes only enums,
+  // booleans and integers and is called once (parallel_tool_calls false), so every reply naming it
+  // must end; the others may run to max_tokens ("length").
+  const AGENT_TOOLS = [TOOLS[0], {
+    type: 'function',
+    function: {
+      name: 'set_level', strict: true, description: 'Set the log level',
+      parameters: { type: 'object', properties: { level: { enum: [1, 2, 3] }, dry_run: { type: 'boolean' }, retries: { type: 'integer' } },
+        required: ['level', 'dry_run', 'retries'], additionalProperties: false },
+    },
+  }];
+  test('tool_choice required and named: replies are tool calls of the tools, with valid arguments', async () => {
+    const validators = Object.fromEntries(AGENT_TOOLS.map((t) => [t.function.name, new (Ajv.default || Ajv)().compile(t.function.parameters)]));
+    let named_ok = 0;
+    for (let i = 0; i < 12; i++) {
+      const named = i % 2 === 0;
+      const r = await client.chat.completions.create({
+        model: MODEL, tools: AGENT_TOOLS, max_tokens: 300, temperature: 1, seed: 500 + i,
+        tool_choice: named ? { type: 'function', function: { name: 'set_level' } } : 'required',
+        parallel_tool_calls: !named && i % 4 === 1,
+        messages: [{ role: 'user', content: `Task ${i}: look at the repository.` }],
+      });
+      const c = r.choices[0];
+      if (!named && c.finish_reason === 'length') continue;
+      assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c.message));
+      assert.ok(c.message.tool_calls.length >= 1);
+      if (named || i % 4 !== 1) assert.equal(c.message.tool_calls.length, 1, 'parallel_tool_calls: false');
+      for (const tc of c.message.tool_calls) {
+        if (named) assert.equal(tc.function.name, 'set_level');
+        const validate = validators[tc.function.name];
+        assert.ok(validate, `a tool of the request: ${tc.function.name}`);
+        assert.ok(validate(JSON.parse(tc.function.arguments)), `${tc.function.arguments}: ${JSON.stringify(validate.errors)}`);
+      }
+      named_ok += named;
+    }
+    assert.equal(named_ok, 6);
   });
 
   test('invalid params raise BadRequestError (400)', async () => {

@@ -13,6 +13,8 @@
 #include "decoder_node/decoder_service.h"
 #include "engine/config/presets.h"
 #include "engine/sampling.h"
+#include "grammar/token_mask.h"
+#include "tokenizer/tokenizer.h"
 #include "encoder_node/encoder_service.h"
 #include "node.grpc.pb.h"
 #include "node_client/node_client.h"
@@ -250,6 +252,92 @@ class NodesTest : public ::testing::Test {
         EXPECT_EQ(got.logprobs[i].top[0].first, got.ids[i]);
       }
     }
+  }
+
+  // Constrained decoding (issue 44 item 3) on a decoder with `o` (a masker over a made-up
+  // byte-level vocabulary is added): greedy and sampled replies are each one complete document of
+  // the schema, ended by the end of sentence, with the same tokens and logprobs streamed per token.
+  // A made-up byte-level vocabulary for the model: ids 0-2 control, then every byte, then merges
+  // over JSON's alphabet, so tokens end values, open and close strings, and hold several bytes.
+  struct JsonVocab {
+    std::vector<std::string> bytes;
+    std::unique_ptr<grammar::TokenMasker> masker;
+    std::string Text(const std::vector<int32_t>& ids) const {
+      std::string t;
+      for (int32_t id : ids)
+        if (id != kEosId) t += bytes[static_cast<size_t>(id)];
+      return t;
+    }
+  };
+  static JsonVocab MakeJsonVocab() {
+    const int V = model_->config().vocab_size;
+    JsonVocab v;
+    v.bytes.resize(static_cast<size_t>(V));
+    std::vector<bool> control(static_cast<size_t>(V), false);
+    for (int id = 0; id < 3; ++id) control[static_cast<size_t>(id)] = true;
+    std::mt19937 rng(5);
+    const std::string alphabet = "{}[]\",:0123456789-truefalsenul ab";
+    for (int id = 3; id < V; ++id) {
+      if (id < 259) {
+        v.bytes[static_cast<size_t>(id)] = std::string(1, static_cast<char>(id - 3));
+      } else {
+        for (int k = 2 + static_cast<int>(rng() % 4); k > 0; --k) v.bytes[static_cast<size_t>(id)] += alphabet[rng() % alphabet.size()];
+      }
+    }
+    v.bytes[kEosId] = "<eos>";
+    v.masker = std::make_unique<grammar::TokenMasker>(v.bytes, control, V, kEosId);
+    return v;
+  }
+  static constexpr const char* kToolSchema = R"({"type": "object", "properties": {"ok": {"type": "boolean"},
+      "n": {"type": "integer"}, "mode": {"enum": ["read", "write"]}, "tags": {"type": "array", "items": {"enum": [1, 2]}}},
+      "required": ["ok", "n", "mode"], "additionalProperties": false})";
+  GenerateInput ConstrainedInput(const std::vector<int32_t>& prompt, float temperature, uint64_t seed) {
+    GenerateInput in;
+    in.ns = ns_.id;
+    in.tokens = prompt;
+    in.encoder = encoder_->addr;
+    in.sampling.temperature = temperature;
+    in.sampling.seed = seed;
+    in.sampling.max_tokens = 400;
+    in.sampling.stop_ids = {kEosId};
+    in.sampling.response_json = true;
+    in.sampling.response_schema = kToolSchema;
+    in.unit_tokens = kUnit;
+    in.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    return in;
+  }
+
+  void ExpectRepliesFollowTheSchema(DecoderOptions o) {
+    const JsonVocab vocab = MakeJsonVocab();
+    o.masker = vocab.masker.get();
+    DecoderServer d(*model_, client_.get(), nodes_.get(), &pool_, o);
+    int sampled_differ = 0;
+    std::string first_doc;
+    for (int round = 0; round < 6; ++round) {
+      GenerateInput in = ConstrainedInput(Tokens(30, 90 + round), round == 0 ? 0.0f : 1.0f, static_cast<uint64_t>(round));
+      in.sampling.logprobs = true;
+      std::vector<int32_t> ids;
+      const GenerateCallResult res = nodes_->Generate(d.addr, in, nullptr, [&](const GeneratedTokens& part) {
+        ids.insert(ids.end(), part.ids.begin(), part.ids.end());
+        for (const TokenLogprob& lp : part.logprobs) EXPECT_TRUE(std::isfinite(lp.logprob));
+        return true;
+      });
+      ASSERT_TRUE(res.status.ok()) << res.status.ToString();
+      ASSERT_EQ(res.end.finish_reason, "stop") << "round " << round;
+      ASSERT_FALSE(ids.empty());
+      EXPECT_EQ(ids.back(), kEosId);
+      const std::string doc = vocab.Text(ids);
+      SCOPED_TRACE(doc);
+      const auto v = nlohmann::json::parse(doc, nullptr, /*allow_exceptions=*/false);
+      ASSERT_FALSE(v.is_discarded());
+      EXPECT_TRUE(v["ok"].is_boolean());
+      EXPECT_TRUE(v["n"].is_number_integer());
+      EXPECT_TRUE(v["mode"] == "read" || v["mode"] == "write");
+      for (const auto& t : v.value("tags", nlohmann::json::array())) EXPECT_TRUE(t == 1 || t == 2);
+      if (round == 0) first_doc = doc;
+      sampled_differ += round > 0 && doc != first_doc;
+    }
+    EXPECT_GT(sampled_differ, 0);  // sampling explored the schema, not one greedy path
   }
 
   static Model* model_;
@@ -515,6 +603,64 @@ TEST_F(NodesTest, PenaltiesLogitBiasAndLogprobsEqualOneProcess) {
   ExpectAdjustedRepliesEqualOneProcess(dec_a_.get(), prompt, {}, 12, 0);
 }
 
+TEST_F(NodesTest, RepliesWithAResponseFormatFollowTheSchema) { ExpectRepliesFollowTheSchema({}); }
+
+// Migration (item 7): a constrained reply resumed on another decoder after some of its tokens
+// continues as the uninterrupted one: the grammar reads the resumed tokens first.
+TEST_F(NodesTest, AMigratedConstrainedReplyContinuesAsTheUninterruptedOne) {
+  const JsonVocab vocab = MakeJsonVocab();
+  DecoderOptions o;
+  o.masker = vocab.masker.get();
+  DecoderServer a(*model_, client_.get(), nodes_.get(), &pool_, o), b(*model_, client_.get(), nodes_.get(), &pool_, o);
+  const std::vector<int32_t> prompt = Tokens(40, 77);
+  auto run = [&](DecoderServer* d, const GenerateInput& in) {
+    std::vector<int32_t> ids;
+    const GenerateCallResult res = nodes_->Generate(d->addr, in, nullptr, [&](const GeneratedTokens& part) {
+      ids.insert(ids.end(), part.ids.begin(), part.ids.end());
+      return true;
+    });
+    EXPECT_TRUE(res.status.ok()) << res.status.ToString();
+    return ids;
+  };
+  const std::vector<int32_t> whole = run(&a, ConstrainedInput(prompt, 0.0f, 0));
+  ASSERT_GT(whole.size(), 4u) << vocab.Text(whole);
+  const size_t k = whole.size() / 2;
+  GenerateInput resumed = ConstrainedInput(prompt, 0.0f, 0);
+  resumed.tokens.insert(resumed.tokens.end(), whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(k));
+  resumed.resumed = static_cast<int64_t>(k);
+  resumed.sampling.max_tokens = 400 - static_cast<uint32_t>(k);
+  EXPECT_EQ(run(&b, resumed), std::vector<int32_t>(whole.begin() + static_cast<std::ptrdiff_t>(k), whole.end()))
+      << vocab.Text(whole);
+  // Resumed tokens the schema cannot have written are refused.
+  GenerateInput bad = ConstrainedInput(prompt, 0.0f, 0);
+  bad.tokens.push_back(3 + 'x');
+  bad.resumed = 1;
+  EXPECT_EQ(nodes_->Generate(b.addr, bad, nullptr, [](const GeneratedTokens&) { return true; }).status.code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(NodesTest, AResponseFormatNeedsATokenizerAndAValidSchema) {
+  GenerateInput in;
+  in.ns = ns_.id;
+  in.tokens = Tokens(20, 3);
+  in.encoder = encoder_->addr;
+  in.sampling.max_tokens = 8;
+  in.sampling.response_json = true;
+  in.unit_tokens = kUnit;
+  in.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto code = [&](DecoderServer* d) {
+    return nodes_->Generate(d->addr, in, nullptr, [](const GeneratedTokens&) { return true; }).status.code();
+  };
+  EXPECT_EQ(code(dec_a_.get()), StatusCode::kFailedPrecondition);  // no masker
+  const std::vector<std::string> bytes = {"<bos>", "<eos>", "<pad>", "{", "}", "\""};
+  const grammar::TokenMasker masker(bytes, {true, true, true}, model_->config().vocab_size, kEosId);
+  DecoderOptions o;
+  o.masker = &masker;
+  DecoderServer d(*model_, client_.get(), nodes_.get(), &pool_, o);
+  in.sampling.response_schema = R"({"type": "string", "pattern": "x"})";
+  EXPECT_EQ(code(&d), StatusCode::kInvalidArgument);
+}
+
 TEST_F(NodesTest, BadRequestsAreRefusedAndNodesStayUp) {
   auto base = [&] {
     pb::GenerateRequest req;
@@ -640,6 +786,44 @@ TEST_F(SpeculativeNodesTest, PenaltiesLogitBiasAndLogprobsEqualOneProcess) {
   const LogitAdjustments a{2.0f, 1.0f, {{plain[0], -100.0f}, {favoured, 4.0f}}};
   ExpectAdjustedRepliesEqualOneProcess(dec_a_.get(), prompt, a, 20, 2);
   EXPECT_GT(dec_a_->spec.drafted_tokens.Value(), 0);
+}
+
+// The speculator masks every verified row with the grammar after the drafts accepted before it.
+TEST_F(SpeculativeNodesTest, RepliesWithAResponseFormatFollowTheSchema) {
+  DecoderOptions o;
+  o.speculative = true;
+  const int block = model_->config().dspark_block_size;
+  o.verify_cost = VerifyCostCurve{{1}, {std::vector<double>(static_cast<size_t>(block) + 1, 1.0)}, {0.0}};
+  ExpectRepliesFollowTheSchema(o);
+}
+
+// Greedy constrained replies are the same with and without speculation: drafts are checked against
+// the masked rows, so only what the grammar admits is ever accepted.
+TEST_F(SpeculativeNodesTest, GreedyConstrainedRepliesEqualPlainDecoding) {
+  const JsonVocab vocab = MakeJsonVocab();
+  DecoderOptions plain_options, spec_options;
+  plain_options.masker = spec_options.masker = vocab.masker.get();
+  spec_options.speculative = true;
+  const int block = model_->config().dspark_block_size;
+  spec_options.verify_cost = VerifyCostCurve{{1}, {std::vector<double>(static_cast<size_t>(block) + 1, 1.0)}, {0.0}};
+  DecoderServer plain(*model_, client_.get(), nodes_.get(), &pool_, plain_options);
+  DecoderServer spec(*model_, client_.get(), nodes_.get(), &pool_, spec_options);
+  ASSERT_TRUE(spec.core->speculating());
+  auto run = [&](DecoderServer* d, const GenerateInput& in) {
+    std::vector<int32_t> ids;
+    const GenerateCallResult res = nodes_->Generate(d->addr, in, nullptr, [&](const GeneratedTokens& part) {
+      ids.insert(ids.end(), part.ids.begin(), part.ids.end());
+      return true;
+    });
+    EXPECT_TRUE(res.status.ok()) << res.status.ToString();
+    return ids;
+  };
+  for (int i = 0; i < 3; ++i) {
+    const GenerateInput in = ConstrainedInput(Tokens(25, 300 + i), 0.0f, 0);
+    const std::vector<int32_t> want = run(&plain, in);
+    EXPECT_EQ(run(&spec, in), want) << vocab.Text(want);
+  }
+  EXPECT_GT(spec.spec.drafted_tokens.Value(), 0);
 }
 
 TEST_F(SpeculativeNodesTest, AMigratedGreedyRequestContinuesAsThePlainRun) {
