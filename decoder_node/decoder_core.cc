@@ -94,7 +94,7 @@ struct DecoderCore::Sequence final : LogitShaper {
   std::optional<grammar::JsonMatcher> matcher;
   const grammar::TokenMasker* masker = nullptr;
   grammar::TokenBitmask mask;
-  bool stuck = false;           // the grammar admitted no token (a bug: byte-level vocabularies have every byte)
+  bool stuck = false;           // the grammar admitted no token (a bug: it never reaches such a state)
   int top_logprobs = -1;        // >= 0: every token's log-probabilities go with it, this many top ids
   uint32_t max_tokens = 0;
   std::vector<int32_t> stop_ids;
@@ -407,10 +407,13 @@ Status DecoderCore::Resume(const GenerateInput& in, int64_t P, const SamplingPar
                            std::vector<float>* logits, Rng* rng, std::vector<float>* dspark_hidden) {
   const int V = model_.config().vocab_size;
   // The replay's logits chose the first resumed token on the failed decoder. With greedy sampling
-  // they must choose it again here: a different choice means the two runs' prefills differed (a
+  // (and nothing shaping them: a grammar or bias would have to be applied first) they must choose
+  // it again here: a different choice means the two runs' prefills differed (a
   // lost prefix unit or SWA state at H, rebuilt by a bounded replay), and the continuation may then
   // differ from an uninterrupted run's. Worth a line; the request goes on.
-  if (sampling.temperature == 0.0f && Argmax(logits->data(), V) != in.tokens[static_cast<size_t>(P)]) {
+  const bool shaped = !in.sampling.logit_bias.empty() || in.sampling.frequency_penalty != 0.0f ||
+                      in.sampling.presence_penalty != 0.0f || in.sampling.response_json || !in.sampling.tool_calls.empty();
+  if (sampling.temperature == 0.0f && !shaped && Argmax(logits->data(), V) != in.tokens[static_cast<size_t>(P)]) {
     std::cerr << "decoder: migrated request " << in.request_id << ": the replay's greedy token differs from the one "
               << "streamed by the failed attempt; its continuation may differ from an uninterrupted run\n";
   }

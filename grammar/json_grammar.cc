@@ -19,6 +19,16 @@ class Compiler {
   Compiler(const Json& root, bool lenient) : root_(root), lenient_(lenient) {}
 
   StatusOr<int32_t> Compile(const Json& s, const std::string& at) {
+    // Each level of schema (through $ref too) is a level of this recursion: bounded, whatever the
+    // request's JSON depth.
+    if (depth_ >= kMaxNesting) return Refuse(at, "the schema nests deeper than " + std::to_string(kMaxNesting) + " levels");
+    ++depth_;
+    StatusOr<int32_t> n = CompileLevel(s, at);
+    --depth_;
+    return n;
+  }
+
+  StatusOr<int32_t> CompileLevel(const Json& s, const std::string& at) {
     if (g_->nodes.size() >= static_cast<size_t>(kMaxNodes)) return Refuse(at, "the schema is too large");
     if (s.is_boolean()) {
       if (s.get<bool>()) return AnyValue();
@@ -42,6 +52,9 @@ class Compiler {
     if (s.contains("enum")) {
       const Json& e = s["enum"];
       if (!e.is_array() || e.empty()) return Refuse(at + "/enum", "enum must be a non-empty array");
+      if (e.size() > static_cast<size_t>(kMaxEnum)) {
+        return Refuse(at + "/enum", "enum may hold at most " + std::to_string(kMaxEnum) + " members");
+      }
       std::vector<int32_t> alts;
       for (size_t i = 0; i < e.size(); ++i) {
         DS41_ASSIGN_OR_RETURN(int32_t lit, Literal(e[i], at + "/enum/" + std::to_string(i)));
@@ -160,7 +173,8 @@ class Compiler {
   }
 
   StatusOr<int32_t> Object(const Json& s, const std::string& at) {
-    if (s.contains("additionalProperties") && s["additionalProperties"] != false && !(lenient_ && s.contains("properties"))) {
+    if (lenient_ && !s.contains("properties")) return FreeObject();
+    if (s.contains("additionalProperties") && s["additionalProperties"] != false && !lenient_) {
       // Without properties, "additionalProperties": true (or absent) is any object.
       if (!s.contains("properties") && s["additionalProperties"] == true) return FreeObject();
       return Refuse(at + "/additionalProperties", "additionalProperties must be false");
@@ -240,6 +254,7 @@ class Compiler {
 
   const Json& root_;
   const bool lenient_;
+  int depth_ = 0;
   std::shared_ptr<Grammar> g_ = std::make_shared<Grammar>();
   std::map<std::string, int32_t> refs_;
   int32_t any_ = -1;
@@ -266,49 +281,48 @@ Status CheckNoEmptyCycles(const Grammar& g) {
   return Status::Ok();
 }
 
-// Fills every node's min_height; INVALID_ARGUMENT when the root has no finite document.
+// Fills every node's min_depth; INVALID_ARGUMENT when the root has no finite document or needs
+// deeper stacks than the matcher keeps.
 Status ComputeHeights(Grammar* g) {
   // A fixpoint from "no finite document known": leaves and empty containers first, then whatever
-  // they make finite, until nothing changes (at most once per node).
+  // they make finite. Children are often later than parents, so passes repeat until nothing
+  // changes: at most once per level of nesting, and the compiler bounds the nesting.
   std::vector<Node>& nodes = g->nodes;
   constexpr int32_t kNone = std::numeric_limits<int32_t>::max();
-  for (Node& n : nodes) n.min_height = kNone;
+  for (Node& n : nodes) n.min_depth = kNone;
+  auto deeper = [&](int32_t acc, int32_t child) {
+    const int32_t v = nodes[static_cast<size_t>(child)].min_depth;
+    return acc == kNone || v == kNone ? kNone : std::max(acc, v + 1);
+  };
   for (bool changed = true; changed;) {
     changed = false;
     for (Node& n : nodes) {
-      int32_t h = kNone;
+      int32_t h = 1;  // the node's own frame: literals, strings, numbers, [] and {}, raw text
       switch (n.kind) {
-        case NodeKind::kObject: {
-          h = 1;
-          for (const Property& p : n.properties) {
-            if (!p.required) continue;
-            const int32_t v = nodes[static_cast<size_t>(p.value)].min_height;
-            h = v == kNone ? kNone : std::max(h, v + 1);
-            if (h == kNone) break;
-          }
-          break;
-        }
-        case NodeKind::kAnyOf:
-          for (int32_t a : n.alternatives) h = std::min(h, nodes[static_cast<size_t>(a)].min_height);
+        case NodeKind::kObject:
+          for (const Property& p : n.properties)
+            if (p.required) h = deeper(h, p.value);
           break;
         case NodeKind::kSequence:
-          h = 0;
-          for (int32_t a : n.alternatives) {
-            const int32_t v = nodes[static_cast<size_t>(a)].min_height;
-            h = v == kNone ? kNone : std::max(h, v);
-            if (h == kNone) break;
-          }
+          for (int32_t a : n.alternatives) h = deeper(h, a);
           break;
-        default: h = 0;  // literals, strings, numbers, [] and {}
+        case NodeKind::kAnyOf:  // not a frame: its cheapest alternative
+          h = kNone;
+          for (int32_t a : n.alternatives) h = std::min(h, nodes[static_cast<size_t>(a)].min_depth);
+          break;
+        default: break;
       }
-      if (h < n.min_height) {
-        n.min_height = h;
+      if (h < n.min_depth) {
+        n.min_depth = h;
         changed = true;
       }
     }
   }
-  if (nodes[static_cast<size_t>(g->root)].min_height == kNone) {
+  if (nodes[static_cast<size_t>(g->root)].min_depth == kNone) {
     return InvalidArgumentError("schema: no finite document satisfies it (a required property needs itself)");
+  }
+  if (nodes[static_cast<size_t>(g->root)].min_depth > kMaxNesting) {
+    return InvalidArgumentError("schema: its smallest document nests deeper than " + std::to_string(kMaxNesting) + " levels");
   }
   return Status::Ok();
 }

@@ -1,7 +1,7 @@
 // A JSON grammar compiled from a JSON Schema (the subset OpenAI's strict structured outputs accept)
 // or for any JSON object (response_format json_object). Documents are compact: no whitespace
-// between tokens, object properties in the schema's order, numbers of bounded length — so every
-// document the grammar admits ends, and a model cannot spend its budget on spaces. The matcher
+// between tokens, object properties in the schema's order, numbers of bounded length — so a model
+// cannot spend its budget on spaces or digits (strings and arrays may still run on). The matcher
 // (json_matcher.h) walks it byte by byte. Immutable once compiled (thread-safe to share).
 #pragma once
 
@@ -28,11 +28,14 @@ enum class NodeKind : uint8_t {
   kAnyOf,       // one of the alternatives (never a frame: expanded when a value starts)
   kSequence,    // the alternatives, each after the other (the DSML tool-call grammar)
   kRawUntil,    // any bytes, ended by `literal` (included); the terminator has no border
+  kTextWithout,  // any bytes that never hold `literal` (no border), ending anywhere
 };
 
 inline constexpr int kMaxDigits = 15;         // integer and fraction digits: exact in a double
 inline constexpr int kMaxExponentDigits = 2;  // so every number is a finite double (JSON parsers refuse 1e999)
 inline constexpr int kMaxNodes = 20000;
+inline constexpr int kMaxNesting = 64;      // frames in one matcher stack (json_matcher.h)
+inline constexpr int kMaxEnum = 1000;       // members of one enum
 inline constexpr int kMaxLiteralBytes = 4096;
 
 struct Property {
@@ -48,9 +51,10 @@ struct Node {
   int32_t keys = -1;                   // kFreeObject: a kString node for its keys
   std::vector<Property> properties;    // kObject
   std::vector<int32_t> alternatives;   // kAnyOf; kSequence: its parts in order
-  // The fewest nested objects a finite document of this node needs (its required properties'
-  // chain), computed by the compiler, which refuses a root that has none.
-  int32_t min_height = 0;
+  // The fewest matcher frames a finite document of this node needs at once (itself and its
+  // required properties' chain), computed by the compiler, which refuses a root that has none or
+  // needs more than kMaxNesting. The matcher begins a value only where it fits.
+  int32_t min_depth = 0;
 };
 
 struct Grammar {

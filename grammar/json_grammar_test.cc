@@ -60,6 +60,18 @@ TEST(JsonGrammarTest, RefusesWhatLiesOutsideTheSubsetNamingWhere) {
       {R"({"$ref": "#/$defs/a", "$defs": {"a": {"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}},
           "required": ["x"], "additionalProperties": false}}})", "no finite document"},
   };
+  // A chain of $defs stays flat in the JSON: the compiler's own recursion is bounded.
+  Json chain = {{"$ref", "#/$defs/a0"}, {"$defs", Json::object()}};
+  for (int i = 0; i < 200; ++i) {
+    chain["$defs"]["a" + std::to_string(i)] = {{"type", "object"},
+                                               {"properties", {{"x", {{"$ref", "#/$defs/a" + std::to_string(i + 1)}}}}},
+                                               {"required", {"x"}}};
+  }
+  chain["$defs"]["a200"] = {{"type", "null"}};
+  EXPECT_NE(CompileJsonSchema(chain).status().message().find("nests deeper than 64"), std::string::npos);
+  Json wide = {{"enum", Json::array()}};
+  for (int i = 0; i <= kMaxEnum; ++i) wide["enum"].push_back(i);
+  EXPECT_NE(CompileJsonSchema(wide).status().message().find("at most 1000 members"), std::string::npos);
   for (const Case& c : cases) {
     SCOPED_TRACE(c.schema);
     auto g = CompileJsonSchema(Json::parse(c.schema));

@@ -72,10 +72,33 @@ void JsonMatcher::Expand(int32_t node, std::vector<Frame>* out, int depth) const
   for (int32_t alt : n.alternatives) Expand(alt, out, depth + 1);
 }
 
+bool JsonMatcher::Fits(size_t depth, int32_t node) const {
+  return depth + static_cast<size_t>(grammar_->nodes[static_cast<size_t>(node)].min_depth) <=
+         static_cast<size_t>(kMaxNesting);
+}
+
+bool JsonMatcher::NextValueFits(const Stack& s) const {
+  const Frame& top = s.back();
+  const Node& n = grammar_->nodes[static_cast<size_t>(top.node)];
+  switch (n.kind) {
+    case NodeKind::kArray: return top.phase != kArrAfterItem || Fits(s.size(), n.items);
+    case NodeKind::kFreeObject: return top.phase != kObjAfterValue || Fits(s.size(), n.keys);
+    case NodeKind::kObject:
+      if (top.phase != kObjAfterValue) return true;
+      for (size_t j = static_cast<size_t>(top.a); j < n.properties.size(); ++j) {
+        if (Fits(s.size(), n.properties[j].value)) return true;
+        if (n.properties[j].required) return false;
+      }
+      return false;
+    default: return true;
+  }
+}
+
 bool JsonMatcher::CanEndHere(const Frame& f) const {
   const Node& n = grammar_->nodes[static_cast<size_t>(f.node)];
   const NodeKind k = n.kind;
   if (k == NodeKind::kSequence) return static_cast<size_t>(f.a) == n.alternatives.size();
+  if (k == NodeKind::kTextWithout) return true;
   if (k != NodeKind::kNumber && k != NodeKind::kInteger) return false;
   return f.phase == kNumZero || f.phase == kNumInt || f.phase == kNumFrac || f.phase == kNumExp;
 }
@@ -285,6 +308,14 @@ JsonMatcher::Result JsonMatcher::Consume(Frame* f, uint8_t c, int32_t* child) co
       f->a = static_cast<uint8_t>(end[0]) == c ? 1 : 0;  // the terminator has no border: no other restart
       return Result::kStay;
     }
+    case NodeKind::kTextWithout: {
+      const std::string& banned = n.literal;
+      if (static_cast<uint8_t>(banned[static_cast<size_t>(f->a)]) == c) {
+        return ++f->a == static_cast<int32_t>(banned.size()) ? Result::kReject : Result::kStay;
+      }
+      f->a = static_cast<uint8_t>(banned[0]) == c ? 1 : 0;
+      return Result::kStay;
+    }
     case NodeKind::kSequence:  // every part taken (pending parts are pushed above): it ends before the byte
     case NodeKind::kAnyOf:     // never a frame
       break;
@@ -304,6 +335,7 @@ void JsonMatcher::Step(Stack stack, uint8_t c, std::vector<Stack>* out) const {
   if (n.kind == NodeKind::kObject && (top.phase == kObjFirst || top.phase == kObjAfterComma) && c == '"') {
     // Any property from the next one on, skipping only optional ones, may come now.
     for (size_t j = static_cast<size_t>(top.a); j < n.properties.size(); ++j) {
+      if (!Fits(stack.size(), n.properties[j].value)) continue;  // an optional one too deep here (required ones fit)
       Stack s = stack;
       s.back() = Frame{top.node, kObjKey, 0, static_cast<int32_t>(j)};
       out->push_back(std::move(s));
@@ -311,6 +343,9 @@ void JsonMatcher::Step(Stack stack, uint8_t c, std::vector<Stack>* out) const {
     }
     return;
   }
+  // A separator commits to another value: only where one still fits under kMaxNesting, so the
+  // matcher never reaches a state no byte continues.
+  if (c == ',' && !NextValueFits(stack)) return;
   int32_t child = -1;
   switch (Consume(&stack.back(), c, &child)) {
     case Result::kReject: return;
@@ -320,10 +355,10 @@ void JsonMatcher::Step(Stack stack, uint8_t c, std::vector<Stack>* out) const {
       out->push_back(std::move(stack));
       return;
     case Result::kPush: {
-      if (stack.size() >= static_cast<size_t>(kMaxNesting)) return;
       std::vector<Frame> starts;
       Expand(child, &starts);
       for (const Frame& f : starts) {
+        if (!Fits(stack.size(), f.node)) continue;
         Stack s = stack;
         s.push_back(f);
         Step(std::move(s), c, out);  // the child's first byte
@@ -374,7 +409,7 @@ JsonMatcher JsonMatcher::Expanded() const {
   JsonMatcher out(grammar_, {});
   std::vector<Frame> starts;
   for (Stack s : stacks_) {
-    const int32_t child = s.empty() || s.size() >= static_cast<size_t>(kMaxNesting) ? -1 : TakePendingValue(&s.back());
+    const int32_t child = s.empty() ? -1 : TakePendingValue(&s.back());
     if (child < 0) {
       out.stacks_.push_back(std::move(s));
       continue;
@@ -382,6 +417,7 @@ JsonMatcher JsonMatcher::Expanded() const {
     starts.clear();
     Expand(child, &starts);
     for (const Frame& f : starts) {
+      if (!Fits(s.size(), f.node)) continue;
       out.stacks_.push_back(s);
       out.stacks_.back().push_back(f);
     }
@@ -395,7 +431,8 @@ std::vector<std::pair<std::optional<Frame>, JsonMatcher>> JsonMatcher::GroupsByT
   JsonMatcher rest(grammar_, {});
   for (const Stack& s : stacks_) {
     const NodeKind k = s.empty() ? NodeKind::kAnyOf : grammar_->nodes[static_cast<size_t>(s.back().node)].kind;
-    if (k != NodeKind::kString && k != NodeKind::kNumber && k != NodeKind::kInteger && k != NodeKind::kRawUntil) {
+    if (k != NodeKind::kString && k != NodeKind::kNumber && k != NodeKind::kInteger && k != NodeKind::kRawUntil &&
+        k != NodeKind::kTextWithout) {
       rest.stacks_.push_back(s);
       continue;
     }

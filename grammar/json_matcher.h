@@ -1,5 +1,6 @@
-// A byte-level pushdown matcher over a compiled JSON grammar (json_grammar.h): it accepts exactly
-// the prefixes of the documents the grammar admits. Where the grammar leaves a choice open (anyOf,
+// A byte-level pushdown matcher over a compiled JSON grammar (json_grammar.h): it accepts the
+// prefixes of the documents the grammar admits that nest at most kMaxNesting frames (a value begins
+// only where a finished one fits, so every accepted prefix can still be completed). Where the grammar leaves a choice open (anyOf,
 // an optional property, a number that may go on or end) it follows every choice at once, as a set
 // of stacks; a byte keeps the stacks that accept it. Thread-compatible: one per sequence; copies
 // are independent (the token masker explores from copies).
@@ -15,8 +16,7 @@
 
 namespace ds41::grammar {
 
-inline constexpr int kMaxNesting = 64;   // frames in one stack: deeper documents are refused
-inline constexpr int kMaxStacks = 256;   // stacks followed at once; more are dropped (and counted)
+inline constexpr int kMaxStacks = 4096;  // stacks followed at once; more are dropped (and counted)
 
 // One level of a document being matched: a grammar node and where inside it the bytes are.
 struct Frame {
@@ -71,6 +71,10 @@ class JsonMatcher {
   // to where the value leaves it and returns the value's node; else -1.
   int32_t TakePendingValue(Frame* f) const;
   bool SameTopState(const Frame& x, const Frame& y) const;
+  // A value of `node` begun on a stack of `depth` frames can be finished within kMaxNesting.
+  bool Fits(size_t depth, int32_t node) const;
+  // After a ',' on `s`, some value can still begin there.
+  bool NextValueFits(const Stack& s) const;
   void Normalize();  // sorted, without repeats, at most kMaxStacks
   // Appends to `out` what `stack` becomes after `byte`.
   void Step(Stack stack, uint8_t byte, std::vector<Stack>* out) const;

@@ -105,6 +105,26 @@ TEST(JsonMatcherTest, RecursiveSchemasNestUpToTheLimit) {
   EXPECT_FALSE(Matches(g, deep));
 }
 
+// At the nesting limit the matcher refuses to begin a value rather than accept a key it cannot
+// give one: every prefix it accepts can still be completed.
+TEST(JsonMatcherTest, NoDeadEndAtTheNestingLimit) {
+  const auto g = Compile(R"({"$ref": "#/$defs/n", "$defs": {"n": {"type": "object",
+      "properties": {"c": {"anyOf": [{"$ref": "#/$defs/n"}, {"type": "null"}]}, "d": {"type": "array", "items": {"type": "integer"}}},
+      "required": ["c"], "additionalProperties": false}}})");
+  JsonMatcher m(g);
+  int levels = 0;
+  while (m.AcceptBytes(R"({"c":)")) ++levels;
+  EXPECT_GT(levels, 10);
+  EXPECT_LT(levels, kMaxNesting);
+  ASSERT_TRUE(m.AcceptBytes("null"));
+  // The optional array of the innermost objects: begun only where it fits.
+  const bool array = m.AcceptBytes(R"(,"d":[1,2])");
+  for (int i = 0; i < levels; ++i) {
+    ASSERT_TRUE(m.Accept('}')) << "level " << i << (array ? " (with an array)" : "");
+  }
+  EXPECT_TRUE(m.IsComplete());
+}
+
 TEST(JsonMatcherTest, InsideFreeStringOnlyInAStringsText) {
   const auto g = Compile(kToolSchema);
   JsonMatcher m(g);
@@ -207,7 +227,8 @@ std::set<size_t> Ends(const Grammar& g, int32_t node, std::string_view t, size_t
       return t.substr(pos, n.literal.size()) == n.literal ? std::set<size_t>{pos + n.literal.size()} : std::set<size_t>{};
     case NodeKind::kString: return StringEnd(t, pos);
     case NodeKind::kSequence:
-    case NodeKind::kRawUntil: return {};  // tool-call grammars only (tool_call_grammar_test.cc)
+    case NodeKind::kRawUntil:
+    case NodeKind::kTextWithout: return {};  // tool-call grammars only (tool_call_grammar_test.cc)
     case NodeKind::kNumber: return NumberEnds(t, pos, true);
     case NodeKind::kInteger: return NumberEnds(t, pos, false);
     case NodeKind::kAnyOf: {

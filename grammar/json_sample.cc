@@ -68,12 +68,17 @@ void Generate(const Grammar& g, int32_t node, std::mt19937_64* rng, int depth, s
       *out += n.literal;
       return;
     }
+    case NodeKind::kTextWithout: {
+      static const std::vector<std::string> pieces = {"a", " ", "\n", "ok", "é"};
+      for (int i = pick(6); i > 0; --i) *out += pieces[static_cast<size_t>(pick(static_cast<int>(pieces.size())))];
+      return;
+    }
     case NodeKind::kAnyOf: {
       // Deep down, the alternative with the shortest finite document (recursive schemas end).
       int32_t choice = n.alternatives[static_cast<size_t>(pick(static_cast<int>(n.alternatives.size())))];
       if (depth > 4) {
         for (int32_t a : n.alternatives)
-          if (g.nodes[static_cast<size_t>(a)].min_height < g.nodes[static_cast<size_t>(choice)].min_height) choice = a;
+          if (g.nodes[static_cast<size_t>(a)].min_depth < g.nodes[static_cast<size_t>(choice)].min_depth) choice = a;
       }
       Generate(g, choice, rng, depth, out);
       return;

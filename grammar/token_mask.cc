@@ -102,7 +102,8 @@ std::unique_ptr<TokenMasker::TopTable> TokenMasker::BuildTable(const JsonMatcher
     const JsonMatcher* state;
     bool in_text;
   };
-  std::vector<JsonMatcher> slots(static_cast<size_t>(all_.depth) + 1, probe);
+  std::vector<JsonMatcher> slots;  // per depth, made when first reached
+  slots.reserve(static_cast<size_t>(all_.depth) + 1);
   std::vector<Level> path;
   path.push_back({0, all_.first[0], &probe, probe.InsideFreeString()});
   while (!path.empty()) {
@@ -119,6 +120,7 @@ std::unique_ptr<TokenMasker::TopTable> TokenMasker::BuildTable(const JsonMatcher
     const JsonMatcher* state = parent.state;
     bool in_text = parent.in_text;
     if (!(in_text && !BreaksString(c))) {
+      if (slots.size() <= path.size()) slots.resize(path.size() + 1, probe);
       JsonMatcher& slot = slots[path.size()];
       slot = *parent.state;
       if (!slot.Accept(c)) {
@@ -149,7 +151,7 @@ const TokenMasker::TopTable& TokenMasker::TableFor(const JsonMatcher& m, const F
   const Node& n = m.grammar().nodes[static_cast<size_t>(top.node)];
   const std::string key = std::to_string(static_cast<int>(n.kind)) + "/" + std::to_string(top.phase) + "/" +
                           std::to_string(top.a) + "/" + std::to_string(top.b) + "/" +
-                          (n.kind == NodeKind::kRawUntil ? n.literal : std::string());
+                          (n.kind == NodeKind::kRawUntil || n.kind == NodeKind::kTextWithout ? n.literal : std::string());
   std::lock_guard<std::mutex> l(tables_mu_);
   std::unique_ptr<TopTable>& t = tables_[key];
   if (!t) t = BuildTable(m, top);
@@ -165,7 +167,8 @@ void TokenMasker::Walk(const Trie& t, const JsonMatcher& m, TokenBitmask* mask) 
     const JsonMatcher* state;
     bool in_string;
   };
-  std::vector<JsonMatcher> slots(static_cast<size_t>(t.depth) + 1, m);
+  std::vector<JsonMatcher> slots;  // per depth, made when first reached
+  slots.reserve(static_cast<size_t>(t.depth) + 1);
   std::vector<Level> path;
   path.push_back({0, t.first[0], &m, m.InsideFreeString()});
   while (!path.empty()) {
@@ -180,6 +183,7 @@ void TokenMasker::Walk(const Trie& t, const JsonMatcher& m, TokenBitmask* mask) 
     const JsonMatcher* state = parent.state;
     bool in_string = parent.in_string;
     if (!(in_string && !BreaksString(c))) {
+      if (slots.size() <= path.size()) slots.resize(path.size() + 1, m);
       JsonMatcher& slot = slots[path.size()];
       slot = *parent.state;
       if (!slot.Accept(c)) continue;

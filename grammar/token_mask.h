@@ -1,7 +1,7 @@
 // Which tokens of a byte-level vocabulary a JSON matcher accepts next: the mask constrained
 // decoding applies to a sequence's logits before sampling. Built once per vocabulary: a byte trie
 // of the tokens, which a walk from the matcher's state prunes at every refused prefix. Inside a
-// string or a number (JsonMatcher::UniformTop) the bytes act alike whatever surrounds the value, so
+// string, a number or raw text (JsonMatcher::GroupsByTop) the bytes act alike whatever surrounds it, so
 // for each such place a table says which tokens stay inside the value (allowed wholesale) and
 // which end it, kept as a trie of what follows the value's end and walked from the state the end
 // leaves. Free text, where most of the vocabulary is admissible, then costs a copy of a bitmask and
@@ -51,7 +51,7 @@ class TokenMasker {
     int depth = 0;  // the longest token's bytes
     void Build(const std::vector<std::pair<std::string, int32_t>>& tokens);
   };
-  // What tokens do from one place inside a string or number (a UniformTop).
+  // What tokens do from one place inside a string, a number or raw text (a group's top).
   struct TopTable {
     TokenBitmask within;               // their bytes stay inside the value
     Trie ending;                       // the value ends inside them: keyed by the bytes after its end

@@ -141,9 +141,13 @@ TEST(TokenMaskerTest, ToolCallMasksEqualBruteForce) {
       {"f", Json::parse(R"({"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"},
           "e": {"enum": ["a", 1]}}, "required": ["s", "n"]})"), false},
       {"g", Json(), false}};
-  auto g = CompileToolCalls(tools, {});
-  ASSERT_TRUE(g.ok());
-  for (uint64_t seed = 0; seed < 10; ++seed) {
+  ToolCallOptions optional;
+  optional.optional = true;
+  auto forced = CompileToolCalls(tools, {});
+  auto free_text = CompileToolCalls(tools, optional);
+  ASSERT_TRUE(forced.ok() && free_text.ok());
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    const auto& g = seed % 2 ? free_text : forced;
     const std::string doc = SampleDocument(**g, seed);
     JsonMatcher m(*g);
     for (size_t at = 0; at <= doc.size(); ++at) {

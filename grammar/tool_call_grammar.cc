@@ -21,9 +21,9 @@ class Builder {
     n.literal = std::move(bytes);
     return Add(std::move(n));
   }
-  int32_t Raw(std::string_view terminator) {
+  int32_t Raw(std::string_view terminator, NodeKind kind = NodeKind::kRawUntil) {
     Node n;
-    n.kind = NodeKind::kRawUntil;
+    n.kind = kind;
     n.literal = std::string(terminator);
     return Add(std::move(n));
   }
@@ -134,7 +134,12 @@ StatusOr<std::shared_ptr<const Grammar>> CompileToolCalls(const std::vector<Tool
     b.g.nodes[static_cast<size_t>(more_id)].alternatives = {b.Seq({}), again};
     body = b.Seq({invoke, more_id});
   }
-  int32_t root = b.Seq({b.Lit("\n\n<｜DSML｜ calls>\n"), body, b.Lit("\n</｜DSML｜ calls>")});
+  // The reply parser opens a block at its tag wherever it stands (the blank line before it is
+  // optional there), so free text must never hold the tag itself.
+  constexpr std::string_view kOpen = "<｜DSML｜ calls>";
+  const int32_t rest = b.Seq({b.Lit("\n"), body, b.Lit("\n</｜DSML｜ calls>")});
+  int32_t root = options.optional ? b.AnyOf({b.Raw(kOpen, NodeKind::kTextWithout), b.Seq({b.Raw(kOpen), rest})})
+                                  : b.Seq({b.Lit("\n\n" + std::string(kOpen)), rest});
   if (options.thinking) root = b.Seq({b.Raw("</think>"), root});
   b.g.root = root;
   auto g = std::make_shared<Grammar>(std::move(b.g));
@@ -143,7 +148,8 @@ StatusOr<std::shared_ptr<const Grammar>> CompileToolCalls(const std::vector<Tool
 }
 
 std::string ToolCallSpecText(const std::vector<ToolSpec>& tools, const ToolCallOptions& options) {
-  Json spec = {{"tools", Json::array()}, {"parallel", options.parallel}, {"thinking", options.thinking}};
+  Json spec = {{"tools", Json::array()}, {"parallel", options.parallel}, {"thinking", options.thinking},
+               {"optional", options.optional}};
   for (const ToolSpec& t : tools) {
     spec["tools"].push_back({{"name", t.name}, {"parameters", t.parameters}, {"strict", t.strict}});
   }
@@ -169,6 +175,7 @@ StatusOr<std::shared_ptr<const Grammar>> CompileToolCallSpec(std::string_view te
   ToolCallOptions o;
   o.parallel = flag(spec, "parallel", true);
   o.thinking = flag(spec, "thinking", false);
+  o.optional = flag(spec, "optional", false);
   return CompileToolCalls(tools, o);
 }
 

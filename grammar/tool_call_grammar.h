@@ -4,7 +4,8 @@
 // value may be a string is written raw (string="true"), any other value as compact JSON of its
 // schema (string="false"). Strict tools' schemas compile strictly (json_grammar.h); the others'
 // leniently (validation keywords outside the subset are not enforced). With thinking, free
-// reasoning up to "</think>" comes first.
+// reasoning up to "</think>" comes first. Optional (tool_choice "auto" with strict tools): the reply
+// is text, and may end with one block, which then holds to the same rules.
 #pragma once
 
 #include <memory>
@@ -25,6 +26,7 @@ struct ToolSpec {
 struct ToolCallOptions {
   bool parallel = true;   // false: exactly one call
   bool thinking = false;  // reasoning up to "</think>" before the block
+  bool optional = false;  // tool_choice "auto": text, and the block after it or none (no other block)
 };
 
 // INVALID_ARGUMENT naming the tool (and where in its parameters) when one cannot be compiled.

@@ -61,6 +61,27 @@ TEST(ToolCallGrammarTest, TheRenderedFormatIsAccepted) {
   EXPECT_FALSE(Matches(*g1, two));
 }
 
+// tool_choice "auto" with strict tools: free text, and a block after it only if well formed.
+TEST(ToolCallGrammarTest, OptionalCallsFollowFreeText) {
+  ToolCallOptions o;
+  o.optional = true;
+  auto g = CompileToolCalls(Tools(), o);
+  ASSERT_TRUE(g.ok());
+  const std::string block = "\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"noop\">\n</｜DSML｜ invoke>\n</｜DSML｜ calls>";
+  EXPECT_TRUE(Matches(*g, ""));
+  EXPECT_TRUE(Matches(*g, "Plain text <b>with tags</b>\n\nand paragraphs."));
+  EXPECT_TRUE(Matches(*g, "Let me look." + block));
+  EXPECT_TRUE(Matches(*g, block));
+  EXPECT_FALSE(Matches(*g, "Let me look.\n\n<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"rm\">"));  // an unknown tool
+  EXPECT_FALSE(Matches(*g, "Let me look." + block + " and more"));                         // nothing after the block
+  // The parser opens a block at the tag alone: free text never holds it, a block after it must hold.
+  EXPECT_FALSE(Matches(*g, "x<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"rm\">\n</｜DSML｜ invoke>\n</｜DSML｜ calls>"));
+  EXPECT_TRUE(Matches(*g, "x<｜DSML｜ calls>\n<｜DSML｜ invoke name=\"noop\">\n</｜DSML｜ invoke>\n</｜DSML｜ calls>"));
+  auto spec = CompileToolCallSpec(ToolCallSpecText(Tools(), o));
+  ASSERT_TRUE(spec.ok());
+  EXPECT_TRUE(Matches(*spec, "text only"));
+}
+
 TEST(ToolCallGrammarTest, ThinkingReasonsFreelyFirst) {
   ToolCallOptions o;
   o.thinking = true;

@@ -252,6 +252,7 @@ std::optional<ApiOutcome> CallableTools(const Json& body, const Json& choice, st
       return refuse("\"tool_choice\" must name a function: {\"type\": \"function\", \"function\": {\"name\": ...}}");
     }
     only = choice["function"]["name"].get<std::string>();
+    if (only.empty()) return refuse("\"tool_choice\" must name a function: the name is empty");
   }
   for (const Json& t : body["tools"]) {
     const Json* fn = t.is_object() && t.contains("function") && t["function"].is_object() ? &t["function"] : nullptr;
@@ -265,10 +266,22 @@ std::optional<ApiOutcome> CallableTools(const Json& body, const Json& choice, st
   return std::nullopt;
 }
 
+bool HasStrictTool(const Json& body) {
+  if (!body.contains("tools") || !body["tools"].is_array()) return false;
+  for (const Json& t : body["tools"]) {
+    if (t.is_object() && t.contains("function") && t["function"].is_object() && t["function"].contains("strict") &&
+        t["function"]["strict"] == true) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // Chat's tool and output controls, enforced by constrained decoding on the decoder:
-// response_format json_object / json_schema, and tool_choice "required" or a named function (the
-// reply is a tool-call block, one call when parallel_tool_calls is false). Grammars are compiled
-// here first, so a bad schema is this request's 400.
+// response_format json_object / json_schema; tool_choice "required" or a named function (the reply
+// is a tool-call block, one call when parallel_tool_calls is false); and, under "auto", tools
+// defined with strict: true (the reply is text, and a block after it only if it holds to the
+// tools' schemas). Grammars are compiled here first, so a bad schema is this request's 400.
 std::optional<ApiOutcome> ParseAgentControls(const Json& body, Sampling* s) {
   auto refuse = [](const std::string& m, const char* field) {
     return OpenAiApi::Error(StatusCode::kInvalidArgument, m, field);
@@ -278,28 +291,29 @@ std::optional<ApiOutcome> ParseAgentControls(const Json& body, Sampling* s) {
     if (!body["parallel_tool_calls"].is_boolean()) return refuse("\"parallel_tool_calls\" must be a boolean", "parallel_tool_calls");
     parallel = body["parallel_tool_calls"].get<bool>();
   }
-  bool forced = false;
-  if (body.contains("tool_choice") && !body["tool_choice"].is_null()) {
-    const Json& c = body["tool_choice"];
-    if (c == "none") {
-      s->tool_calls = false;
-    } else if (c == "required" || (c.is_object() && c.value("type", Json()) == "function")) {
-      std::vector<grammar::ToolSpec> tools;
-      if (auto refused = CallableTools(body, c, &tools)) return refused;
-      grammar::ToolCallOptions o;
-      o.parallel = parallel;
-      o.thinking = ThinkingEnabled(body);
-      if (auto g = grammar::CompileToolCalls(tools, o); !g.ok()) return refuse("tools: " + g.status().message(), "tools");
-      s->decode.tool_calls = grammar::ToolCallSpecText(tools, o);
-      forced = true;
-    } else if (c != "auto") {
-      return refuse("\"tool_choice\" must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}",
-                    "tool_choice");
-    }
+  const Json choice = body.contains("tool_choice") && !body["tool_choice"].is_null() ? body["tool_choice"] : Json("auto");
+  const bool forced = choice == "required" || (choice.is_object() && choice.value("type", Json()) == "function");
+  if (choice == "none") {
+    s->tool_calls = false;
+  } else if (!forced && choice != "auto") {
+    return refuse("\"tool_choice\" must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}",
+                  "tool_choice");
   }
-  if (!parallel && !forced) {
-    return refuse("\"parallel_tool_calls\": false is enforced with tool_choice \"required\" or a named function only",
-                  "parallel_tool_calls");
+  // Under "auto", strict tools and parallel_tool_calls false are enforced by the same optional grammar.
+  if (forced || (choice == "auto" && body.contains("tools") && (HasStrictTool(body) || !parallel))) {
+    std::vector<grammar::ToolSpec> tools;
+    if (auto refused = CallableTools(body, choice, &tools)) return refused;
+    grammar::ToolCallOptions o;
+    o.parallel = parallel;
+    o.thinking = ThinkingEnabled(body);
+    o.optional = !forced;
+    if (auto g = grammar::CompileToolCalls(tools, o); !g.ok()) return refuse("tools: " + g.status().message(), "tools");
+    s->decode.tool_calls = grammar::ToolCallSpecText(tools, o);
+    if (s->decode.tool_calls.size() > kMaxResponseSchemaBytes) {
+      return refuse("tools: too large to hold calls to (" + std::to_string(s->decode.tool_calls.size()) + " bytes, at most " +
+                        std::to_string(kMaxResponseSchemaBytes) + ")",
+                    "tools");
+    }
   }
   if (body.contains("response_format") && !body["response_format"].is_null()) {
     const Json& f = body["response_format"];
@@ -324,10 +338,17 @@ std::optional<ApiOutcome> ParseAgentControls(const Json& body, Sampling* s) {
         auto compiled = grammar::CompileJsonSchema(js["schema"]);
         if (!compiled.ok()) return refuse("response_format.json_schema." + compiled.status().message(), "response_format");
         s->decode.response_schema = js["schema"].dump();
+        if (s->decode.response_schema.size() > kMaxResponseSchemaBytes) {
+          return refuse("\"response_format.json_schema.schema\" is larger than " + std::to_string(kMaxResponseSchemaBytes) +
+                            " bytes",
+                        "response_format");
+        }
       }
     }
-    if (s->decode.response_json && forced) {
-      return refuse("\"response_format\" and a required tool call cannot both shape the reply", "response_format");
+    if (s->decode.response_json && !s->decode.tool_calls.empty()) {
+      return refuse("\"response_format\" and tool calls held to their schemas (a required tool call, strict tools) "
+                    "cannot both shape the reply yet",
+                    "response_format");
     }
     if (s->decode.response_json && ThinkingEnabled(body)) {
       return refuse("\"response_format\" with thinking enabled is not supported yet: the grammar would hold the "

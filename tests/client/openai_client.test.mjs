@@ -415,6 +415,21 @@ describe('ds41-serve with the official openai client', { skip }, () => {
     assert.equal(named_ok, 6);
   });
 
+  test('tool_choice auto with a strict tool: text, or calls whose arguments validate', async () => {
+    const validators = Object.fromEntries(AGENT_TOOLS.map((t) => [t.function.name, new (Ajv.default || Ajv)().compile(t.function.parameters)]));
+    for (let i = 0; i < 6; i++) {
+      const r = await client.chat.completions.create({
+        model: MODEL, tools: AGENT_TOOLS, max_tokens: 64, temperature: 1, seed: 700 + i,
+        messages: [{ role: 'user', content: `Question ${i}?` }],
+      });
+      const c = r.choices[0];
+      for (const tc of c.message.tool_calls ?? []) {
+        assert.ok(validators[tc.function.name](JSON.parse(tc.function.arguments)), tc.function.arguments);
+      }
+      if (!c.message.tool_calls) assert.ok(!c.message.content.includes('<｜DSML｜ calls>'), c.message.content);  // no malformed block
+    }
+  });
+
   test('invalid params raise BadRequestError (400)', async () => {
     await assert.rejects(
       client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], temperature: 5, max_tokens: 4 }),
