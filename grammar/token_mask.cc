@@ -79,6 +79,48 @@ TokenMasker::TokenMasker(const std::vector<std::string>& token_bytes, const std:
   }
 }
 
+template <typename OnAccepted, typename OnRefused>
+void TokenMasker::Traverse(const Trie& t, const JsonMatcher& m, const OnAccepted& accepted, const OnRefused& refused) {
+  // Inside a string's text a string-safe byte leaves the state as it was: the child shares its
+  // parent's state, so a token's plain text costs no matcher step. Other bytes step a copy kept per
+  // depth (made when first reached), whose buffers later tokens reuse.
+  struct Level {
+    uint32_t node, edge;
+    const JsonMatcher* state;
+    bool in_text;
+  };
+  std::vector<JsonMatcher> slots;
+  slots.reserve(static_cast<size_t>(t.depth) + 1);  // never reallocated: levels point into it
+  std::vector<Level> path;
+  path.push_back({0, t.first[0], &m, m.InsideFreeString()});
+  while (!path.empty()) {
+    Level& top = path.back();
+    if (top.edge == t.first[top.node + 1]) {
+      path.pop_back();
+      continue;
+    }
+    const uint32_t e = top.edge++;
+    const Level parent = top;
+    const uint8_t c = t.edge_byte[e];
+    const uint32_t child = t.edge_child[e];
+    const JsonMatcher* state = parent.state;
+    bool in_text = parent.in_text;
+    if (!(in_text && !BreaksString(c))) {
+      if (slots.size() <= path.size()) slots.resize(path.size() + 1, m);
+      JsonMatcher& slot = slots[path.size()];
+      slot = *parent.state;
+      if (!slot.Accept(c)) {
+        refused(child, *parent.state, path.size() - 1);
+        continue;
+      }
+      state = &slot;
+      in_text = slot.InsideFreeString();
+    }
+    if (!accepted(child, *state) || t.first[child] == t.first[child + 1]) continue;  // a leaf: nothing below
+    path.push_back({child, t.first[child], state, in_text});
+  }
+}
+
 std::unique_ptr<TokenMasker::TopTable> TokenMasker::BuildTable(const JsonMatcher& m, const Frame& top) const {
   // A probe reads the value alone: where it refuses a byte after the value ended, every token
   // below that edge ends the value there, and the rest of its bytes are the parent's to read.
@@ -96,51 +138,22 @@ std::unique_ptr<TokenMasker::TopTable> TokenMasker::BuildTable(const JsonMatcher
       for (uint32_t e = all_.first[v]; e < all_.first[v + 1]; ++e) todo.push_back(all_.edge_child[e]);
     }
   };
-  // Inside a string's text a string-safe byte changes nothing: the child shares its parent's state.
-  struct Level {
-    uint32_t node, edge;
-    const JsonMatcher* state;
-    bool in_text;
-  };
-  std::vector<JsonMatcher> slots;  // per depth, made when first reached
-  slots.reserve(static_cast<size_t>(all_.depth) + 1);
-  std::vector<Level> path;
-  path.push_back({0, all_.first[0], &probe, probe.InsideFreeString()});
-  while (!path.empty()) {
-    Level& top_level = path.back();
-    if (top_level.edge == all_.first[top_level.node + 1]) {
-      path.pop_back();
-      continue;
-    }
-    const uint32_t e = top_level.edge++;
-    const Level parent = top_level;
-    const size_t depth = path.size() - 1;
-    const uint32_t child = all_.edge_child[e];
-    const uint8_t c = all_.edge_byte[e];
-    const JsonMatcher* state = parent.state;
-    bool in_text = parent.in_text;
-    if (!(in_text && !BreaksString(c))) {
-      if (slots.size() <= path.size()) slots.resize(path.size() + 1, probe);
-      JsonMatcher& slot = slots[path.size()];
-      slot = *parent.state;
-      if (!slot.Accept(c)) {
-        // Ended before this byte: the parent reads on (at depth 0 that is any token: Fill walks them).
-        if (depth > 0 && parent.state->IsComplete()) collect_below(child, depth);
-        continue;
-      }
-      state = &slot;
-      in_text = slot.InsideFreeString();
-    }
-    const bool inside = !state->stacks().empty() && !state->stacks()[0].empty();
-    for (int32_t id : all_.ends[child]) {
-      if (inside) {
-        SetBit(&t->within, id);
-      } else {
-        ending.emplace_back("", id);  // the value ended with the token's last byte
-      }
-    }
-    path.push_back({child, all_.first[child], state, in_text});
-  }
+  Traverse(all_, probe,
+           [&](uint32_t child, const JsonMatcher& state) {
+             const bool inside = !state.stacks().empty() && !state.stacks()[0].empty();
+             for (int32_t id : all_.ends[child]) {
+               if (inside) {
+                 SetBit(&t->within, id);
+               } else {
+                 ending.emplace_back("", id);  // the value ended with the token's last byte
+               }
+             }
+             return true;
+           },
+           [&](uint32_t child, const JsonMatcher& parent, size_t depth) {
+             // Ended before this byte: the parent reads on (at depth 0 that is any token: Fill walks them).
+             if (depth > 0 && parent.IsComplete()) collect_below(child, depth);
+           });
   t->ending.Build(ending);
   return t;
 }
@@ -159,42 +172,13 @@ const TokenMasker::TopTable& TokenMasker::TableFor(const JsonMatcher& m, const F
 }
 
 void TokenMasker::Walk(const Trie& t, const JsonMatcher& m, TokenBitmask* mask) const {
-  // Inside a string's text a string-safe byte leaves the state as it was: the child shares its
-  // parent's state, so a token's plain text costs no matcher step. Other bytes step a copy kept
-  // per depth, whose buffers later tokens reuse.
-  struct Level {
-    uint32_t node, edge;
-    const JsonMatcher* state;
-    bool in_string;
-  };
-  std::vector<JsonMatcher> slots;  // per depth, made when first reached
-  slots.reserve(static_cast<size_t>(t.depth) + 1);
-  std::vector<Level> path;
-  path.push_back({0, t.first[0], &m, m.InsideFreeString()});
-  while (!path.empty()) {
-    Level& top = path.back();
-    if (top.edge == t.first[top.node + 1]) {
-      path.pop_back();
-      continue;
-    }
-    const uint32_t e = top.edge++;
-    const uint8_t c = t.edge_byte[e];
-    const Level parent = top;
-    const JsonMatcher* state = parent.state;
-    bool in_string = parent.in_string;
-    if (!(in_string && !BreaksString(c))) {
-      if (slots.size() <= path.size()) slots.resize(path.size() + 1, m);
-      JsonMatcher& slot = slots[path.size()];
-      slot = *parent.state;
-      if (!slot.Accept(c)) continue;
-      state = &slot;
-      in_string = slot.InsideFreeString();
-    }
-    const uint32_t child = t.edge_child[e];
-    for (int32_t id : t.ends[child]) SetBit(mask, id);
-    if (t.first[child] == t.first[child + 1]) continue;  // a leaf: nothing below to try
-    path.push_back({child, t.first[child], state, in_string});
-  }
+  Traverse(
+      t, m,
+      [&](uint32_t child, const JsonMatcher&) {
+        for (int32_t id : t.ends[child]) SetBit(mask, id);
+        return true;
+      },
+      [](uint32_t, const JsonMatcher&, size_t) {});
 }
 
 void TokenMasker::Fill(const JsonMatcher& m, TokenBitmask* mask) const {

@@ -57,8 +57,13 @@ class TokenMasker {
     Trie ending;                       // the value ends inside them: keyed by the bytes after its end
     bool ends_before_any_byte = false;  // a number that may end here: any token may follow it
   };
-  // Walks `trie` depth first from `m`'s state, setting the bit of every token whose bytes it accepts
-  // (those ending at the root are the caller's).
+  // Walks `trie` depth first from `m`'s state: `accepted(node, state)` for each node whose bytes
+  // the matcher takes (false: not below it), `refused(node, parent_state, depth)` for each edge it
+  // refuses at that depth.
+  template <typename OnAccepted, typename OnRefused>
+  static void Traverse(const Trie& trie, const JsonMatcher& m, const OnAccepted& accepted, const OnRefused& refused);
+  // Sets the bit of every token of `trie` whose bytes `m` accepts (those ending at the root are the
+  // caller's).
   void Walk(const Trie& trie, const JsonMatcher& m, TokenBitmask* mask) const;
   const TopTable& TableFor(const JsonMatcher& m, const Frame& top) const;
   std::unique_ptr<TopTable> BuildTable(const JsonMatcher& m, const Frame& top) const;

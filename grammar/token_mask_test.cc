@@ -51,6 +51,18 @@ TokenBitmask BruteForce(const JsonMatcher& m, const Vocab& v) {
   return mask;
 }
 
+// Along `doc`, byte by byte from `m`'s state: every mask equals brute force. `m` ends after it.
+void ExpectMasksEqualBruteForce(const TokenMasker& masker, const Vocab& v, const std::string& doc, JsonMatcher* m) {
+  for (size_t at = 0; at <= doc.size(); ++at) {
+    TokenBitmask got;
+    masker.Fill(*m, &got);
+    ASSERT_EQ(got, BruteForce(*m, v)) << "after " << doc.substr(0, at);
+    if (at < doc.size()) {
+      ASSERT_TRUE(m->Accept(static_cast<uint8_t>(doc[at])));
+    }
+  }
+}
+
 TEST(TokenMaskerTest, MasksEqualBruteForceAlongDocuments) {
   const Vocab v = MakeVocab();
   const TokenMasker masker(v.bytes, v.control, v.size, v.eos);
@@ -69,14 +81,7 @@ TEST(TokenMaskerTest, MasksEqualBruteForceAlongDocuments) {
     ASSERT_TRUE(g.ok());
     JsonMatcher m(*g);
     const std::string doc = docs[i];
-    for (size_t at = 0; at <= doc.size(); ++at) {
-      TokenBitmask got;
-      masker.Fill(m, &got);
-      ASSERT_EQ(got, BruteForce(m, v)) << "after " << doc.substr(0, at);
-      if (at < doc.size()) {
-        ASSERT_TRUE(m.Accept(static_cast<uint8_t>(doc[at])));
-      }
-    }
+    ExpectMasksEqualBruteForce(masker, v, doc, &m);
     EXPECT_TRUE(MaskHas([&] { TokenBitmask x; masker.Fill(m, &x); return x; }(), v.eos));
   }
 }
@@ -110,14 +115,7 @@ TEST(TokenMaskerTest, RandomVocabularyMasksEqualBruteForce) {
     for (uint64_t seed = 0; seed < 12; ++seed) {
       const std::string doc = SampleDocument(**g, seed);
       JsonMatcher m(*g);
-      for (size_t at = 0; at <= doc.size(); ++at) {
-        TokenBitmask got;
-        masker.Fill(m, &got);
-        ASSERT_EQ(got, BruteForce(m, v)) << "after " << doc.substr(0, at);
-        if (at < doc.size()) {
-          ASSERT_TRUE(m.Accept(static_cast<uint8_t>(doc[at])));
-        }
-      }
+      ExpectMasksEqualBruteForce(masker, v, doc, &m);
     }
   }
 }
@@ -150,14 +148,7 @@ TEST(TokenMaskerTest, ToolCallMasksEqualBruteForce) {
     const auto& g = seed % 2 ? free_text : forced;
     const std::string doc = SampleDocument(**g, seed);
     JsonMatcher m(*g);
-    for (size_t at = 0; at <= doc.size(); ++at) {
-      TokenBitmask got;
-      masker.Fill(m, &got);
-      ASSERT_EQ(got, BruteForce(m, v)) << "after " << doc.substr(0, at);
-      if (at < doc.size()) {
-        ASSERT_TRUE(m.Accept(static_cast<uint8_t>(doc[at])));
-      }
-    }
+    ExpectMasksEqualBruteForce(masker, v, doc, &m);
   }
 }
 

@@ -291,6 +291,17 @@ class NodesTest : public ::testing::Test {
   static constexpr const char* kToolSchema = R"({"type": "object", "properties": {"ok": {"type": "boolean"},
       "n": {"type": "integer"}, "mode": {"enum": ["read", "write"]}, "tags": {"type": "array", "items": {"enum": [1, 2]}}},
       "required": ["ok", "n", "mode"], "additionalProperties": false})";
+  // The ids decoder `d` streams for `in` (the call must succeed).
+  std::vector<int32_t> GeneratedIds(DecoderServer* d, const GenerateInput& in) {
+    std::vector<int32_t> ids;
+    const GenerateCallResult res = nodes_->Generate(d->addr, in, nullptr, [&](const GeneratedTokens& part) {
+      ids.insert(ids.end(), part.ids.begin(), part.ids.end());
+      return true;
+    });
+    EXPECT_TRUE(res.status.ok()) << res.status.ToString();
+    return ids;
+  }
+
   GenerateInput ConstrainedInput(const std::vector<int32_t>& prompt, float temperature, uint64_t seed) {
     GenerateInput in;
     in.ns = ns_.id;
@@ -613,23 +624,14 @@ TEST_F(NodesTest, AMigratedConstrainedReplyContinuesAsTheUninterruptedOne) {
   o.masker = vocab.masker.get();
   DecoderServer a(*model_, client_.get(), nodes_.get(), &pool_, o), b(*model_, client_.get(), nodes_.get(), &pool_, o);
   const std::vector<int32_t> prompt = Tokens(40, 77);
-  auto run = [&](DecoderServer* d, const GenerateInput& in) {
-    std::vector<int32_t> ids;
-    const GenerateCallResult res = nodes_->Generate(d->addr, in, nullptr, [&](const GeneratedTokens& part) {
-      ids.insert(ids.end(), part.ids.begin(), part.ids.end());
-      return true;
-    });
-    EXPECT_TRUE(res.status.ok()) << res.status.ToString();
-    return ids;
-  };
-  const std::vector<int32_t> whole = run(&a, ConstrainedInput(prompt, 0.0f, 0));
+  const std::vector<int32_t> whole = GeneratedIds(&a, ConstrainedInput(prompt, 0.0f, 0));
   ASSERT_GT(whole.size(), 4u) << vocab.Text(whole);
   const size_t k = whole.size() / 2;
   GenerateInput resumed = ConstrainedInput(prompt, 0.0f, 0);
   resumed.tokens.insert(resumed.tokens.end(), whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(k));
   resumed.resumed = static_cast<int64_t>(k);
   resumed.sampling.max_tokens = 400 - static_cast<uint32_t>(k);
-  EXPECT_EQ(run(&b, resumed), std::vector<int32_t>(whole.begin() + static_cast<std::ptrdiff_t>(k), whole.end()))
+  EXPECT_EQ(GeneratedIds(&b, resumed), std::vector<int32_t>(whole.begin() + static_cast<std::ptrdiff_t>(k), whole.end()))
       << vocab.Text(whole);
   // Resumed tokens the schema cannot have written are refused.
   GenerateInput bad = ConstrainedInput(prompt, 0.0f, 0);
@@ -809,19 +811,10 @@ TEST_F(SpeculativeNodesTest, GreedyConstrainedRepliesEqualPlainDecoding) {
   DecoderServer plain(*model_, client_.get(), nodes_.get(), &pool_, plain_options);
   DecoderServer spec(*model_, client_.get(), nodes_.get(), &pool_, spec_options);
   ASSERT_TRUE(spec.core->speculating());
-  auto run = [&](DecoderServer* d, const GenerateInput& in) {
-    std::vector<int32_t> ids;
-    const GenerateCallResult res = nodes_->Generate(d->addr, in, nullptr, [&](const GeneratedTokens& part) {
-      ids.insert(ids.end(), part.ids.begin(), part.ids.end());
-      return true;
-    });
-    EXPECT_TRUE(res.status.ok()) << res.status.ToString();
-    return ids;
-  };
   for (int i = 0; i < 3; ++i) {
     const GenerateInput in = ConstrainedInput(Tokens(25, 300 + i), 0.0f, 0);
-    const std::vector<int32_t> want = run(&plain, in);
-    EXPECT_EQ(run(&spec, in), want) << vocab.Text(want);
+    const std::vector<int32_t> want = GeneratedIds(&plain, in);
+    EXPECT_EQ(GeneratedIds(&spec, in), want) << vocab.Text(want);
   }
   EXPECT_GT(spec.spec.drafted_tokens.Value(), 0);
 }
