@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 #include <string_view>
 
 namespace ds41::grammar {
@@ -63,19 +64,30 @@ TokenMasker::TokenMasker(const std::vector<std::string>& token_bytes, const std:
     all.emplace_back(b, static_cast<int32_t>(id));
   }
   all_.Build(all);
-  // Strings' tables up front (a walk of the whole trie each): every place inside a string, met by a
-  // probe reading '"', '\\', 'u' and hex digits.
-  static const std::shared_ptr<const Grammar> kString = [] {
+  // Every place inside a string or a number has its table up front, so no decode step stalls to
+  // build one: a search from each kind's start over the bytes that keep it open.
+  static const std::shared_ptr<const Grammar> kValues = [] {
     auto g = std::make_shared<Grammar>();
-    g->nodes.emplace_back().kind = NodeKind::kString;
+    for (NodeKind k : {NodeKind::kString, NodeKind::kNumber, NodeKind::kInteger}) g->nodes.emplace_back().kind = k;
     g->root = 0;
     return std::shared_ptr<const Grammar>(std::move(g));
   }();
-  JsonMatcher probe = JsonMatcher::Probe(kString, Frame{});
-  for (const char c : std::string_view("\"\\u0000")) {
-    for (const auto& [top, group] : probe.GroupsByTop())
-      if (top) (void)TableFor(group, *top);
-    if (!probe.Accept(static_cast<uint8_t>(c))) break;
+  constexpr std::string_view kBytes = "\"\\/bfnrtu0123456789abcdefABCDEF-+.eExD8C";
+  for (int32_t node = 0; node < 3; ++node) {
+    std::vector<JsonMatcher> todo = {JsonMatcher::Probe(kValues, Frame{node, 0, 0, 0})};
+    std::set<std::string> seen;
+    while (!todo.empty()) {
+      const JsonMatcher probe = std::move(todo.back());
+      todo.pop_back();
+      for (const auto& [top, group] : probe.GroupsByTop()) {
+        if (!top || !seen.insert(TableKey(group, *top)).second) continue;
+        (void)TableFor(group, *top);
+        for (char c : kBytes) {
+          JsonMatcher next = group;
+          if (next.Accept(static_cast<uint8_t>(c))) todo.push_back(std::move(next));
+        }
+      }
+    }
   }
 }
 
@@ -158,13 +170,17 @@ std::unique_ptr<TokenMasker::TopTable> TokenMasker::BuildTable(const JsonMatcher
   return t;
 }
 
-const TokenMasker::TopTable& TokenMasker::TableFor(const JsonMatcher& m, const Frame& top) const {
+std::string TokenMasker::TableKey(const JsonMatcher& m, const Frame& top) {
   // What a value's bytes do depends on its kind (and raw text's terminator) and where inside it they
   // are, not on the node.
   const Node& n = m.grammar().nodes[static_cast<size_t>(top.node)];
-  const std::string key = std::to_string(static_cast<int>(n.kind)) + "/" + std::to_string(top.phase) + "/" +
-                          std::to_string(top.a) + "/" + std::to_string(top.b) + "/" +
-                          (n.kind == NodeKind::kRawUntil || n.kind == NodeKind::kTextWithout ? n.literal : std::string());
+  return std::to_string(static_cast<int>(n.kind)) + "/" + std::to_string(top.phase) + "/" + std::to_string(top.a) +
+         "/" + std::to_string(top.b) + "/" +
+         (n.kind == NodeKind::kRawUntil || n.kind == NodeKind::kTextWithout ? n.literal : std::string());
+}
+
+const TokenMasker::TopTable& TokenMasker::TableFor(const JsonMatcher& m, const Frame& top) const {
+  const std::string key = TableKey(m, top);
   std::lock_guard<std::mutex> l(tables_mu_);
   std::unique_ptr<TopTable>& t = tables_[key];
   if (!t) t = BuildTable(m, top);

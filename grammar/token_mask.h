@@ -5,7 +5,8 @@
 // for each such place a table says which tokens stay inside the value (allowed wholesale) and
 // which end it, kept as a trie of what follows the value's end and walked from the state the end
 // leaves. Free text, where most of the vocabulary is admissible, then costs a copy of a bitmask and
-// a walk of short suffixes. Tables are built on first use (a walk of the whole trie) and kept.
+// a walk of short suffixes. Strings' and numbers' tables are built with the masker; raw text's on
+// first use (a walk of the whole trie, under a lock) and kept.
 // Thread-safe after construction; Fill runs concurrently for different matchers.
 #pragma once
 
@@ -65,6 +66,7 @@ class TokenMasker {
   // Sets the bit of every token of `trie` whose bytes `m` accepts (those ending at the root are the
   // caller's).
   void Walk(const Trie& trie, const JsonMatcher& m, TokenBitmask* mask) const;
+  static std::string TableKey(const JsonMatcher& m, const Frame& top);
   const TopTable& TableFor(const JsonMatcher& m, const Frame& top) const;
   std::unique_ptr<TopTable> BuildTable(const JsonMatcher& m, const Frame& top) const;
 
