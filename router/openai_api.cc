@@ -9,6 +9,7 @@
 
 #include "chat/chat_render.h"
 #include "chat/reply_parser.h"
+#include "tokenizer/utf8.h"
 #include "grammar/json_grammar.h"
 #include "grammar/tool_call_grammar.h"
 #include "node_client/node_codec.h"
@@ -501,6 +502,24 @@ ApiOutcome OpenAiApi::FromStatus(const Status& s) {
   return Error(s.code(), s.message());
 }
 
+std::string LogprobTokenText(std::string_view bytes) {
+  bool valid = true;
+  for (size_t i = 0; i < bytes.size() && valid;) {
+    const tokenizer::Utf8Unit u = tokenizer::DecodeUtf8At(bytes, i);
+    valid = u.valid;
+    i += u.len;
+  }
+  if (valid) return std::string(bytes);
+  static const char* kHex = "0123456789abcdef";
+  std::string out = "bytes:";
+  for (unsigned char c : bytes) {
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
 StatusOr<std::chrono::steady_clock::time_point> DeadlineFromTimeoutHeader(std::string_view seconds) {
   if (seconds.empty()) return std::chrono::steady_clock::time_point::max();
   const std::string text(seconds);
@@ -827,11 +846,11 @@ class ReplyStream {
   // One generated token's entry: chat's {token, logprob, bytes, top_logprobs}, or the columns of a
   // completion's legacy logprobs object (its top_logprobs also hold the chosen token, as OpenAI's do).
   void AddLogprob(int32_t id, const TokenLogprob& lp) {
-    const std::string text(tok_.TokenBytes(id));
+    const std::string text = LogprobTokenText(tok_.TokenBytes(id));
     if (chat_) {
       Json top = Json::array();
       for (const auto& [t, l] : lp.top) {
-        top.push_back({{"token", std::string(tok_.TokenBytes(t))}, {"logprob", l}, {"bytes", TokenBytesJson(t)}});
+        top.push_back({{"token", LogprobTokenText(tok_.TokenBytes(t))}, {"logprob", l}, {"bytes", TokenBytesJson(t)}});
       }
       pending_lp_.push_back({{"token", text}, {"logprob", lp.logprob}, {"bytes", TokenBytesJson(id)}, {"top_logprobs", top}});
       return;
@@ -841,13 +860,13 @@ class ReplyStream {
                      {"text_offset", Json::array()}};
     }
     Json top = Json::object();
-    for (const auto& [t, l] : lp.top) top[std::string(tok_.TokenBytes(t))] = l;
+    for (const auto& [t, l] : lp.top) top[LogprobTokenText(tok_.TokenBytes(t))] = l;
     top[text] = lp.logprob;
     pending_lp_["tokens"].push_back(text);
     pending_lp_["token_logprobs"].push_back(lp.logprob);
     pending_lp_["top_logprobs"].push_back(std::move(top));
     pending_lp_["text_offset"].push_back(text_offset_);
-    text_offset_ += static_cast<int64_t>(text.size());
+    text_offset_ += static_cast<int64_t>(tok_.TokenBytes(id).size());
   }
 
   // The entries not yet sent, in the choice's "logprobs" shape (null when the request asked none).

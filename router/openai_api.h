@@ -55,6 +55,10 @@ struct ApiContext {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
+// A generated token as logprobs show it: its text when its bytes are valid UTF-8, else OpenAI's
+// "bytes:\xNN..." form, so tokens that split a character stay distinct (the "bytes" field has them).
+std::string LogprobTokenText(std::string_view bytes);
+
 // The deadline a client's timeout header asks for: "" -> none (max); a number of seconds > 0;
 // anything else INVALID_ARGUMENT.
 StatusOr<std::chrono::steady_clock::time_point> DeadlineFromTimeoutHeader(std::string_view seconds);

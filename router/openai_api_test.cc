@@ -247,6 +247,14 @@ TEST_F(RefusedRequestTest, BadAgentFieldsAre400NamingTheField) {
   }
 }
 
+TEST(OpenAiApiTest, LogprobTokensThatSplitACharacterAreShownAsBytes) {
+  EXPECT_EQ(LogprobTokenText("hello"), "hello");
+  EXPECT_EQ(LogprobTokenText("é"), "é");
+  EXPECT_EQ(LogprobTokenText("\xc3"), "bytes:\\xc3");        // the first half of é
+  EXPECT_EQ(LogprobTokenText("a\xa9"), "bytes:\\x61\\xa9");  // a stray continuation byte
+  EXPECT_NE(LogprobTokenText("\xc3"), LogprobTokenText("\xa9"));
+}
+
 TEST(OpenAiApiTest, TimeoutHeadersBecomeDeadlines) {
   const auto before = std::chrono::steady_clock::now();
   auto none = DeadlineFromTimeoutHeader("");
