@@ -352,7 +352,7 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
     // as the failed attempt did.
     for (int64_t i = P; i < N; ++i) seq->Emitted(in.tokens[static_cast<size_t>(i)]);
     if (seq->stuck) return InvalidArgumentError("generate: the resumed tokens do not follow the response format");
-    DS41_RETURN_IF_ERROR(Resume(in, P, sampling, &seq->state, &logits, &rng, capture));
+    DS41_RETURN_IF_ERROR(Resume(in, P, sampling, seq->shaping(), &seq->state, &logits, &rng, capture));
     if (capture) DS41_RETURN_IF_ERROR(engine_.DsparkAppend(&seq->dspark, P, hidden));
     if (metrics_) metrics_->computed_tokens.Add({{"kind", "resumed"}}).Increment(static_cast<double>(R));
   }
@@ -403,16 +403,15 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
   return Status::Ok();
 }
 
-Status DecoderCore::Resume(const GenerateInput& in, int64_t P, const SamplingParams& sampling, SequenceState* state,
-                           std::vector<float>* logits, Rng* rng, std::vector<float>* dspark_hidden) {
+Status DecoderCore::Resume(const GenerateInput& in, int64_t P, const SamplingParams& sampling, bool shaped,
+                           SequenceState* state, std::vector<float>* logits, Rng* rng,
+                           std::vector<float>* dspark_hidden) {
   const int V = model_.config().vocab_size;
   // The replay's logits chose the first resumed token on the failed decoder. With greedy sampling
   // (and nothing shaping them: a grammar or bias would have to be applied first) they must choose
   // it again here: a different choice means the two runs' prefills differed (a
   // lost prefix unit or SWA state at H, rebuilt by a bounded replay), and the continuation may then
   // differ from an uninterrupted run's. Worth a line; the request goes on.
-  const bool shaped = !in.sampling.logit_bias.empty() || in.sampling.frequency_penalty != 0.0f ||
-                      in.sampling.presence_penalty != 0.0f || in.sampling.response_json || !in.sampling.tool_calls.empty();
   if (sampling.temperature == 0.0f && !shaped && Argmax(logits->data(), V) != in.tokens[static_cast<size_t>(P)]) {
     std::cerr << "decoder: migrated request " << in.request_id << ": the replay's greedy token differs from the one "
               << "streamed by the failed attempt; its continuation may differ from an uninterrupted run\n";

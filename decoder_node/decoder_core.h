@@ -137,7 +137,9 @@ class DecoderCore {
   // the resumed tokens [P, N) as the failed attempt's decode steps did, leaving `logits` at N - 1,
   // and advances `rng` past the draws those tokens took.
   // `dspark_hidden` (or null) gets the resumed rows' DSpark input.
-  Status Resume(const GenerateInput& in, int64_t P, const SamplingParams& sampling, SequenceState* state,
+  // `shaped`: the sequence's logits are shaped (penalties, bias, a grammar), so the replay's raw
+  // argmax is no check on the first resumed token.
+  Status Resume(const GenerateInput& in, int64_t P, const SamplingParams& sampling, bool shaped, SequenceState* state,
                 std::vector<float>* logits, Rng* rng, std::vector<float>* dspark_hidden);
   // Measures the verification cost curve and starts the speculator (a line on stderr either way).
   void StartSpeculation();

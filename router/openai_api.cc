@@ -9,15 +9,26 @@
 
 #include "chat/chat_render.h"
 #include "chat/reply_parser.h"
-#include "tokenizer/utf8.h"
 #include "grammar/json_grammar.h"
 #include "grammar/tool_call_grammar.h"
 #include "node_client/node_codec.h"
+#include "tokenizer/utf8.h"
 #include "unit/reply_record.h"
 #include "util/error_table.h"
 #include "util/sha256.h"
 
 namespace ds41 {
+
+// A request's generation options: what the decoder samples by, and how the reply is cut and shown.
+struct RequestSampling {
+  GenerateSampling decode;  // temperature, top_p, seed, penalties, logit_bias, logprobs, constraints
+  uint32_t max_tokens_asked = 0;  // max_tokens or max_completion_tokens; 0: not given (Run caps either)
+  std::vector<std::string> stops;
+  bool stream = false;
+  bool ignore_eos = false;  // vLLM's extension: EOS does not stop, so exactly max_tokens come (load tests)
+  bool tool_calls = true;   // false: tool_choice "none", a calls block the model writes stays content
+};
+
 namespace {
 
 constexpr size_t kMaxStops = 4;
@@ -154,15 +165,6 @@ Json ToolCallsJson(const std::vector<chat::ToolCall>& calls, size_t first_index)
   return arr;
 }
 
-// A request's generation options: what the decoder samples by, and how the reply is cut and shown.
-struct Sampling {
-  GenerateSampling decode;  // temperature, top_p, seed, max_tokens, penalties, logit_bias, logprobs
-  std::vector<std::string> stops;
-  bool stream = false;
-  bool ignore_eos = false;  // vLLM's extension: EOS does not stop, so exactly max_tokens come (load tests)
-  bool tool_calls = true;   // false: tool_choice "none", a calls block the model writes stays content
-};
-
 // `body[key]`, when present and not null, as a number in [lo, hi] into `out`; else the 400 naming it.
 std::optional<ApiOutcome> NumberIn(const Json& body, const char* key, double lo, double hi, float* out) {
   if (!body.contains(key) || body[key].is_null()) return std::nullopt;
@@ -240,10 +242,13 @@ bool ThinkingEnabled(const Json& body) {
   return body.contains("thinking") && body["thinking"].is_object() && body["thinking"].value("type", Json()) == "enabled";
 }
 
-// The tools a required or named tool_choice may call, as the tool-call grammar takes them.
+// The tools `choice` may call (a named function: that one), as the tool-call grammar takes them.
+// A required or named choice that leaves none is refused; "auto" may leave none.
 std::optional<ApiOutcome> CallableTools(const Json& body, const Json& choice, std::vector<grammar::ToolSpec>* out) {
   auto refuse = [](const std::string& m) { return OpenAiApi::Error(StatusCode::kInvalidArgument, m, "tool_choice"); };
+  const bool any = choice == "auto";
   if (!body.contains("tools") || !body["tools"].is_array() || body["tools"].empty()) {
+    if (any) return std::nullopt;
     return refuse("\"tool_choice\" other than \"none\" or \"auto\" needs \"tools\"");
   }
   std::string only;
@@ -263,19 +268,8 @@ std::optional<ApiOutcome> CallableTools(const Json& body, const Json& choice, st
     const bool strict = fn->contains("strict") && (*fn)["strict"].is_boolean() && (*fn)["strict"].get<bool>();
     out->push_back({name, fn->contains("parameters") ? (*fn)["parameters"] : Json(), strict});
   }
-  if (out->empty()) return refuse("\"tool_choice\" names \"" + only + "\", which is not among the tools");
+  if (out->empty() && !any) return refuse("\"tool_choice\" names \"" + only + "\", which is not among the tools");
   return std::nullopt;
-}
-
-bool HasStrictTool(const Json& body) {
-  if (!body.contains("tools") || !body["tools"].is_array()) return false;
-  for (const Json& t : body["tools"]) {
-    if (t.is_object() && t.contains("function") && t["function"].is_object() && t["function"].contains("strict") &&
-        t["function"]["strict"] == true) {
-      return true;
-    }
-  }
-  return false;
 }
 
 // Chat's tool and output controls, enforced by constrained decoding on the decoder:
@@ -283,7 +277,7 @@ bool HasStrictTool(const Json& body) {
 // is a tool-call block, one call when parallel_tool_calls is false); and, under "auto", tools
 // defined with strict: true (the reply is text, and a block after it only if it holds to the
 // tools' schemas). Grammars are compiled here first, so a bad schema is this request's 400.
-std::optional<ApiOutcome> ParseAgentControls(const Json& body, Sampling* s) {
+std::optional<ApiOutcome> ParseAgentControls(const Json& body, RequestSampling* s) {
   auto refuse = [](const std::string& m, const char* field) {
     return OpenAiApi::Error(StatusCode::kInvalidArgument, m, field);
   };
@@ -300,10 +294,13 @@ std::optional<ApiOutcome> ParseAgentControls(const Json& body, Sampling* s) {
     return refuse("\"tool_choice\" must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", ...}",
                   "tool_choice");
   }
-  // Under "auto", strict tools and parallel_tool_calls false are enforced by the same optional grammar.
-  if (forced || (choice == "auto" && body.contains("tools") && (HasStrictTool(body) || !parallel))) {
-    std::vector<grammar::ToolSpec> tools;
+  std::vector<grammar::ToolSpec> tools;
+  if (choice != "none") {
     if (auto refused = CallableTools(body, choice, &tools)) return refused;
+  }
+  // Under "auto", strict tools and parallel_tool_calls false are enforced by the same optional grammar.
+  const bool strict = std::any_of(tools.begin(), tools.end(), [](const grammar::ToolSpec& t) { return t.strict; });
+  if (forced || (!tools.empty() && (strict || !parallel))) {
     grammar::ToolCallOptions o;
     o.parallel = parallel;
     o.thinking = ThinkingEnabled(body);
@@ -360,26 +357,19 @@ std::optional<ApiOutcome> ParseAgentControls(const Json& body, Sampling* s) {
   return std::nullopt;
 }
 
-// The sampling options of `body` for a prompt of `prompt_tokens` (max_tokens is capped at what the
-// context leaves, and defaults to that, at most 1024); or the error naming the offending field.
-std::optional<ApiOutcome> ParseSampling(const Json& body, bool chat_mode, int64_t prompt_tokens, int64_t max_context,
-                                        int32_t vocab, Sampling* out) {
+// The generation options of `body`, checked once before the prompt is rendered (max_tokens is
+// capped by Run, which knows the prompt's length); or the error naming the offending field.
+std::optional<ApiOutcome> ParseSampling(const Json& body, bool chat_mode, int32_t vocab, RequestSampling* out) {
   GenerateSampling* s = &out->decode;
   s->temperature = 1;
-  s->max_tokens = static_cast<uint32_t>(std::min<int64_t>(1024, max_context - prompt_tokens));
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (!body.contains(key) || body[key].is_null()) continue;
     if (!body[key].is_number_integer() || body[key].get<int64_t>() < 1) {
       return OpenAiApi::Error(StatusCode::kInvalidArgument, std::string("\"") + key + "\" must be a positive integer", key);
     }
-    s->max_tokens = static_cast<uint32_t>(std::min<int64_t>(body[key].get<int64_t>(), max_context - prompt_tokens));
+    out->max_tokens_asked = static_cast<uint32_t>(std::min<int64_t>(body[key].get<int64_t>(), UINT32_MAX));
   }
-  if (body.contains("temperature") && !body["temperature"].is_null()) {
-    if (!body["temperature"].is_number() || body["temperature"].get<double>() < 0 || body["temperature"].get<double>() > 2) {
-      return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"temperature\" must be a number in [0, 2]", "temperature");
-    }
-    s->temperature = body["temperature"].get<float>();
-  }
+  if (auto refused = NumberIn(body, "temperature", 0, 2, &s->temperature)) return refused;
   if (body.contains("top_p") && !body["top_p"].is_null()) {
     if (!body["top_p"].is_number() || body["top_p"].get<double>() <= 0 || body["top_p"].get<double>() > 1) {
       return OpenAiApi::Error(StatusCode::kInvalidArgument, "\"top_p\" must be a number in (0, 1]", "top_p");
@@ -542,9 +532,9 @@ Json OpenAiApi::Models() const {
 ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
   if (!body.is_object()) return Error(StatusCode::kInvalidArgument, "the request body must be a JSON object");
   if (std::optional<ApiOutcome> refused = RefuseUnknownFields(body, kChatFields)) return *std::move(refused);
-  // Every generation option is checked before the prompt is rendered; Run parses them again once the
-  // prompt's length caps max_tokens.
-  if (Sampling s; std::optional<ApiOutcome> refused = ParseSampling(body, /*chat_mode=*/true, 0, max_context_, model_vocab_, &s)) {
+  // Every generation option is checked before the prompt is rendered (and its grammar compiled once).
+  RequestSampling sampling;
+  if (std::optional<ApiOutcome> refused = ParseSampling(body, /*chat_mode=*/true, model_vocab_, &sampling)) {
     return *std::move(refused);
   }
   if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty()) {
@@ -584,7 +574,8 @@ ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, c
     *prompt = std::move(request->tokens);  // with each span's key tokens
     prompt_images = std::move(*fitted);
   }
-  return Run(ctx, body, std::move(*prompt), /*chat_mode=*/true, opt.thinking, replies_ != nullptr ? &rendered : nullptr,
+  return Run(ctx, body, std::move(sampling), std::move(*prompt), /*chat_mode=*/true, opt.thinking,
+             replies_ != nullptr ? &rendered : nullptr,
              sink, std::move(prompt_images));
 }
 
@@ -628,9 +619,9 @@ StatusOr<std::vector<int32_t>> OpenAiApi::ChatPromptIds(const std::vector<chat::
 ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
   if (!body.is_object()) return Error(StatusCode::kInvalidArgument, "the request body must be a JSON object");
   if (std::optional<ApiOutcome> refused = RefuseUnknownFields(body, kCompletionFields)) return *std::move(refused);
-  // Every generation option is checked before the prompt is tokenized; Run parses them again once the
-  // prompt's length caps max_tokens.
-  if (Sampling s; std::optional<ApiOutcome> refused = ParseSampling(body, /*chat_mode=*/false, 0, max_context_, model_vocab_, &s)) {
+  // Every generation option is checked before the prompt is tokenized.
+  RequestSampling sampling;
+  if (std::optional<ApiOutcome> refused = ParseSampling(body, /*chat_mode=*/false, model_vocab_, &sampling)) {
     return *std::move(refused);
   }
   if (!body.contains("prompt")) return Error(StatusCode::kInvalidArgument, "\"prompt\" is required", "prompt");
@@ -658,7 +649,8 @@ ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const
     return Error(StatusCode::kInvalidArgument,
                  "\"prompt\" holds the image token; images come as image_url parts of /v1/chat/completions", "prompt");
   }
-  return Run(ctx, body, std::move(prompt), /*chat_mode=*/false, /*thinking=*/false, /*rendered=*/nullptr, sink);
+  return Run(ctx, body, std::move(sampling), std::move(prompt), /*chat_mode=*/false, /*thinking=*/false,
+             /*rendered=*/nullptr, sink);
 }
 
 namespace {
@@ -679,7 +671,7 @@ std::string SessionId(const ApiContext& ctx, const Json& body, const std::vector
 }
 
 RouteRequest BuildRouteRequest(const ApiContext& ctx, bool chat_mode, const std::string& session,
-                               std::vector<int32_t> prompt, const Sampling& s) {
+                               std::vector<int32_t> prompt, const RequestSampling& s) {
   RouteRequest rq;
   rq.request_id = (chat_mode ? "chatcmpl-" : "cmpl-") + RandomHex(12);
   rq.tenant_salt = ctx.tenant.salt;
@@ -697,7 +689,7 @@ RouteRequest BuildRouteRequest(const ApiContext& ctx, bool chat_mode, const std:
 // chunk. Text is released only where no stop string can still begin, so no chunk shows a cut stop.
 class ReplyStream {
  public:
-  ReplyStream(const Tokenizer& tok, const Sampling& s, bool chat_mode, bool thinking, const ChunkSink& sink,
+  ReplyStream(const Tokenizer& tok, const RequestSampling& s, bool chat_mode, bool thinking, const ChunkSink& sink,
               std::string request_id, std::string model)
       : sink_(sink),
         chat_(chat_mode),
@@ -933,15 +925,13 @@ std::optional<ApiOutcome> OpenAiApi::CheckRequest(const ApiContext& ctx, const J
   return std::nullopt;
 }
 
-ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode,
-                          bool thinking, const chat::ReplySpans* rendered, const ChunkSink& sink,
+ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, RequestSampling s, std::vector<int32_t> prompt,
+                          bool chat_mode, bool thinking, const chat::ReplySpans* rendered, const ChunkSink& sink,
                           std::vector<PromptImage> images) {
   if (std::optional<ApiOutcome> refused = CheckRequest(ctx, body, prompt)) return *std::move(refused);
-  Sampling s;
-  if (std::optional<ApiOutcome> refused =
-          ParseSampling(body, chat_mode, static_cast<int64_t>(prompt.size()), max_context_, model_vocab_, &s)) {
-    return *std::move(refused);
-  }
+  // max_tokens is capped at what the context leaves, and defaults to that, at most 1024.
+  const int64_t left = max_context_ - static_cast<int64_t>(prompt.size());
+  s.decode.max_tokens = static_cast<uint32_t>(std::min<int64_t>(s.max_tokens_asked > 0 ? s.max_tokens_asked : 1024, left));
   const std::string session = SessionId(ctx, body, prompt);
   RouteRequest rq = BuildRouteRequest(ctx, chat_mode, session, std::move(prompt), s);
   rq.images = std::move(images);

@@ -63,6 +63,8 @@ std::string LogprobTokenText(std::string_view bytes);
 // anything else INVALID_ARGUMENT.
 StatusOr<std::chrono::steady_clock::time_point> DeadlineFromTimeoutHeader(std::string_view seconds);
 
+struct RequestSampling;  // a request's generation options (openai_api.cc)
+
 class OpenAiApi {
  public:
   // `model_vocab`: ids a prompt may hold (the model's vocabulary, which the tokenizer may not fill).
@@ -99,8 +101,10 @@ class OpenAiApi {
                                                const std::vector<chat::AssistantSpan>& spans,
                                                const std::string& tenant_salt) const;
   // `rendered`: a chat request's rendering when its reply is to be recorded (replies_ set), else nullptr.
-  ApiOutcome Run(const ApiContext& ctx, const Json& body, std::vector<int32_t> prompt, bool chat_mode, bool thinking,
-                 const chat::ReplySpans* rendered, const ChunkSink& sink, std::vector<PromptImage> images = {});
+  // `sampling`: the body's generation options, parsed once by the caller (ParseSampling).
+  ApiOutcome Run(const ApiContext& ctx, const Json& body, RequestSampling sampling, std::vector<int32_t> prompt,
+                 bool chat_mode, bool thinking, const chat::ReplySpans* rendered, const ChunkSink& sink,
+                 std::vector<PromptImage> images = {});
 
   RouterCore* core_;
   const Tokenizer* tok_;

@@ -739,12 +739,19 @@ class SpeculativeNodesTest : public NodesTest {
     NodesTest::SetUp();
     // A: a flat cost curve, so every step verifies the whole block (rejections at every position);
     // B: the curve measured at start-up, as a node runs.
+    DecoderOptions measured;
+    measured.speculative = true;
+    dec_b_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_, measured);
+    dec_a_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_, WholeBlockOptions());
+  }
+
+  // Speculating with a flat cost curve: every step verifies the whole draft block.
+  static DecoderOptions WholeBlockOptions() {
     DecoderOptions o;
     o.speculative = true;
-    dec_b_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_, o);
     const int block = model_->config().dspark_block_size;
     o.verify_cost = VerifyCostCurve{{1}, {std::vector<double>(static_cast<size_t>(block) + 1, 1.0)}, {0.0}};
-    dec_a_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_, o);
+    return o;
   }
 };
 
@@ -791,23 +798,14 @@ TEST_F(SpeculativeNodesTest, PenaltiesLogitBiasAndLogprobsEqualOneProcess) {
 }
 
 // The speculator masks every verified row with the grammar after the drafts accepted before it.
-TEST_F(SpeculativeNodesTest, RepliesWithAResponseFormatFollowTheSchema) {
-  DecoderOptions o;
-  o.speculative = true;
-  const int block = model_->config().dspark_block_size;
-  o.verify_cost = VerifyCostCurve{{1}, {std::vector<double>(static_cast<size_t>(block) + 1, 1.0)}, {0.0}};
-  ExpectRepliesFollowTheSchema(o);
-}
+TEST_F(SpeculativeNodesTest, RepliesWithAResponseFormatFollowTheSchema) { ExpectRepliesFollowTheSchema(WholeBlockOptions()); }
 
 // Greedy constrained replies are the same with and without speculation: drafts are checked against
 // the masked rows, so only what the grammar admits is ever accepted.
 TEST_F(SpeculativeNodesTest, GreedyConstrainedRepliesEqualPlainDecoding) {
   const JsonVocab vocab = MakeJsonVocab();
-  DecoderOptions plain_options, spec_options;
+  DecoderOptions plain_options, spec_options = WholeBlockOptions();
   plain_options.masker = spec_options.masker = vocab.masker.get();
-  spec_options.speculative = true;
-  const int block = model_->config().dspark_block_size;
-  spec_options.verify_cost = VerifyCostCurve{{1}, {std::vector<double>(static_cast<size_t>(block) + 1, 1.0)}, {0.0}};
   DecoderServer plain(*model_, client_.get(), nodes_.get(), &pool_, plain_options);
   DecoderServer spec(*model_, client_.get(), nodes_.get(), &pool_, spec_options);
   ASSERT_TRUE(spec.core->speculating());
