@@ -167,7 +167,10 @@ void Router(int which, const uint8_t* data, size_t size) {
     return;
   }
   DS41_FUZZ_CHECK(checked->body.is_object() && checked->session_id.size() <= 256);
-  const ds41::ApiContext ctx{checked->tenant, checked->session_id, std::make_shared<ds41::CancelToken>()};
+  ds41::ApiContext ctx;
+  ctx.tenant = checked->tenant;
+  ctx.session_id = checked->session_id;
+  ctx.cancel = std::make_shared<ds41::CancelToken>();
   const ds41::ChunkSink sink = [](const ds41::Json& chunk) {
     (void)ds41::WireJson(chunk);
     return true;

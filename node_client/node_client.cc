@@ -2,6 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <future>
+#include <optional>
+
 #include "node.grpc.pb.h"
 #include "node_client/node_codec.h"
 #include "rpc/status_map.h"
@@ -47,44 +50,107 @@ StatusOr<PrefillOutput> NodeClient::Prefill(const std::string& encoder, const Pr
   return DecodePrefillResponse(&resp);
 }
 
+namespace {
+
+// One Decoder.Generate call as a client read reactor: each message is decoded and handed to the
+// sink from OnReadDone, the next read started only after it (the sink's pace is the stream's), and
+// the reactor deletes itself once OnDone has handed the result over.
+class GenerateCall final : public grpc::ClientReadReactor<pb::GenerateResponse> {
+ public:
+  GenerateCall(std::string decoder, std::shared_ptr<CancelToken> cancel, TokenBatchSink sink,
+               std::function<void(GenerateCallResult)> done)
+      : decoder_(std::move(decoder)), cancel_(std::move(cancel)), sink_(std::move(sink)), done_(std::move(done)) {}
+
+  void Start(const std::shared_ptr<grpc::Channel>& channel, const GenerateInput& in, const std::string& fingerprint) {
+    EncodeGenerateRequest(in, fingerprint, &req_);
+    SetDeadline(&ctx_, in.deadline);
+    stub_ = pb::Decoder::NewStub(channel);
+    stub_->async()->Generate(&ctx_, &req_, this);
+    // Attached before the call starts (so before OnDone can delete this); a cancel made already
+    // runs TryCancel now, which cancels the call as it starts.
+    if (cancel_) attachment_.emplace(cancel_->OnCancel([this] { ctx_.TryCancel(); }));
+    StartRead(&msg_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream ended; OnDone follows
+    if (msg_.tokens_size() > 0) {
+      StatusOr<GeneratedTokens> got = DecodeGenerated(msg_);
+      if (!got.ok()) {
+        malformed_ = InternalError(got.status().message()).Prefixed("decoder " + decoder_);
+        ctx_.TryCancel();
+        return;
+      }
+      bool more = false;
+      try {
+        more = sink_(*got);
+      } catch (const std::exception& e) {
+        // On gRPC's thread nothing above would catch it: the call ends with the error instead.
+        malformed_ = InternalError(std::string("internal error: ") + e.what());
+        ctx_.TryCancel();
+        return;
+      }
+      if (!more) {
+        res_.stopped = true;
+        ctx_.TryCancel();
+        return;
+      }
+    }
+    if (!msg_.finish_reason().empty()) {
+      res_.end.finish_reason = msg_.finish_reason();
+      res_.end.usage = DecodeUsage(msg_.usage());
+    }
+    StartRead(&msg_);
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    attachment_.reset();  // after this the cancel callback never runs (it touches ctx_)
+    res_.status = FromGrpc(s);
+    if (!malformed_.ok()) res_.status = malformed_;
+    std::function<void(GenerateCallResult)> done = std::move(done_);
+    GenerateCallResult res = std::move(res_);
+    delete this;
+    done(std::move(res));
+  }
+
+ private:
+  const std::string decoder_;
+  const std::shared_ptr<CancelToken> cancel_;  // kept alive while attached
+  TokenBatchSink sink_;
+  std::function<void(GenerateCallResult)> done_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<pb::Decoder::Stub> stub_;
+  pb::GenerateRequest req_;
+  pb::GenerateResponse msg_;
+  std::optional<CancelToken::Attachment> attachment_;
+  ds41::Status malformed_;  // a bad message (or the sink threw): the call's end, whatever gRPC says
+  GenerateCallResult res_;
+};
+
+}  // namespace
+
+void NodeClient::GenerateAsync(const std::string& decoder, const GenerateInput& in, std::shared_ptr<CancelToken> cancel,
+                               TokenBatchSink sink, std::function<void(GenerateCallResult)> done) const {
+  if (cancel && cancel->cancelled()) {
+    GenerateCallResult res;
+    res.status = CancelledError("request cancelled");
+    done(std::move(res));
+    return;
+  }
+  auto* call = new GenerateCall(decoder, std::move(cancel), std::move(sink), std::move(done));
+  call->Start(channels_->Get(decoder), in, fingerprint_);
+}
+
 GenerateCallResult NodeClient::Generate(const std::string& decoder, const GenerateInput& in, CancelToken* cancel,
                                         const TokenBatchSink& sink) const {
-  GenerateCallResult res;
-  pb::GenerateRequest req;
-  EncodeGenerateRequest(in, fingerprint_, &req);
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, in.deadline);
-  bool cancelled = false;
-  CancelToken::Attachment attachment = CancelWith(cancel, &ctx, &cancelled);
-  if (cancelled) {
-    res.status = CancelledError("request cancelled");
-    return res;
-  }
-  auto reader = pb::Decoder::NewStub(channels_->Get(decoder))->Generate(&ctx, req);
-  pb::GenerateResponse msg;
-  ds41::Status malformed;  // NodeClient::Status, the call, hides the type here
-  while (reader->Read(&msg)) {
-    if (msg.tokens_size() > 0) {
-      StatusOr<GeneratedTokens> got = DecodeGenerated(msg);
-      if (!got.ok()) {
-        malformed = InternalError(got.status().message()).Prefixed("decoder " + decoder);
-        ctx.TryCancel();
-        break;
-      }
-      if (!sink(*got)) {
-        res.stopped = true;
-        ctx.TryCancel();
-        break;
-      }
-    }
-    if (!msg.finish_reason().empty()) {
-      res.end.finish_reason = msg.finish_reason();
-      res.end.usage = DecodeUsage(msg.usage());
-    }
-  }
-  res.status = FromGrpc(reader->Finish());
-  if (!malformed.ok()) res.status = malformed;
-  return res;
+  std::promise<GenerateCallResult> ended;
+  std::future<GenerateCallResult> result = ended.get_future();
+  // Not owned: the caller keeps `cancel` alive until this returns, which is after the call's end.
+  std::shared_ptr<CancelToken> borrowed(std::shared_ptr<void>(), cancel);
+  GenerateAsync(decoder, in, cancel ? borrowed : nullptr, sink,
+                [&ended](GenerateCallResult r) { ended.set_value(std::move(r)); });
+  return result.get();
 }
 
 StatusOr<std::string> NodeClient::FetchSwa(const std::string& peer, const UnitKey& ns, const UnitKey& prefix_key,

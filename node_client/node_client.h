@@ -36,8 +36,13 @@ class NodeClient {
   StatusOr<PrefillOutput> Prefill(const std::string& encoder, const PrefillInput& in,
                                   std::chrono::steady_clock::time_point deadline, CancelToken* cancel = nullptr) const;
 
-  // Decoder.Generate by in.deadline, streaming the ids to `sink` as they arrive (on this thread). A
+  // Decoder.Generate by in.deadline without holding a thread: `sink` gets each batch of ids as it
+  // arrives and `done` the call's end, both on gRPC's callback threads (one batch at a time, in
+  // order, `done` last and once), so neither may block. A cancelled token cancels the call. A
   // message whose log-probabilities do not match its ids ends the call with INTERNAL.
+  void GenerateAsync(const std::string& decoder, const GenerateInput& in, std::shared_ptr<CancelToken> cancel,
+                     TokenBatchSink sink, std::function<void(GenerateCallResult)> done) const;
+  // GenerateAsync waited for on this thread (tests and tools).
   GenerateCallResult Generate(const std::string& decoder, const GenerateInput& in, CancelToken* cancel,
                               const TokenBatchSink& sink) const;
 

@@ -2,6 +2,8 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <atomic>
+
 #include "util/process_metrics.h"
 
 namespace ds41 {
@@ -20,6 +22,7 @@ void HttpFront::Reply(const std::string& endpoint, HttpResponder& resp, const Ap
 }
 
 void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::shared_ptr<HttpResponder> resp) {
+  const auto arrival = std::chrono::steady_clock::now();
   std::optional<Json> parsed = ParseRequestJson(req.body);
   if (!parsed) {
     Reply(endpoint, *resp, OpenAiApi::Error(StatusCode::kInvalidArgument, "the request body is not valid JSON (or nests too deeply)"));
@@ -46,38 +49,53 @@ void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::sh
     Reply(endpoint, *resp, OpenAiApi::FromStatus(deadline.status()));
     return;
   }
+  // Admitted here, on arrival: a request over --max-running is answered now, on this io thread,
+  // not after it waited for a worker; one admitted counts from now.
+  auto admission = api_->Admit();
+  if (!admission.ok()) {
+    Reply(endpoint, *resp, OpenAiApi::FromStatus(admission.status()));
+    return;
+  }
   ctx.deadline = *deadline;
+  ctx.arrival = arrival;
+  ctx.admission = std::move(*admission);
   ctx.cancel = std::make_shared<CancelToken>();
   resp->OnClose([cancel = ctx.cancel] { cancel->Cancel(CancelReason::kClient); });
-  workers_->Schedule([this, endpoint, ctx, body = std::move(body), resp] {
-    bool started = false;
-    auto sink = [&](const Json& chunk) {
-      if (!started) {
-        started = resp->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
-        if (!started) return false;
+  const bool stream = body.contains("stream") && body["stream"] == true;
+  // The worker checks, renders and tokenizes the request and routes it; no thread waits while the
+  // reply streams (chunks and the end come on gRPC's threads).
+  workers_->Schedule([this, endpoint, ctx, body = std::move(body), resp, stream] {
+    auto started = std::make_shared<std::atomic<bool>>(false);
+    ChunkSink sink = [resp, started](const Json& chunk) {
+      if (!started->load()) {
+        if (!resp->StartStream(200, "text/event-stream")) return false;
+        started->store(true);
       }
       return resp->Write("data: " + WireJson(chunk) + "\n\n");
     };
-    ApiOutcome out;
-    try {
-      out = endpoint == "chat" ? api_->ChatCompletions(ctx, body, sink) : api_->Completions(ctx, body, sink);
-    } catch (const std::exception& e) {
-      // A bug must cost one request, never the router.
-      out = OpenAiApi::Error(StatusCode::kInternal, std::string("internal error: ") + e.what());
-    }
-    if (!started) {
-      // Errors before any chunk, and every non-streamed reply, are plain JSON responses.
-      if (out.http_status == 200 && body.contains("stream") && body["stream"] == true) {
-        started = resp->StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}});
-      } else {
-        Reply(endpoint, *resp, out);
-        return;
+    ApiDone done = [this, endpoint, resp, started, stream](ApiOutcome out) {
+      if (!started->load()) {
+        // Errors before any chunk, and every non-streamed reply, are plain JSON responses.
+        if (out.http_status != 200 || !stream) return Reply(endpoint, *resp, out);
+        resp->StartStream(200, "text/event-stream");
       }
+      if (out.http_status != 200) resp->Write("data: " + WireJson(out.body) + "\n\n");
+      resp->Write("data: [DONE]\n\n");
+      resp->Finish();
+      if (metrics_) metrics_->Request(endpoint, out.http_status);
+    };
+    try {
+      if (endpoint == "chat") {
+        api_->ChatCompletions(ctx, body, std::move(sink), done);
+      } else {
+        api_->Completions(ctx, body, std::move(sink), done);
+      }
+    } catch (const std::exception& e) {
+      // A bug must cost one request, never the router. (Thrown while the request was checked or
+      // tokenized: its ApiDone has not run.)
+      ctx.admission->Release();
+      done(OpenAiApi::Error(StatusCode::kInternal, std::string("internal error: ") + e.what()));
     }
-    if (out.http_status != 200) resp->Write("data: " + WireJson(out.body) + "\n\n");
-    resp->Write("data: [DONE]\n\n");
-    resp->Finish();
-    if (metrics_) metrics_->Request(endpoint, out.http_status);
   });
 }
 

@@ -22,8 +22,8 @@ int main(int argc, char** argv) {
               model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost", cost_profile;
   bool reply_splice = true;
   double max_queue_s = 60;
-  int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 64, poll_ms = 1000, header_timeout_ms = 10000,
-      request_timeout_s = 600, grace_s = 20, max_migrations = 2, max_sessions = 100000;
+  int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 4, poll_ms = 1000, header_timeout_ms = 10000,
+      request_timeout_s = 600, grace_s = 20, max_migrations = 2, max_sessions = 100000, max_connections = 10000;
   app.add_option("--model", model_dir, "checkpoint folder (config.json, tokenizer.json)")->required()->envname("DS41_MODEL");
   app.add_option("--listen", listen, "HTTP address (OpenAI API, /health, /metrics)")->envname("DS41_ROUTER_LISTEN");
   app.add_option("--grpc-listen", grpc_listen, "gRPC address (Router service)")->envname("DS41_ROUTER_GRPC_LISTEN");
@@ -78,10 +78,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 16))
       ->envname("DS41_MAX_MIGRATIONS");
   app.add_option("--io-threads", io_threads, "HTTP io threads")->check(CLI::Range(1, 64));
-  app.add_option("--workers", workers, "request worker threads (one of them is the caller's: at least 2)")->check(CLI::Range(2, 4096));
+  app.add_option("--workers", workers,
+                 "threads that check, render and tokenize requests and place them (a stream holds none of them; one is "
+                 "the caller's: at least 2)")
+      ->check(CLI::Range(2, 4096));
   app.add_option("--poll-ms", poll_ms, "node health-check interval")->check(CLI::Range(10, 3600000));
   app.add_option("--header-timeout-ms", header_timeout_ms, "slow clients: time allowed to send the headers")
       ->check(CLI::Range(10, 600000));
+  app.add_option("--max-connections", max_connections,
+                 "open HTTP connections beyond which new ones get 503 (keep it under the process's file limit)")
+      ->check(CLI::Range(1, 10000000));
   ds41::TlsOptions tls;
   ds41::AddTlsFlags(app, &tls);
   CLI11_PARSE(app, argc, argv);
@@ -158,7 +164,9 @@ int main(int argc, char** argv) {
     }
     ro.placement.cost = ds41::CostModelFromProfile(*profile);
   }
-  ds41::RouterCore core(ro, &nodes, cache_client.get(), &node_client, &metrics);
+  // The request workers: built once here, shared by the two front doors and the core (retries).
+  ds41::ThreadPool pool(workers, ds41::ThreadPool::Idle::kSleep, "ds41-req");
+  ds41::RouterCore core(ro, &nodes, cache_client.get(), &node_client, &metrics, &pool);
   std::unique_ptr<ds41::ReplyRecords> replies;
   if (reply_splice && cache_client != nullptr) {
     auto made = ds41::ReplyRecords::Create(cache_client.get(), fp, static_cast<int32_t>(cfg.vocab_size), &metrics);
@@ -185,7 +193,6 @@ int main(int argc, char** argv) {
     }
     api.SetImageInput(images);
   }
-  ds41::ThreadPool pool(workers);
   ds41::HttpFront front(&api, &tenants, &nodes, &metrics, registry, &pool);
   ds41::HttpServerOptions ho;
   const auto colon = listen.rfind(':');
@@ -194,6 +201,7 @@ int main(int argc, char** argv) {
   ho.io_threads = io_threads;
   ho.max_body_bytes = *body_bytes;
   ho.header_timeout = std::chrono::milliseconds(header_timeout_ms);
+  ho.max_connections = max_connections;
   ds41::HttpServer http(ho);
   front.Register(&http);
   if (ds41::Status s = http.Start(); !s.ok()) {

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <chrono>
 #include <cstdlib>
+#include <future>
 #include <random>
 #include <sstream>
 
@@ -20,14 +21,6 @@
 namespace ds41 {
 
 // A request's generation options: what the decoder samples by, and how the reply is cut and shown.
-struct RequestSampling {
-  GenerateSampling decode;  // temperature, top_p, seed, penalties, logit_bias, logprobs, constraints
-  uint32_t max_tokens_asked = 0;  // max_tokens or max_completion_tokens; 0: not given (Run caps either)
-  std::vector<std::string> stops;
-  bool stream = false;
-  bool ignore_eos = false;  // vLLM's extension: EOS does not stop, so exactly max_tokens come (load tests)
-  bool tool_calls = true;   // false: tool_choice "none", a calls block the model writes stays content
-};
 
 namespace {
 
@@ -529,7 +522,7 @@ Json OpenAiApi::Models() const {
           {"data", Json::array({{{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "ds41-serve"}}})}};
 }
 
-ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
+std::optional<ApiOutcome> OpenAiApi::PrepareChat(const ApiContext& ctx, const Json& body, PreparedRequest* out) const {
   if (!body.is_object()) return Error(StatusCode::kInvalidArgument, "the request body must be a JSON object");
   if (std::optional<ApiOutcome> refused = RefuseUnknownFields(body, kChatFields)) return *std::move(refused);
   // Every generation option is checked before the prompt is rendered (and its grammar compiled once).
@@ -555,7 +548,7 @@ ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, c
   auto effort = chat::ParseReasoningEffort(body.contains("reasoning_effort") ? body["reasoning_effort"] : Json(nullptr));
   if (!effort.ok()) return FromStatus(effort.status());
   opt.reasoning_effort = *effort;
-  chat::ReplySpans rendered;
+  chat::ReplySpans& rendered = out->rendered;
   std::vector<chat::ChatImage> image_parts;
   auto pieces = chat::RenderChat(body["messages"], tools, opt, replies_ != nullptr ? &rendered : nullptr, &image_parts);
   if (!pieces.ok()) return FromStatus(pieces.status());
@@ -574,9 +567,13 @@ ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, c
     *prompt = std::move(request->tokens);  // with each span's key tokens
     prompt_images = std::move(*fitted);
   }
-  return Run(ctx, body, std::move(sampling), std::move(*prompt), /*chat_mode=*/true, opt.thinking,
-             replies_ != nullptr ? &rendered : nullptr,
-             sink, std::move(prompt_images));
+  out->sampling = std::move(sampling);
+  out->prompt = std::move(*prompt);
+  out->chat_mode = true;
+  out->thinking = opt.thinking;
+  out->record_reply = replies_ != nullptr;
+  out->images = std::move(prompt_images);
+  return std::nullopt;
 }
 
 StatusOr<std::vector<int32_t>> OpenAiApi::ChatPromptIds(const std::vector<chat::PromptPiece>& pieces,
@@ -616,7 +613,7 @@ StatusOr<std::vector<int32_t>> OpenAiApi::ChatPromptIds(const std::vector<chat::
   return prompt;
 }
 
-ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
+std::optional<ApiOutcome> OpenAiApi::PrepareCompletion(const Json& body, PreparedRequest* out) const {
   if (!body.is_object()) return Error(StatusCode::kInvalidArgument, "the request body must be a JSON object");
   if (std::optional<ApiOutcome> refused = RefuseUnknownFields(body, kCompletionFields)) return *std::move(refused);
   // Every generation option is checked before the prompt is tokenized.
@@ -630,7 +627,7 @@ ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const
     return Error(StatusCode::kInvalidArgument, "\"best_of\" must be 1: this server returns one choice per request", "best_of");
   }
   const Json& pr = body["prompt"];
-  std::vector<int32_t> prompt;
+  std::vector<int32_t>& prompt = out->prompt;
   if (pr.is_string()) {
     // The raw interface: control tokens written in the prompt are control tokens.
     prompt = tok_->Encode(pr.get_ref<const std::string&>(), /*allow_control=*/true);
@@ -649,9 +646,49 @@ ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const
     return Error(StatusCode::kInvalidArgument,
                  "\"prompt\" holds the image token; images come as image_url parts of /v1/chat/completions", "prompt");
   }
-  return Run(ctx, body, std::move(sampling), std::move(prompt), /*chat_mode=*/false, /*thinking=*/false,
-             /*rendered=*/nullptr, sink);
+  out->sampling = std::move(sampling);
+  out->chat_mode = false;
+  return std::nullopt;
 }
+
+void OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, ChunkSink sink, ApiDone done) {
+  PreparedRequest p;
+  if (std::optional<ApiOutcome> refused = PrepareChat(ctx, body, &p)) return Refuse(ctx, std::move(*refused), done);
+  Run(ctx, body, std::move(p), std::move(sink), std::move(done));
+}
+
+void OpenAiApi::Completions(const ApiContext& ctx, const Json& body, ChunkSink sink, ApiDone done) {
+  PreparedRequest p;
+  if (std::optional<ApiOutcome> refused = PrepareCompletion(body, &p)) return Refuse(ctx, std::move(*refused), done);
+  Run(ctx, body, std::move(p), std::move(sink), std::move(done));
+}
+
+void OpenAiApi::Refuse(const ApiContext& ctx, ApiOutcome out, const ApiDone& done) {
+  if (ctx.admission) ctx.admission->Release();
+  done(std::move(out));
+}
+
+namespace {
+
+// Waits on this thread for what `start` hands its ApiDone (the synchronous API).
+ApiOutcome Await(const std::function<void(ApiDone)>& start) {
+  std::promise<ApiOutcome> ended;
+  std::future<ApiOutcome> outcome = ended.get_future();
+  start([&ended](ApiOutcome out) { ended.set_value(std::move(out)); });
+  return outcome.get();
+}
+
+}  // namespace
+
+ApiOutcome OpenAiApi::ChatCompletions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
+  return Await([&](ApiDone done) { ChatCompletions(ctx, body, sink, std::move(done)); });
+}
+
+ApiOutcome OpenAiApi::Completions(const ApiContext& ctx, const Json& body, const ChunkSink& sink) {
+  return Await([&](ApiDone done) { Completions(ctx, body, sink, std::move(done)); });
+}
+
+
 
 namespace {
 
@@ -681,6 +718,8 @@ RouteRequest BuildRouteRequest(const ApiContext& ctx, bool chat_mode, const std:
   if (!s.ignore_eos) rq.sampling.stop_ids = {kEosId};
   rq.cancel = ctx.cancel;
   rq.deadline = ctx.deadline;
+  rq.arrival = ctx.arrival;
+  rq.admission = ctx.admission;
   return rq;
 }
 
@@ -892,6 +931,29 @@ class ReplyStream {
   bool client_gone_ = false;
 };
 
+// The outcome of a routed request whose reply streamed through `reply`; a chat reply is recorded in
+// `replies` when `rendered` is given.
+ApiOutcome FinishReply(ReplyStream& reply, const RouteResult& r, const ReplyRecords* replies,
+                       const chat::ReplySpans* rendered, const std::string& tenant_salt,
+                       const std::vector<int32_t>& shown_prompt, bool return_ids) {
+  if (!r.status.ok() && r.usage.completion_tokens == 0) {
+    ApiOutcome refused = OpenAiApi::FromStatus(r.status);
+    if (r.retry_after_s > 0) refused.retry_after_s = r.retry_after_s;  // the router's own estimate
+    return refused;
+  }
+  reply.Finish();
+  if (!r.status.ok()) return OpenAiApi::FromStatus(r.status);  // after some output: the stream ends with the error
+  if (rendered != nullptr) {
+    // Recorded before the last chunk goes out, so the client's next turn finds it. A reply that
+    // cannot be recorded costs the next turn only its cache hit through this reply.
+    if (std::optional<std::vector<int32_t>> ids = reply.WholeReplyIds()) {
+      auto digest = chat::GeneratedReplyDigest(*rendered, reply.Message());
+      if (digest.ok()) (void)replies->Record(tenant_salt, *digest, *ids);
+    }
+  }
+  return reply.Respond(r, shown_prompt, return_ids);
+}
+
 }  // namespace
 
 std::optional<ApiOutcome> OpenAiApi::CheckRequest(const ApiContext& ctx, const Json& body,
@@ -925,39 +987,54 @@ std::optional<ApiOutcome> OpenAiApi::CheckRequest(const ApiContext& ctx, const J
   return std::nullopt;
 }
 
-ApiOutcome OpenAiApi::Run(const ApiContext& ctx, const Json& body, RequestSampling s, std::vector<int32_t> prompt,
-                          bool chat_mode, bool thinking, const chat::ReplySpans* rendered, const ChunkSink& sink,
-                          std::vector<PromptImage> images) {
-  if (std::optional<ApiOutcome> refused = CheckRequest(ctx, body, prompt)) return *std::move(refused);
+void OpenAiApi::Run(const ApiContext& ctx, const Json& body, PreparedRequest p, ChunkSink sink, ApiDone done) {
+  if (std::optional<ApiOutcome> refused = CheckRequest(ctx, body, p.prompt)) return Refuse(ctx, std::move(*refused), done);
+  RequestSampling& s = p.sampling;
   // max_tokens is capped at what the context leaves, and defaults to that, at most 1024.
-  const int64_t left = max_context_ - static_cast<int64_t>(prompt.size());
+  const int64_t left = max_context_ - static_cast<int64_t>(p.prompt.size());
   s.decode.max_tokens = static_cast<uint32_t>(std::min<int64_t>(s.max_tokens_asked > 0 ? s.max_tokens_asked : 1024, left));
-  const std::string session = SessionId(ctx, body, prompt);
-  RouteRequest rq = BuildRouteRequest(ctx, chat_mode, session, std::move(prompt), s);
-  rq.images = std::move(images);
-  ReplyStream reply(*tok_, s, chat_mode, thinking, sink, rq.request_id, model_id_);
-  RouteResult r = core_->Generate(rq, [&](const GeneratedTokens& got) { return reply.Add(got); });
-  if (!r.status.ok() && r.usage.completion_tokens == 0) {
-    ApiOutcome refused = FromStatus(r.status);
-    if (r.retry_after_s > 0) refused.retry_after_s = r.retry_after_s;  // the router's own estimate
-    return refused;
+  const std::string session = SessionId(ctx, body, p.prompt);
+  RouteRequest rq = BuildRouteRequest(ctx, p.chat_mode, session, std::move(p.prompt), s);
+  rq.images = std::move(p.images);
+  // What the reply's end needs, kept while it streams (no thread waits for it).
+  struct Running {
+    ChunkSink sink;
+    std::optional<ReplyStream> reply;
+    ApiDone done;
+    chat::ReplySpans rendered;
+    bool record_reply = false;
+    bool return_ids = false;
+    std::vector<int32_t> shown_prompt;  // for return_token_ids: the model's ids (image spans hold the image token)
+    std::string tenant_salt;
+  };
+  auto run = std::make_shared<Running>();
+  run->sink = std::move(sink);
+  run->done = std::move(done);
+  run->rendered = std::move(p.rendered);
+  run->record_reply = p.record_reply;
+  run->return_ids = body.contains("return_token_ids") && body["return_token_ids"] == true;
+  if (run->return_ids) {
+    run->shown_prompt = rq.tokens;
+    for (int32_t& t : run->shown_prompt)
+      if (t < 0) t = images_.image_token_id;
   }
-  reply.Finish();
-  if (!r.status.ok()) return FromStatus(r.status);  // after some output: the stream ends with the error
-  if (rendered != nullptr) {
-    // Recorded before the last chunk goes out, so the client's next turn finds it. A reply that
-    // cannot be recorded costs the next turn only its cache hit through this reply.
-    if (std::optional<std::vector<int32_t>> ids = reply.WholeReplyIds()) {
-      auto digest = chat::GeneratedReplyDigest(*rendered, reply.Message());
-      if (digest.ok()) (void)replies_->Record(ctx.tenant.salt, *digest, *ids);
-    }
-  }
-  const bool return_ids = body.contains("return_token_ids") && body["return_token_ids"] == true;
-  if (!return_ids || rq.images.empty()) return reply.Respond(r, rq.tokens, return_ids);
-  std::vector<int32_t> shown = rq.tokens;  // the model's ids: image spans hold the image token
-  for (int32_t& t : shown)
-    if (t < 0) t = images_.image_token_id;
-  return reply.Respond(r, shown, return_ids);
+  run->tenant_salt = ctx.tenant.salt;
+  run->reply.emplace(*tok_, s, p.chat_mode, p.thinking, run->sink, rq.request_id, model_id_);
+  core_->Start(
+      std::move(rq), [run](const GeneratedTokens& got) { return run->reply->Add(got); },
+      [this, run](RouteResult r) {
+        ApiOutcome out;
+        try {
+          out = FinishReply(run->reply.value(), r, replies_, run->record_reply ? &run->rendered : nullptr,
+                            run->tenant_salt, run->shown_prompt, run->return_ids);
+        } catch (const std::exception& e) {
+          // A bug must cost one request, never the router.
+          out = Error(StatusCode::kInternal, std::string("internal error: ") + e.what());
+        }
+        ApiDone d = std::move(run->done);
+        run->sink = nullptr;
+        d(std::move(out));
+      });
 }
 
 }  // namespace ds41

@@ -45,6 +45,8 @@ struct ApiOutcome {
 
 // A streamed chunk (chat.completion.chunk or text_completion); returning false cancels.
 using ChunkSink = std::function<bool(const Json& chunk)>;
+// Gets a request's outcome, once, after its last chunk.
+using ApiDone = std::function<void(ApiOutcome outcome)>;
 
 struct ApiContext {
   Tenant tenant;
@@ -53,6 +55,10 @@ struct ApiContext {
   // The client's deadline (x-request-timeout or x-stainless-timeout seconds on HTTP, the call's
   // deadline on gRPC); max: none, the router's --request-timeout-seconds applies.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // When the front door first saw the request (TTFT counts from here), and its place among the
+  // router's max_running taken then (OpenAiApi::Admit); null: taken when it is routed.
+  std::chrono::steady_clock::time_point arrival{};
+  std::shared_ptr<RouteAdmission> admission;
 };
 
 // A generated token as logprobs show it: its text when its bytes are valid UTF-8, else OpenAI's
@@ -63,7 +69,15 @@ std::string LogprobTokenText(std::string_view bytes);
 // anything else INVALID_ARGUMENT.
 StatusOr<std::chrono::steady_clock::time_point> DeadlineFromTimeoutHeader(std::string_view seconds);
 
-struct RequestSampling;  // a request's generation options (openai_api.cc)
+// A request's generation options, as ParseSampling (openai_api.cc) reads them from the body.
+struct RequestSampling {
+  GenerateSampling decode;  // temperature, top_p, seed, penalties, logit_bias, logprobs, constraints
+  uint32_t max_tokens_asked = 0;  // max_tokens or max_completion_tokens; 0: not given (Run caps either)
+  std::vector<std::string> stops;
+  bool stream = false;
+  bool ignore_eos = false;  // vLLM's extension: EOS does not stop, so exactly max_tokens come (load tests)
+  bool tool_calls = true;   // false: tool_choice "none", a calls block the model writes stays content
+};
 
 class OpenAiApi {
  public:
@@ -73,8 +87,16 @@ class OpenAiApi {
   OpenAiApi(RouterCore* core, const Tokenizer* tokenizer, std::string model_id, int64_t max_context_tokens,
             int32_t model_vocab, const ReplyRecords* replies = nullptr);
 
+  // A place among the router's max_running for a request that has just arrived (RouterCore::Admit).
+  StatusOr<std::shared_ptr<RouteAdmission>> Admit() { return core_->Admit(); }
+
   // `sink` is used when the body asks for "stream": true; the outcome then carries the status (and,
-  // on success, the usage) and its body is not sent.
+  // on success, the usage) and its body is not sent. The request is checked, rendered and
+  // tokenized on this thread; then no thread waits for it: chunks and `done` come on gRPC's or the
+  // router's worker threads (`done` on this one when it is refused first). Neither may block.
+  void ChatCompletions(const ApiContext& ctx, const Json& body, ChunkSink sink, ApiDone done);
+  void Completions(const ApiContext& ctx, const Json& body, ChunkSink sink, ApiDone done);
+  // The same, waited for on this thread (tests, fuzzers).
   ApiOutcome ChatCompletions(const ApiContext& ctx, const Json& body, const ChunkSink& sink);
   // Image inputs (off by default: image parts are then answered 400 "this model does not accept
   // images"). REQUIRES: called before serving, not concurrently with requests.
@@ -92,6 +114,20 @@ class OpenAiApi {
   static ApiOutcome FromStatus(const Status& s);
 
  private:
+  // A request checked and tokenized, ready to route.
+  struct PreparedRequest {
+    RequestSampling sampling;
+    std::vector<int32_t> prompt;
+    bool chat_mode = false, thinking = false;
+    bool record_reply = false;       // a chat reply to record (replies_ set); `rendered` says where it goes
+    chat::ReplySpans rendered;
+    std::vector<PromptImage> images;
+  };
+  // The request's refusal, or nullopt with `out` filled.
+  std::optional<ApiOutcome> PrepareChat(const ApiContext& ctx, const Json& body, PreparedRequest* out) const;
+  std::optional<ApiOutcome> PrepareCompletion(const Json& body, PreparedRequest* out) const;
+  // Hands `out` to `done`, releasing the request's admission first.
+  static void Refuse(const ApiContext& ctx, ApiOutcome out, const ApiDone& done);
   // Refuses what this server cannot serve (another model, n != 1, an empty prompt, one longer than the
   // context or than the tenant's max_prompt_tokens).
   std::optional<ApiOutcome> CheckRequest(const ApiContext& ctx, const Json& body, const std::vector<int32_t>& prompt) const;
@@ -100,11 +136,8 @@ class OpenAiApi {
   StatusOr<std::vector<int32_t>> ChatPromptIds(const std::vector<chat::PromptPiece>& pieces,
                                                const std::vector<chat::AssistantSpan>& spans,
                                                const std::string& tenant_salt) const;
-  // `rendered`: a chat request's rendering when its reply is to be recorded (replies_ set), else nullptr.
-  // `sampling`: the body's generation options, parsed once by the caller (ParseSampling).
-  ApiOutcome Run(const ApiContext& ctx, const Json& body, RequestSampling sampling, std::vector<int32_t> prompt,
-                 bool chat_mode, bool thinking, const chat::ReplySpans* rendered, const ChunkSink& sink,
-                 std::vector<PromptImage> images = {});
+  // Routes a prepared request; its reply streams through ReplyStream to `sink`, then `done`.
+  void Run(const ApiContext& ctx, const Json& body, PreparedRequest p, ChunkSink sink, ApiDone done);
 
   RouterCore* core_;
   const Tokenizer* tok_;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <future>
 
 #include "node_client/node_protocol.h"
 
@@ -11,13 +12,40 @@ namespace ds41 {
 
 using Clock = std::chrono::steady_clock;
 
+// One request across its continuations. Touched by one step at a time: Start, then each attempt's
+// sink calls and end (gRPC orders them), then AfterNodeLost on a worker, then the next attempt.
+struct RouterCore::Call {
+  RouteRequest rq;
+  TokenSink sink;
+  RouteDone done;
+  Clock::time_point t0, deadline;
+  CacheNamespace ns;
+  int64_t H = 0;
+  std::set<std::string> excluded;
+  Streamed streamed;
+  Status lost;               // why the last attempt's node went away
+  // The last attempt's encoder: it holds the SWA state at H (kept when it pulled it from a peer), the
+  // SWA source for the next attempt when the one named first is gone (often the dead decoder itself).
+  std::string swa_fallback;
+  bool attempt_resumed = false;  // the attempt in flight is a migration
+  bool attempt_got = false;      // its first ids have come (PlaceAttempt counted it started)
+  RouteResult res;
+};
+
+void RouteAdmission::Release() {
+  if (released_.exchange(true)) return;
+  if (core_->metrics_) core_->metrics_->running.Decrement();
+  core_->EndRunning();
+}
+
 RouterCore::RouterCore(RouterOptions options, NodeTable* nodes, CacheClient* cache, const NodeClient* node_client,
-                       RouterMetrics* metrics)
+                       RouterMetrics* metrics, ThreadPool* workers)
     : opt_(std::move(options)),
       nodes_(nodes),
       cache_(cache),
       node_client_(node_client),
       metrics_(metrics),
+      workers_(workers),
       placer_(opt_.placement),
       bindings_(opt_.max_sessions) {
   if (metrics_) metrics_->sessions_limit.Set(static_cast<double>(opt_.max_sessions));
@@ -87,37 +115,40 @@ bool NodeLost(const Status& s, bool cancelled_by_us) {
 
 }  // namespace
 
-RouterCore::Attempt RouterCore::RunAttempt(const RouteRequest& rq, const GenerateInput& in, Clock::time_point t0,
-                                           const TokenSink& sink, Streamed* streamed, RouteResult* res) {
+bool RouterCore::OnTokens(Call& c, const GeneratedTokens& got_tokens) {
+  const Placement& p = c.res.placement;
+  RouteUsage& usage = c.res.usage;
+  const std::vector<int32_t>& ids = got_tokens.ids;
+  const char* hit_class = HitClass(static_cast<int64_t>(c.rq.tokens.size()), c.H);
+  const auto now = Clock::now();
+  const bool attempt_first = !c.attempt_got;
+  if (attempt_first) {
+    inflight_.Prefilled(p);
+    c.attempt_got = true;
+  }
+  if (c.streamed.ids.empty()) {
+    usage.ttft_seconds = std::chrono::duration<double>(now - c.t0).count();
+    if (metrics_) metrics_->Ttft(hit_class, usage.ttft_seconds, p.predicted_seconds);
+  } else if (metrics_) {
+    // The client's view: a migration's stall is an inter-token gap too, and is also kept apart.
+    const double gap = std::chrono::duration<double>(now - c.streamed.last).count();
+    metrics_->InterToken(hit_class, gap / static_cast<double>(ids.size()));
+    if (attempt_first && c.attempt_resumed) metrics_->MigrationStall(gap);
+  }
+  c.streamed.last = now;
+  c.streamed.ids.insert(c.streamed.ids.end(), ids.begin(), ids.end());
+  usage.completion_tokens += static_cast<int64_t>(ids.size());
+  return c.sink(got_tokens);
+}
+
+RouterCore::Attempt RouterCore::JudgeAttempt(Call& c, const GenerateCallResult& call) {
+  const RouteRequest& rq = c.rq;
+  RouteResult* res = &c.res;
   const Placement& p = res->placement;
   RouteUsage& usage = res->usage;
-  const int64_t N = static_cast<int64_t>(rq.tokens.size());  // the client's prompt; in.tokens adds resumed ones
-  const int64_t H = in.cached_tokens;
-  const char* hit_class = HitClass(N, H);
-  bool got = false;  // this attempt's first ids have come (PlaceAttempt counted it started)
-  const GenerateCallResult call = node_client_->Generate(p.decoder, in, rq.cancel.get(), [&](const GeneratedTokens& got_tokens) {
-    const std::vector<int32_t>& ids = got_tokens.ids;
-    const auto now = Clock::now();
-    const bool attempt_first = !got;
-    if (attempt_first) {
-      inflight_.Prefilled(p);
-      got = true;
-    }
-    if (streamed->ids.empty()) {
-      usage.ttft_seconds = std::chrono::duration<double>(now - t0).count();
-      if (metrics_) metrics_->Ttft(hit_class, usage.ttft_seconds, p.predicted_seconds);
-    } else if (metrics_) {
-      // The client's view: a migration's stall is an inter-token gap too, and is also kept apart.
-      const double gap = std::chrono::duration<double>(now - streamed->last).count();
-      metrics_->InterToken(hit_class, gap / static_cast<double>(ids.size()));
-      if (attempt_first && in.resumed > 0) metrics_->MigrationStall(gap);
-    }
-    streamed->last = now;
-    streamed->ids.insert(streamed->ids.end(), ids.begin(), ids.end());
-    usage.completion_tokens += static_cast<int64_t>(ids.size());
-    return sink(got_tokens);
-  });
-  inflight_.Ended(p, /*prefilled=*/got);
+  const int64_t N = static_cast<int64_t>(rq.tokens.size());  // the client's prompt; a migration adds resumed ones
+  const int64_t H = c.H;
+  inflight_.Ended(p, /*prefilled=*/c.attempt_got);
   if (!call.end.finish_reason.empty()) {
     res->finish_reason = call.end.finish_reason;
     const GenerateUsage& u = call.end.usage;
@@ -193,51 +224,157 @@ void RouterCore::RecordEnd(const RouteResult& res, Clock::time_point t0) {
   }
 }
 
-RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) {
-  RouteResult res;
-  const auto t0 = Clock::now();
-  const int64_t N = static_cast<int64_t>(rq.tokens.size());
-  if (N == 0 || static_cast<size_t>(N) > kMaxPromptTokens) {
-    res.status = InvalidArgumentError("the prompt must have 1.." + std::to_string(kMaxPromptTokens) + " tokens");
-    return res;
-  }
-  if (draining_.load()) {
-    res.status = UnavailableError("the router is shutting down");
-    return res;
-  }
-  // The client's deadline, capped by the router's; one already past is refused before any work.
-  const Clock::time_point deadline = std::min(rq.deadline, t0 + opt_.request_timeout);
-  if (deadline <= t0) {
-    if (metrics_) metrics_->Rejection("deadline");
-    res.status = DeadlineExceededError("the request's deadline has already passed");
-    return res;
-  }
+StatusOr<std::shared_ptr<RouteAdmission>> RouterCore::Admit() {
+  if (draining_.load()) return UnavailableError("the router is shutting down");
   if (running_.fetch_add(1) >= opt_.max_running) {
     EndRunning();
     if (metrics_) metrics_->Rejection("overloaded");
-    res.status = ResourceExhaustedError("the router has " + std::to_string(opt_.max_running) + " requests in flight");
-    return res;
+    return ResourceExhaustedError("the router has " + std::to_string(opt_.max_running) + " requests in flight");
   }
   if (metrics_) metrics_->running.Increment();
+  return std::make_shared<RouteAdmission>(this);
+}
+
+RouteResult RouterCore::Generate(const RouteRequest& rq, const TokenSink& sink) {
+  std::promise<RouteResult> ended;
+  std::future<RouteResult> result = ended.get_future();
+  Start(rq, sink, [&ended](RouteResult r) { ended.set_value(std::move(r)); });
+  return result.get();
+}
+
+void RouterCore::Start(RouteRequest request, TokenSink sink, RouteDone done) {
+  auto c = std::make_shared<Call>();
+  c->rq = std::move(request);
+  c->sink = std::move(sink);
+  c->done = std::move(done);
+  const RouteRequest& rq = c->rq;
+  RouteResult& res = c->res;
+  c->t0 = rq.arrival == Clock::time_point{} ? Clock::now() : rq.arrival;
+  const int64_t N = static_cast<int64_t>(rq.tokens.size());
+  auto refuse = [&c](Status s) {
+    c->res.status = std::move(s);
+    RouteDone d = std::move(c->done);
+    RouteResult r = std::move(c->res);
+    if (c->rq.admission) c->rq.admission->Release();
+    d(std::move(r));
+  };
+  if (N == 0 || static_cast<size_t>(N) > kMaxPromptTokens) {
+    return refuse(InvalidArgumentError("the prompt must have 1.." + std::to_string(kMaxPromptTokens) + " tokens"));
+  }
+  if (draining_.load()) return refuse(UnavailableError("the router is shutting down"));
+  // The client's deadline, capped by the router's; one already past is refused before any work.
+  c->deadline = std::min(rq.deadline, c->t0 + opt_.request_timeout);
+  if (c->deadline <= Clock::now()) {
+    if (metrics_) metrics_->Rejection("deadline");
+    return refuse(DeadlineExceededError("the request's deadline has already passed"));
+  }
+  if (!rq.admission) {
+    StatusOr<std::shared_ptr<RouteAdmission>> admitted = Admit();
+    if (!admitted.ok()) return refuse(admitted.status());
+    c->rq.admission = std::move(*admitted);
+  }
   // The request's cancel token joins the set CancelAll cancels. Both APIs give every request one;
   // a caller that gives none (a test, a tool) cannot be cancelled at shutdown, only waited for.
   if (rq.cancel) {
     std::lock_guard<std::mutex> l(mu_);
     inflight_cancels_.insert(rq.cancel);
   }
-  struct Release {
-    RouterCore* r;
-    std::shared_ptr<CancelToken> cancel;
-    ~Release() {
-      if (cancel) {
-        std::lock_guard<std::mutex> l(r->mu_);
-        r->inflight_cancels_.erase(cancel);
-      }
-      if (r->metrics_) r->metrics_->running.Decrement();
-      r->EndRunning();
+  c->ns = CacheNamespace::Make(opt_.fingerprint, rq.tenant_salt);
+  // H once, for every attempt: a retry or a migration prefills the prompt from the H the first
+  // attempt had, so the encoder computes what it computed then. (The first attempt's units make a
+  // later lookup longer, but the SWA state at that longer H would be rebuilt by a bounded replay,
+  // and a migrated reply would no longer be the uninterrupted one; MODEL.md §10.4.)
+  c->H = CachedPrefix(rq.tenant_salt, rq.tokens);
+  res.usage.prompt_tokens = N;
+  Next(c);
+}
+
+void RouterCore::Next(const std::shared_ptr<Call>& c) {
+  const RouteRequest& rq = c->rq;
+  RouteResult& res = c->res;
+  const bool migration = !c->streamed.ids.empty();
+  if (!PlaceAttempt(rq, c->H, c->excluded, c->deadline, /*count_rejection=*/!migration, c->swa_fallback, &res)) {
+    if (migration) {
+      if (metrics_) metrics_->Migration("refused");
+      res.status = UnavailableError("the decoder serving this request failed after " + std::to_string(c->streamed.ids.size()) +
+                                    " tokens (" + c->lost.ToString() + ") and no other could resume it: " +
+                                    std::string(res.status.message()));
     }
-  } release{this, rq.cancel};
-  return GeneratePlaced(rq, sink, t0, deadline);
+    return Finish(c);
+  }
+  ++res.attempts;
+  if (migration) ++res.migrations;
+  c->attempt_resumed = migration;
+  c->attempt_got = false;
+  node_client_->GenerateAsync(
+      res.placement.decoder, BuildInput(rq, c->ns, c->H, res.placement, res.swa_hint, c->deadline, c->streamed), rq.cancel,
+      [this, c](const GeneratedTokens& tokens) { return OnTokens(*c, tokens); },
+      [this, c](GenerateCallResult call) { AttemptEnded(c, call); });
+}
+
+void RouterCore::AttemptEnded(const std::shared_ptr<Call>& c, const GenerateCallResult& call) {
+  const Attempt a = JudgeAttempt(*c, call);
+  if (c->attempt_resumed && metrics_) {
+    const bool cancelled = c->rq.cancel && c->rq.cancel->cancelled();
+    metrics_->Migration(a == Attempt::kDone ? "completed" : cancelled ? "cancelled" : "failed");
+  }
+  if (a == Attempt::kDone) RecordEnd(c->res, c->t0);
+  if (a != Attempt::kNodeLost) return Finish(c);
+  // The node went away: who is gone is a health poll away, which blocks: on a worker.
+  if (workers_ == nullptr) return AfterNodeLost(c);
+  workers_->Schedule([this, c] { AfterNodeLost(c); });
+}
+
+void RouterCore::AfterNodeLost(const std::shared_ptr<Call>& c) {
+  const RouteRequest& rq = c->rq;
+  RouteResult& res = c->res;
+  c->swa_fallback = res.placement.encoder;
+  c->lost = res.status;
+  ExcludeFailed(res.placement, &c->excluded);
+  const char* policy = PlacementPolicyName(placer_.policy());
+  if (c->streamed.ids.empty()) {
+    if (res.attempts >= opt_.max_attempts) return Finish(c);
+    if (metrics_) metrics_->Placement(policy, "retry");
+    return Next(c);
+  }
+  // After part of the reply: the decoder may have died right after the reply's last token.
+  if (const std::string end = EndedBy(rq, c->streamed); !end.empty()) {
+    res.status = Status::Ok();
+    res.finish_reason = end;
+    res.usage.cached_tokens = c->H;
+    res.usage.computed_tokens = static_cast<int64_t>(rq.tokens.size()) - c->H;
+    RecordEnd(res, c->t0);
+    return Finish(c);
+  }
+  std::string why;
+  if (opt_.max_migrations == 0) {
+    why = "migration is off (--max-migrations 0)";
+  } else if (res.migrations >= opt_.max_migrations) {
+    why = "it was resumed " + std::to_string(res.migrations) + " times already (--max-migrations " +
+          std::to_string(opt_.max_migrations) + ")";
+  } else if (Clock::now() >= c->deadline) {
+    why = "its deadline has passed";
+  }
+  if (!why.empty()) {
+    if (metrics_) metrics_->Migration("refused");
+    res.status = UnavailableError("the decoder serving this request failed after " + std::to_string(c->streamed.ids.size()) +
+                                  " tokens (" + c->lost.ToString() + ") and " + why);
+    return Finish(c);
+  }
+  if (metrics_) metrics_->Placement(policy, "migration");
+  Next(c);
+}
+
+void RouterCore::Finish(const std::shared_ptr<Call>& c) {
+  if (c->rq.cancel) {
+    std::lock_guard<std::mutex> l(mu_);
+    inflight_cancels_.erase(c->rq.cancel);
+  }
+  // Released before `done`, as the request's end: a caller that waits for `done` sees it counted out.
+  c->rq.admission->Release();
+  RouteDone done = std::move(c->done);
+  c->sink = nullptr;  // what it holds (the client's stream) goes with the request
+  done(std::move(c->res));
 }
 
 void RouterCore::EndRunning() {
@@ -324,84 +461,6 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
   placer_.Served(in, p);
   inflight_.Started(p);
   return true;
-}
-
-RouteResult RouterCore::GeneratePlaced(const RouteRequest& rq, const TokenSink& sink, Clock::time_point t0,
-                                       Clock::time_point deadline) {
-  RouteResult res;
-  const int64_t N = static_cast<int64_t>(rq.tokens.size());
-
-  const CacheNamespace ns = CacheNamespace::Make(opt_.fingerprint, rq.tenant_salt);
-  // H once, for every attempt: a retry or a migration prefills the prompt from the H the first
-  // attempt had, so the encoder computes what it computed then. (The first attempt's units make a
-  // later lookup longer, but the SWA state at that longer H would be rebuilt by a bounded replay,
-  // and a migrated reply would no longer be the uninterrupted one; MODEL.md §10.4.)
-  const int64_t H = CachedPrefix(rq.tenant_salt, rq.tokens);
-  std::set<std::string> excluded;
-  Streamed streamed;
-  Status lost;  // why the last attempt's node went away
-  // The last attempt's encoder: it holds the SWA state at H (kept when it pulled it from a peer), the
-  // SWA source for the next attempt when the one named first is gone (often the dead decoder itself).
-  std::string swa_fallback;
-  res.usage.prompt_tokens = N;
-  const char* policy = PlacementPolicyName(placer_.policy());
-  for (;;) {
-    const bool migration = !streamed.ids.empty();
-    if (!PlaceAttempt(rq, H, excluded, deadline, /*count_rejection=*/!migration, swa_fallback, &res)) {
-      if (migration) {
-        if (metrics_) metrics_->Migration("refused");
-        res.status = UnavailableError("the decoder serving this request failed after " + std::to_string(streamed.ids.size()) +
-                                      " tokens (" + lost.ToString() + ") and no other could resume it: " +
-                                      std::string(res.status.message()));
-      }
-      return res;
-    }
-    ++res.attempts;
-    if (migration) ++res.migrations;
-    const Attempt a = RunAttempt(rq, BuildInput(rq, ns, H, res.placement, res.swa_hint, deadline, streamed), t0, sink,
-                                 &streamed, &res);
-    if (migration && metrics_) {
-      const bool cancelled = rq.cancel && rq.cancel->cancelled();
-      metrics_->Migration(a == Attempt::kDone ? "completed" : cancelled ? "cancelled" : "failed");
-    }
-    if (a == Attempt::kDone) break;
-    if (a == Attempt::kFailed) return res;
-    swa_fallback = res.placement.encoder;
-    // The node went away: find who is gone (a poll says), place again without it.
-    lost = res.status;
-    ExcludeFailed(res.placement, &excluded);
-    if (streamed.ids.empty()) {
-      if (res.attempts >= opt_.max_attempts) return res;
-      if (metrics_) metrics_->Placement(policy, "retry");
-      continue;
-    }
-    // After part of the reply: the decoder may have died right after the reply's last token.
-    if (const std::string end = EndedBy(rq, streamed); !end.empty()) {
-      res.status = Status::Ok();
-      res.finish_reason = end;
-      res.usage.cached_tokens = H;
-      res.usage.computed_tokens = N - H;
-      break;
-    }
-    std::string why;
-    if (opt_.max_migrations == 0) {
-      why = "migration is off (--max-migrations 0)";
-    } else if (res.migrations >= opt_.max_migrations) {
-      why = "it was resumed " + std::to_string(res.migrations) + " times already (--max-migrations " +
-            std::to_string(opt_.max_migrations) + ")";
-    } else if (Clock::now() >= deadline) {
-      why = "its deadline has passed";
-    }
-    if (!why.empty()) {
-      if (metrics_) metrics_->Migration("refused");
-      res.status = UnavailableError("the decoder serving this request failed after " + std::to_string(streamed.ids.size()) +
-                                    " tokens (" + lost.ToString() + ") and " + why);
-      return res;
-    }
-    if (metrics_) metrics_->Placement(policy, "migration");
-  }
-  RecordEnd(res, t0);
-  return res;
 }
 
 }  // namespace ds41

@@ -14,6 +14,10 @@
 // to the decoder that served their last turn while it stays warm (a cost in placement, not a pin),
 // and the router remembers who holds the SWA state at which position.
 // Transport stays in node_client/: this class sees token ids, placements and Status.
+// No thread is held while a reply streams: Start does the lookup and the first placement on the
+// caller's thread, then each attempt is an asynchronous Generate call whose tokens and end arrive on
+// gRPC's threads (continuations: tokens -> end -> done, or -> retry / migration, whose health poll
+// and placement run on the `workers` pool). Admission counts from arrival (Admit).
 // Thread-safe: mu_ guards the set of in-flight cancels; placing_mu_ makes each placement one step
 // from the loads it reads to the work it adds; the session bindings, the placer and the in-flight
 // counts lock their own.
@@ -42,9 +46,28 @@
 #include "router/router_metrics.h"
 #include "router/session_bindings.h"
 #include "util/cancel_token.h"
+#include "util/thread_pool.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
+
+class RouterCore;
+
+// A request's place among RouterOptions::max_running, from its arrival until its reply has ended
+// (Release, or destruction, whichever comes first). Taken before a request is parsed, so the time it
+// waits for a worker counts, and a request over the limit is refused at once.
+class RouteAdmission {
+ public:
+  explicit RouteAdmission(RouterCore* core) : core_(core) {}
+  RouteAdmission(const RouteAdmission&) = delete;
+  RouteAdmission& operator=(const RouteAdmission&) = delete;
+  ~RouteAdmission() { Release(); }
+  void Release();  // idempotent
+
+ private:
+  RouterCore* const core_;
+  std::atomic<bool> released_{false};
+};
 
 struct RouteRequest {
   std::string request_id;
@@ -61,6 +84,11 @@ struct RouteRequest {
   // The client's deadline (max: none given); the router caps it at RouterOptions::request_timeout.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   std::shared_ptr<CancelToken> cancel;  // client gone, stop string matched
+  // When the request arrived (the front door's first look at it): TTFT, end-to-end time and the
+  // deadline check count from here. Default (epoch): when Start is called.
+  std::chrono::steady_clock::time_point arrival{};
+  // Its place among max_running, taken on arrival (RouterCore::Admit); null: Start takes one.
+  std::shared_ptr<RouteAdmission> admission;
 };
 
 struct RouteUsage {
@@ -87,8 +115,11 @@ struct RouteResult {
 };
 
 // Receives generated ids (and their log-probabilities when asked) as they arrive; returning false
-// stops generation (finish_reason "stop").
+// stops generation (finish_reason "stop"). Called on gRPC's threads, one batch at a time: no blocking.
 using TokenSink = std::function<bool(const GeneratedTokens& tokens)>;
+// Gets the request's end, once, after its last sink call (on the caller's thread when it ends before
+// any call is made, else on a gRPC or worker thread). Must not block or throw.
+using RouteDone = std::function<void(RouteResult result)>;
 
 struct RouterOptions {
   std::string fingerprint;
@@ -109,9 +140,19 @@ struct RouterOptions {
 
 class RouterCore {
  public:
+  // `workers` runs a retry's or a migration's health poll and placement (which block on RPCs);
+  // nullptr: they run on the gRPC thread that saw the attempt end (tests).
   RouterCore(RouterOptions options, NodeTable* nodes, CacheClient* cache, const NodeClient* node_client,
-             RouterMetrics* metrics);
+             RouterMetrics* metrics, ThreadPool* workers = nullptr);
 
+  // Admission on arrival: a place among max_running, or UNAVAILABLE (draining) or
+  // RESOURCE_EXHAUSTED (full; counted in ds41_router_rejections_total{reason="overloaded"}).
+  StatusOr<std::shared_ptr<RouteAdmission>> Admit();
+
+  // Routes `request`: its prefix lookup and first placement on this thread, then no thread is held
+  // until `done`. Every path ends in exactly one `done` call.
+  void Start(RouteRequest request, TokenSink sink, RouteDone done);
+  // Start waited for on this thread (tests and tools).
   RouteResult Generate(const RouteRequest& request, const TokenSink& sink);
 
   // Shutdown: new requests are refused (UNAVAILABLE) from Drain on; WaitIdle waits until none is in
@@ -127,6 +168,8 @@ class RouterCore {
   const Placer& placer() const { return placer_; }
 
  private:
+  friend class RouteAdmission;
+  struct Call;  // one request's state across its continuations (router_core.cc)
   // The healthy nodes not excluded, each decoder marked warm when it holds this session up to H;
   // their loads as polled (placing_mu_'s holder adds this router's in-flight work).
   struct Candidates {
@@ -147,9 +190,16 @@ class RouterCore {
   // kNodeLost: the decoder (or its encoder) went away: the call failed UNAVAILABLE or UNKNOWN, or was
   // cancelled by the node, not by us; `res->status` holds why.
   enum class Attempt { kDone, kNodeLost, kFailed };
-  // One call to the placed decoder, streaming to `sink`; fills res's status, finish and usage.
-  Attempt RunAttempt(const RouteRequest& rq, const GenerateInput& in, std::chrono::steady_clock::time_point t0,
-                     const TokenSink& sink, Streamed* streamed, RouteResult* res);
+  // The continuations. Next places an attempt and starts its call (or ends the request); OnTokens
+  // passes a batch to the sink; AttemptEnded judges the call's end (fills res's status, finish and
+  // usage) and ends the request or hands AfterNodeLost to the workers; Finish releases the request
+  // and calls done.
+  void Next(const std::shared_ptr<Call>& c);
+  bool OnTokens(Call& c, const GeneratedTokens& tokens);
+  void AttemptEnded(const std::shared_ptr<Call>& c, const GenerateCallResult& call);
+  Attempt JudgeAttempt(Call& c, const GenerateCallResult& call);
+  void AfterNodeLost(const std::shared_ptr<Call>& c);
+  void Finish(const std::shared_ptr<Call>& c);
   // The reply ended with the tokens already streamed (its last a stop id, or max_tokens reached):
   // the finish reason, or "" when there is more to generate.
   static std::string EndedBy(const RouteRequest& rq, const Streamed& streamed);
@@ -167,9 +217,6 @@ class RouterCore {
   // SessionBindings::Bind, and the gauge of sessions remembered.
   void BindSession(const std::string& session, const std::string& decoder, int64_t decoder_end,
                    const std::string& encoder, int64_t encoder_end);
-  // Generate once admitted: lookup, placement, the attempts. `deadline` is the effective one.
-  RouteResult GeneratePlaced(const RouteRequest& rq, const TokenSink& sink, std::chrono::steady_clock::time_point t0,
-                             std::chrono::steady_clock::time_point deadline);
   void EndRunning();  // one request fewer in flight; wakes WaitIdle
 
   RouterOptions opt_;
@@ -177,6 +224,7 @@ class RouterCore {
   CacheClient* cache_;
   const NodeClient* node_client_;
   RouterMetrics* metrics_;
+  ThreadPool* workers_;
   std::atomic<int> running_{0};
   std::atomic<bool> draining_{false};
   Placer placer_;

@@ -1,8 +1,9 @@
 #include "router/router_service.h"
 
-#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 
 #include "router/http_front.h"
 #include "rpc/status_map.h"
@@ -14,51 +15,97 @@ namespace pb = ds41::router::v1;
 
 namespace {
 
-// One streaming API call: the request runs on a worker, which hands each chunk to gRPC and waits
-// for that write to finish (one in flight, and the API's sink learns whether the client took it).
+// One streaming API call. Chunks are queued as the API produces them (on whichever thread) and
+// written one at a time; the RPC finishes once the queue has drained. No thread waits on a write.
 class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
  public:
+  // A client this far behind is treated as gone (as the HTTP front door's write queue limit).
+  static constexpr size_t kMaxQueuedBytes = 8 << 20;
+
   explicit ApiCallReactor(std::chrono::system_clock::time_point deadline)
       : deadline_(deadline), cancel_(std::make_shared<CancelToken>()) {}
 
-  // Runs `call` on `workers`, then finishes the RPC with its status.
-  void Run(ThreadPool* workers, std::function<grpc::Status(const std::shared_ptr<CancelToken>&, const ChunkSink&)> call) {
-    workers->Schedule([this, call = std::move(call)] {
-      const grpc::Status status = call(cancel_, [this](const Json& chunk) { return Write(chunk); });
-      Finish(status);
-    });
+  const std::shared_ptr<CancelToken>& cancel() const { return cancel_; }
+
+  // Queues one chunk; false once the client cannot take more (gone, or too far behind).
+  bool Write(const Json& chunk) {
+    std::string bytes = WireJson(chunk);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (failed_) return false;
+      if (writing_) {
+        queued_bytes_ += bytes.size();
+        if (queued_bytes_ > kMaxQueuedBytes) {
+          failed_ = true;
+          queue_.clear();
+          queued_bytes_ = 0;
+          return false;
+        }
+        queue_.push_back(std::move(bytes));
+        return true;
+      }
+      writing_ = true;
+    }
+    // The one write in flight is ours (writing_), so msg_ is ours; StartWrite runs unlocked, as its
+    // OnWriteDone may run inline.
+    msg_.set_chunk_json(std::move(bytes));
+    StartWrite(&msg_);
+    return true;
+  }
+
+  // Finishes the RPC with `status` once the queued chunks are written.
+  void End(grpc::Status status) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (writing_) {
+        finish_ = std::move(status);
+        return;
+      }
+    }
+    Finish(status);
   }
 
   void OnWriteDone(bool ok) override {
-    std::lock_guard<std::mutex> l(mu_);
-    writing_ = false;
-    write_ok_ = ok;
-    cv_.notify_all();
+    std::optional<grpc::Status> finish;
+    bool next = false;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!ok) {
+        failed_ = true;
+        queue_.clear();
+        queued_bytes_ = 0;
+      }
+      if (!queue_.empty()) {
+        queued_bytes_ -= queue_.front().size();
+        msg_.set_chunk_json(std::move(queue_.front()));
+        queue_.pop_front();
+        next = true;
+      } else {
+        writing_ = false;
+        finish = std::move(finish_);
+        finish_.reset();
+      }
+    }
+    if (next) {
+      StartWrite(&msg_);
+    } else if (finish) {
+      Finish(*finish);
+    }
   }
   // The client went away or its deadline passed: generation stops.
   void OnCancel() override { cancel_->Cancel(CancelReasonNow(deadline_)); }
   void OnDone() override { delete this; }
 
  private:
-  bool Write(const Json& chunk) {
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      msg_.set_chunk_json(WireJson(chunk));
-      writing_ = true;
-    }
-    StartWrite(&msg_);
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return !writing_; });  // OnWriteDone always comes, cancelled or not
-    return write_ok_;
-  }
-
   const std::chrono::system_clock::time_point deadline_;
   std::shared_ptr<CancelToken> cancel_;
   std::mutex mu_;
-  std::condition_variable cv_;
-  pb::ApiChunk msg_;       // the write in flight
+  pb::ApiChunk msg_;  // the write in flight
   bool writing_ DS41_GUARDED_BY(mu_) = false;
-  bool write_ok_ DS41_GUARDED_BY(mu_) = true;
+  bool failed_ DS41_GUARDED_BY(mu_) = false;
+  std::deque<std::string> queue_ DS41_GUARDED_BY(mu_);
+  size_t queued_bytes_ DS41_GUARDED_BY(mu_) = 0;
+  std::optional<grpc::Status> finish_ DS41_GUARDED_BY(mu_);  // End came while a write was in flight
 };
 
 }  // namespace
@@ -86,12 +133,13 @@ RouterService::RouterService(OpenAiApi* api, const TenantTable* tenants, NodeTab
 
 grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServerContext* call, bool chat,
                                                              const pb::ApiRequest* req) {
+  const auto arrival = std::chrono::steady_clock::now();
   auto* reactor = new ApiCallReactor(call->deadline());
   // The call's deadline, as the router's steady clock reads it (none: infinite).
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   const auto left = call->deadline() - std::chrono::system_clock::now();
   if (left < std::chrono::hours(24 * 365)) {
-    deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+    deadline = arrival + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
   }
   auto refuse = [reactor](const grpc::Status& s) {
     reactor->Finish(s);
@@ -99,17 +147,29 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServe
   };
   StatusOr<CheckedApiRequest> checked = CheckApiRequest(*tenants_, *req);
   if (!checked.ok()) return refuse(ToGrpc(checked.status()));
-  reactor->Run(workers_, [this, chat, tenant = std::move(checked->tenant), session = std::move(checked->session_id),
-                          body = std::move(checked->body),
-                          deadline](const std::shared_ptr<CancelToken>& cancel, const ChunkSink& sink) {
-    const ApiContext ctx{tenant, session, cancel, deadline};
-    ApiOutcome out;
+  // Admitted on arrival, as the HTTP front door does: over --max-running is refused now.
+  auto admission = api_->Admit();
+  if (!admission.ok()) return refuse(ToGrpc(admission.status()));
+  ApiContext ctx;
+  ctx.tenant = std::move(checked->tenant);
+  ctx.session_id = std::move(checked->session_id);
+  ctx.cancel = reactor->cancel();
+  ctx.deadline = deadline;
+  ctx.arrival = arrival;
+  ctx.admission = std::move(*admission);
+  workers_->Schedule([this, chat, reactor, ctx = std::move(ctx), body = std::move(checked->body)] {
+    ChunkSink sink = [reactor](const Json& chunk) { return reactor->Write(chunk); };
+    ApiDone done = [reactor](ApiOutcome out) { reactor->End(ToGrpc(out.status)); };
     try {
-      out = chat ? api_->ChatCompletions(ctx, body, sink) : api_->Completions(ctx, body, sink);
+      if (chat) {
+        api_->ChatCompletions(ctx, body, std::move(sink), done);
+      } else {
+        api_->Completions(ctx, body, std::move(sink), done);
+      }
     } catch (const std::exception& e) {
-      out = OpenAiApi::Error(StatusCode::kInternal, std::string("internal error: ") + e.what());
+      ctx.admission->Release();
+      done(OpenAiApi::Error(StatusCode::kInternal, std::string("internal error: ") + e.what()));
     }
-    return ToGrpc(out.status);
   });
   return reactor;
 }

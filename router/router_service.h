@@ -1,7 +1,8 @@
 // RouterService: the gRPC face of the front door (proto/router.proto) over the same OpenAiApi. The two
-// streaming calls use gRPC's callback API: the request runs on the router's worker pool (as HTTP
-// requests do), each chunk is written as the API produces it, and a client that goes away cancels the
-// request through OnCancel, with no thread watching it.
+// streaming calls use gRPC's callback API: a request is admitted on arrival, checked and tokenized on
+// the router's worker pool (as HTTP requests are), then no thread waits for it: each chunk is queued
+// and written as the API produces it, and a client that goes away cancels the request through
+// OnCancel.
 #pragma once
 
 #include "router.grpc.pb.h"
@@ -30,7 +31,7 @@ using RouterServiceBase = ds41::router::v1::Router::WithCallbackMethod_ChatCompl
 
 class RouterService final : public RouterServiceBase {
  public:
-  // `workers` runs the requests (shared with the HTTP front door).
+  // `workers` checks and tokenizes the requests (shared with the HTTP front door).
   RouterService(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes, ThreadPool* workers);
   grpc::ServerWriteReactor<ds41::router::v1::ApiChunk>* ChatCompletions(grpc::CallbackServerContext* ctx,
                                                                          const ds41::router::v1::ApiRequest* req) override;
