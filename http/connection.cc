@@ -20,6 +20,7 @@ Connection::Connection(asio::ip::tcp::socket socket, std::shared_ptr<ServerShare
   auto ep = socket_.remote_endpoint(ec);
   if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);  // SSE chunks must not wait for Nagle
+  socket_.non_blocking(true, ec);  // OnReadable reads what is there, never waits
 }
 
 Connection::~Connection() {
@@ -70,13 +71,25 @@ void Connection::DoRead() {
   if (reading_ || closed_ || read_eof_) return;
   if (!lingering_ && pending_.size() >= kMaxPendingBytes) return;
   reading_ = true;
-  socket_.async_read_some(asio::buffer(rbuf_), asio::bind_executor(strand_, [self = shared_from_this()](
-                                                                                 std::error_code ec, size_t n) {
-                            self->OnRead(ec, n);
-                          }));
+  // Waits until the socket is readable and only then reads, into the io thread's buffer: a
+  // connection holds no read buffer while it waits, and an open stream waits for its whole life.
+  socket_.async_wait(asio::ip::tcp::socket::wait_read,
+                     asio::bind_executor(strand_, [self = shared_from_this()](std::error_code ec) { self->OnReadable(ec); }));
 }
 
-void Connection::OnRead(std::error_code ec, size_t n) {
+void Connection::OnReadable(std::error_code ec) {
+  thread_local char buf[16 * 1024];  // used only within this call, on this thread
+  size_t n = 0;
+  if (!ec) n = socket_.read_some(asio::buffer(buf), ec);  // the socket is non-blocking
+  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    reading_ = false;  // readable was spurious: wait again
+    DoRead();
+    return;
+  }
+  OnRead(ec, buf, n);
+}
+
+void Connection::OnRead(std::error_code ec, const char* data, size_t n) {
   reading_ = false;
   if (closed_) return;
   if (ec) {
@@ -95,7 +108,7 @@ void Connection::OnRead(std::error_code ec, size_t n) {
     DoRead();
     return;
   }
-  pending_.append(rbuf_, n);
+  pending_.append(data, n);
   Feed();
   DoRead();
 }
@@ -113,6 +126,8 @@ void Connection::Feed() {
     if (r == HttpRequestParser::Result::kNeedMore) break;
     Dispatch();
   }
+  // A large request's bytes are not kept for the connection's life (a stream's is long).
+  if (pending_.empty() && pending_.capacity() > 4096) std::string().swap(pending_);
 }
 
 void Connection::OnRequestBegin() { ArmTimer(TimerKind::kHeader, shared_->options.header_timeout); }

@@ -43,7 +43,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Http
   void OnRequestComplete() override;
 
   void DoRead();
-  void OnRead(std::error_code ec, size_t n);
+  void OnReadable(std::error_code ec);
+  void OnRead(std::error_code ec, const char* data, size_t n);
   void Feed();  // parses pending_ until a request is ready, more bytes are needed, or an error
   void Dispatch();
   void HandleWrite(std::string bytes, int status, bool end, bool stream_chunk);
@@ -64,7 +65,6 @@ class Connection : public std::enable_shared_from_this<Connection>, private Http
 
   HttpRequestParser parser_;
   std::string pending_;  // received, not yet parsed
-  char rbuf_[16 * 1024];
   bool reading_ = false;
   bool read_eof_ = false;
   bool keep_alive_ = true;  // for the request being answered

@@ -23,6 +23,14 @@ void HttpFront::Reply(const std::string& endpoint, HttpResponder& resp, const Ap
 
 void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::shared_ptr<HttpResponder> resp) {
   const auto arrival = std::chrono::steady_clock::now();
+  // Admitted first, on arrival: a request over --max-running is answered now, on this io thread,
+  // before its body is parsed and without waiting for a worker; one admitted counts from now (a
+  // request refused below gives its place back at once).
+  auto admission = api_->Admit();
+  if (!admission.ok()) {
+    Reply(endpoint, *resp, OpenAiApi::FromStatus(admission.status()));
+    return;
+  }
   std::optional<Json> parsed = ParseRequestJson(req.body);
   if (!parsed) {
     Reply(endpoint, *resp, OpenAiApi::Error(StatusCode::kInvalidArgument, "the request body is not valid JSON (or nests too deeply)"));
@@ -47,13 +55,6 @@ void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::sh
   auto deadline = DeadlineFromTimeoutHeader(timeout);
   if (!deadline.ok()) {
     Reply(endpoint, *resp, OpenAiApi::FromStatus(deadline.status()));
-    return;
-  }
-  // Admitted here, on arrival: a request over --max-running is answered now, on this io thread,
-  // not after it waited for a worker; one admitted counts from now.
-  auto admission = api_->Admit();
-  if (!admission.ok()) {
-    Reply(endpoint, *resp, OpenAiApi::FromStatus(admission.status()));
     return;
   }
   ctx.deadline = *deadline;

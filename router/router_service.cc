@@ -145,11 +145,12 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServe
     reactor->Finish(s);
     return reactor;
   };
-  StatusOr<CheckedApiRequest> checked = CheckApiRequest(*tenants_, *req);
-  if (!checked.ok()) return refuse(ToGrpc(checked.status()));
-  // Admitted on arrival, as the HTTP front door does: over --max-running is refused now.
+  // Admitted on arrival, as the HTTP front door does: over --max-running is refused now, before the
+  // body is parsed (a request refused below gives its place back at once).
   auto admission = api_->Admit();
   if (!admission.ok()) return refuse(ToGrpc(admission.status()));
+  StatusOr<CheckedApiRequest> checked = CheckApiRequest(*tenants_, *req);
+  if (!checked.ok()) return refuse(ToGrpc(checked.status()));
   ApiContext ctx;
   ctx.tenant = std::move(checked->tenant);
   ctx.session_id = std::move(checked->session_id);
