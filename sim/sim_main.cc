@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   run->add_option("--poll-ms", poll_ms, "router's node poll interval")->check(CLI::PositiveNumber);
   run->add_option("--concurrency", spec.sim.concurrency, "client requests in flight at most")->check(CLI::Range(1, 10000000));
   run->add_option("--deadline", spec.sim.deadline_s, "seconds from arrival before the client gives up")->check(CLI::PositiveNumber);
-  run->add_option("--router-workers", spec.sim.router_workers, "requests the router serves at once (its --workers - 1)")
+  run->add_option("--router-workers", spec.sim.router_workers, "router threads that check, tokenize and place requests (its --workers - 1); a streaming request holds none")
       ->check(CLI::Range(1, 10000000));
   run->add_option("--router-max-running", spec.sim.router_max_running, "router --max-running")->check(CLI::Range(1, 10000000));
   run->add_option("--seed", spec.sim.seed, "placement's random seed");

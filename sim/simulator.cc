@@ -52,6 +52,9 @@ enum class Phase : uint8_t { kNone, kWaitClient, kWaitRouter, kOverhead, kAdmiss
 struct Req {
   Phase phase = Phase::kNone;
   bool cancelled = false, admitted = false, inflight = false, prefilled = false;
+  bool router_admitted = false;  // counted in the router's max_running (from arrival to the end)
+  bool holds_worker = false;     // a router worker checks, tokenizes and places it (not while it streams)
+  bool refused_on_arrival = false;  // over the router's max_running when it arrived
   int32_t session = -1;
   PrefixKeys keys;
   RouteDecision route;
@@ -229,8 +232,21 @@ void Simulation::Send(size_t i) {
   Req& r = reqs_[i];
   ++clients_;
   r.start = q_.now();
+  // The router admits a request as it arrives (RouterCore::Admit), before it waits for a worker:
+  // over its limit the answer is 429 at once.
+  // (Answered as an event of its own: ending it here would send the next waiting request from
+  // within this one, recursively.)
+  if (router_running_ >= o_.router_max_running) {
+    r.phase = Phase::kOverhead;
+    r.refused_on_arrival = true;
+    q_.After(0, this, kRoute, i);
+    return;
+  }
+  ++router_running_;
+  r.router_admitted = true;
   if (workers_ < o_.router_workers) {
     ++workers_;
+    r.holds_worker = true;
     r.phase = Phase::kOverhead;
     q_.After(p_.request_overhead_s, this, kRoute, i);
   } else {
@@ -256,6 +272,7 @@ void Simulation::ReleaseWorker() {
     router_queue_.pop_front();
     if (reqs_[j].phase != Phase::kWaitRouter) continue;
     ++workers_;
+    reqs_[j].holds_worker = true;
     reqs_[j].phase = Phase::kOverhead;
     q_.After(p_.request_overhead_s, this, kRoute, j);
   }
@@ -266,9 +283,14 @@ void Simulation::Route(size_t i) {
   if (r.cancelled) return;
   const WorkloadRequest& wr = w_[i];
   r.route_t = q_.now();
-  if (router_running_ >= o_.router_max_running) {
+  if (r.refused_on_arrival) {
     End(i, kOutcomeRejected, 429, "the router has " + std::to_string(o_.router_max_running) + " requests in flight");
     return;
+  }
+  // Placed (below) and streaming from here on: no router thread waits for it.
+  if (r.holds_worker) {
+    r.holds_worker = false;
+    ReleaseWorker();
   }
   r.keys = PrefixKeys(wr);
   // The router's lookup: the store is the index (shared scope); without one the router knows no H.
@@ -281,7 +303,6 @@ void Simulation::Route(size_t i) {
     End(i, kOutcomeRejected, 429, "every decoder is at its running limit");
     return;
   }
-  ++router_running_;
   router_->inflight().Started(r.route.placement);
   r.inflight = true;
   DecoderModel& d = Dec(r);
@@ -504,12 +525,16 @@ void Simulation::End(size_t i, std::string_view outcome, int http_status, std::s
   if (r.inflight) {
     router_->inflight().Ended(r.route.placement, r.prefilled, SimRouter::At(q_.now()));
     r.inflight = false;
+  }
+  if (r.router_admitted) {
+    r.router_admitted = false;
     --router_running_;
   }
-  if (was != Phase::kWaitClient) {
-    if (was != Phase::kWaitRouter) ReleaseWorker();
-    ReleaseClient();
+  if (r.holds_worker) {
+    r.holds_worker = false;
+    ReleaseWorker();
   }
+  if (was != Phase::kWaitClient) ReleaseClient();
   RequestRecord& rec = records_[i];
   rec = RecordOf(wr);
   rec.start_s = r.start;

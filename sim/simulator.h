@@ -35,7 +35,8 @@ struct SimOptions {
   double poll_s = 1.0;           // router --poll-ms / 1000
   int concurrency = 64;          // client slots (ReplayOptions::concurrency)
   double deadline_s = 60;        // the client gives up (ReplayOptions::deadline_s)
-  int router_workers = 63;       // requests the router serves at once (--workers 64, one is the caller's)
+  int router_workers = 3;        // router threads that check, tokenize and place requests (--workers 4, one
+                                 // is the caller's); a request frees its worker once placed
   int router_max_running = 256;  // router --max-running
   size_t max_sessions = 100000;  // session bindings the router keeps
   uint64_t seed = 1;             // placement's random draws

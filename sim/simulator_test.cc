@@ -190,6 +190,26 @@ TEST(SimulatorTest, DeadlinesTimeOutAndFreeTheClientSlot) {
   EXPECT_LT(r.records[2].ttft_s, 0.2);
 }
 
+TEST(SimulatorTest, TheRouterRefusesOverItsLimitOnArrivalAndAStreamHoldsNoWorker) {
+  RateProfile p = HandProfile(0);
+  SimOptions o = Options(1, 1, PlacementPolicy::kCost);
+  o.concurrency = 10;
+  o.router_workers = 1;
+  o.router_max_running = 2;
+  // Three at once, each streaming 40 tokens: the third is over the limit and answered 429 on
+  // arrival; the second does not wait for the first's whole reply for the one worker (it is
+  // freed once the first is placed).
+  const std::vector<WorkloadRequest> w = {Request(0, 0, Blocks(1, 1), 64, 40, "a"), Request(1, 0, Blocks(100, 1), 64, 40, "b"),
+                                          Request(2, 0, Blocks(200, 1), 64, 40, "c")};
+  const SimResult r = Simulate(w, p, o);
+  EXPECT_EQ(r.records[0].outcome, "ok");
+  EXPECT_EQ(r.records[1].outcome, "ok");
+  EXPECT_EQ(r.records[2].outcome, "rejected");
+  EXPECT_EQ(r.records[2].http_status, 429);
+  EXPECT_LT(r.records[2].e2e_s, 1e-3);
+  EXPECT_LT(r.records[1].ttft_s, r.records[0].e2e_s);
+}
+
 TEST(SimulatorTest, APlannedRunOfStepsEqualsStepByStep) {
   // host_cores 0 plans runs of steps; a host with more cores than jobs steps one event at a time
   // at full speed. Joins and leaves at all times (staggered arrivals, varied outputs) must give the

@@ -1,0 +1,154 @@
+// The router's admission and its asynchronous request path, against real router processes over
+// bench/pace_node (a node test double that streams one token every --token-ms; a real decoder would
+// finish these replies in a moment): a stream holds no router thread, --max-running counts from
+// arrival and answers 429 with Retry-After at once, and cancellation reaches every open stream
+// (issue 42, items 1, 3 and 4).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tests/support/child_process.h"
+#include "tests/support/test_checkpoint.h"
+
+namespace ds41 {
+namespace {
+
+using testing::ChildProcess;
+using Clock = std::chrono::steady_clock;
+
+std::string Bin(const std::string& rel) { return testing::BinaryDir() + "/" + rel; }
+
+// A request on its own connection, left open; Head() reads until the response's head has come.
+class RawRequest {
+ public:
+  RawRequest(int port, const std::string& body) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    const std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                            "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+    if (connected_) connected_ = write(fd_, req.data(), req.size()) == static_cast<ssize_t>(req.size());
+  }
+  ~RawRequest() { Close(); }
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+  // The response's head (status line and headers), "" when none came by `timeout`.
+  std::string Head(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    const auto end = Clock::now() + timeout;
+    while (connected_ && in_.find("\r\n\r\n") == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+      pollfd p{fd_, POLLIN, 0};
+      if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) return "";
+      char buf[4096];
+      const ssize_t n = read(fd_, buf, sizeof buf);
+      if (n <= 0) return "";
+      in_.append(buf, static_cast<size_t>(n));
+    }
+    return in_.substr(0, in_.find("\r\n\r\n"));
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string in_;
+};
+
+int Threads(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// The value of an unlabelled metric in a /metrics page (-1: absent).
+double Metric(const std::string& page, const std::string& name) {
+  const size_t at = page.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(page.substr(at + name.size() + 2));
+}
+
+struct PacedCluster {
+  std::string model = testing::SmallServingCheckpoint();
+  std::unique_ptr<ChildProcess> encoder, decoder, router;
+  std::string http;
+  int port = 0;
+
+  explicit PacedCluster(const std::vector<std::string>& router_flags) {
+    // Tokens a minute apart: every stream stays open for the whole test.
+    encoder = std::make_unique<ChildProcess>(std::vector<std::string>{Bin("bench/pace_node"), "--model", model, "--token-ms", "60000"},
+                                             "pace_node ready");
+    decoder = std::make_unique<ChildProcess>(std::vector<std::string>{Bin("bench/pace_node"), "--model", model, "--token-ms", "60000"},
+                                             "pace_node ready");
+    std::vector<std::string> argv = {Bin("router/router"), "--model", model, "--listen", "127.0.0.1:0", "--grpc-listen",
+                                     "127.0.0.1:0", "--encoders", encoder->fields()["grpc"], "--decoders",
+                                     decoder->fields()["grpc"], "--placement", "round_robin"};
+    argv.insert(argv.end(), router_flags.begin(), router_flags.end());
+    router = std::make_unique<ChildProcess>(argv, "router ready");
+    http = router->fields()["http"];
+    port = std::stoi(http.substr(http.rfind(':') + 1));
+  }
+  std::string Metrics() const { return testing::HttpGet(http, "/metrics"); }
+};
+
+std::string StreamBody(int i) {
+  return R"({"stream": true, "max_tokens": 8, "messages": [{"role": "user", "content": "turn )" + std::to_string(i) + R"("}]})";
+}
+
+TEST(RouterAdmissionTest, StreamsBeyondTheWorkersAreServedAndOneOverTheLimitIs429AtOnce) {
+  constexpr int kLimit = 40;
+  // Two request threads (one is the caller's), and twenty times as many streams.
+  PacedCluster c({"--max-running", std::to_string(kLimit), "--workers", "2"});
+  ASSERT_TRUE(c.router->ready());
+  std::vector<std::unique_ptr<RawRequest>> open;
+  open.push_back(std::make_unique<RawRequest>(c.port, StreamBody(0)));
+  ASSERT_EQ(open.back()->Head().substr(0, 12), "HTTP/1.1 200");
+  const int threads_at_one = Threads(c.router->pid());
+  for (int i = 1; i < kLimit; ++i) open.push_back(std::make_unique<RawRequest>(c.port, StreamBody(i)));
+  // Every stream gets its head (and its first chunk) while all of them stay open.
+  for (int i = 1; i < kLimit; ++i) ASSERT_EQ(open[static_cast<size_t>(i)]->Head().substr(0, 12), "HTTP/1.1 200") << i;
+  std::string metrics = c.Metrics();
+  EXPECT_EQ(Metric(metrics, "ds41_router_running_requests"), kLimit);
+  // The thread count does not follow the streams (gRPC's own pools may add a poller or two).
+  EXPECT_NEAR(Threads(c.router->pid()), threads_at_one, 2);
+
+  // One over the limit: refused at once, on arrival, with Retry-After.
+  const auto t0 = Clock::now();
+  RawRequest over(c.port, StreamBody(kLimit));
+  const std::string head = over.Head(std::chrono::seconds(5));
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  EXPECT_EQ(head.substr(0, 12), "HTTP/1.1 429") << head;
+  EXPECT_NE(head.find("Retry-After: "), std::string::npos) << head;
+  EXPECT_LT(ms, 2000) << "a refusal must not wait for a stream to end";
+
+  // Clients that leave cancel their streams through the asynchronous path: the router's count
+  // falls to zero, and a new request is served again.
+  open.clear();
+  double running = -1;
+  for (int i = 0; i < 100 && running != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    running = Metric(c.Metrics(), "ds41_router_running_requests");
+  }
+  EXPECT_EQ(running, 0);
+  RawRequest again(c.port, StreamBody(kLimit + 1));
+  EXPECT_EQ(again.Head().substr(0, 12), "HTTP/1.1 200");
+}
+
+}  // namespace
+}  // namespace ds41
