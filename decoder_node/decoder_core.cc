@@ -155,7 +155,7 @@ DecoderCore::DecoderCore(const Model& model, CacheClient* cache, PrefillCall pre
       swa_pool_(options.swa_pool_bytes, options.swa_ttl_ms),
       sessions_(options.session_bytes, options.session_ttl_ms),
       loader_(model, cache, metrics),
-      persister_(model, cache),
+      persister_(model, cache, metrics),
       // A waiting admission holds a thread through its prefill call: as many as may run at once.
       admissions_(std::make_unique<ThreadPool>(1 + std::min(options.max_running, 256), ThreadPool::Idle::kSleep,
                                                "decoder-admit")) {

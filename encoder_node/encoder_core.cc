@@ -19,7 +19,7 @@ EncoderCore::EncoderCore(const Model& model, CacheClient* cache, SwaFetcher fetc
       metrics_(metrics),
       swa_pool_(options.swa_pool_bytes, options.swa_ttl_ms),
       loader_(model, cache, metrics),
-      persister_(model, cache),
+      persister_(model, cache, metrics),
       scheduler_([this] { SchedulerLoop(); }) {}
 
 EncoderCore::~EncoderCore() {

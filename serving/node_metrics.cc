@@ -57,7 +57,10 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r, const std::string& role)
       swa_warm(swa.Add({{"source", "warm"}})),
       swa_none(swa.Add({{"source", "none"}})),
       generated_tokens(prometheus::BuildCounter().Name("ds41_" + role + "_generated_tokens_total").Help("Tokens generated").Register(r).Add({})),
-      images_encoded(prometheus::BuildCounter().Name("ds41_" + role + "_images_encoded_total").Help("Images through the vision tower (each once per request that computes its rows)").Register(r).Add({})) {
+      images_encoded(prometheus::BuildCounter().Name("ds41_" + role + "_images_encoded_total").Help("Images through the vision tower (each once per request that computes its rows)").Register(r).Add({})),
+      units_put(prometheus::BuildCounter().Name("ds41_" + role + "_units_put_total").Help("Units written to the store, by whether it acknowledged them").Register(r)),
+      units_put_ok(units_put.Add({{"status", "ok"}})),
+      units_put_error(units_put.Add({{"status", "error"}})) {
   for (CancelReason reason : kCancelReasons) cancelled.Add({{"reason", CancelReasonName(reason)}});
 }
 

@@ -63,6 +63,9 @@ struct NodeMetrics {
   prometheus::Counter& swa_none;
   prometheus::Counter& generated_tokens;       // decoder
   prometheus::Counter& images_encoded;         // images through the vision tower (serving/engine_prompt.h)
+  prometheus::Family<prometheus::Counter>& units_put;  // status: ok | error (units the store took or refused)
+  prometheus::Counter& units_put_ok;
+  prometheus::Counter& units_put_error;
 };
 
 // A decoder's speculative decoding (engine/speculation.h), ds41_decoder_spec_...: registered by

@@ -1,9 +1,26 @@
 #include "serving/unit_persister.h"
 
+#include <cstdio>
+
 namespace ds41 {
 
-UnitPersister::UnitPersister(const Model& model, CacheClient* cache)
-    : model_(model), cache_(cache), io_(std::make_unique<ThreadPool>(4)) {}
+UnitPersister::UnitPersister(const Model& model, CacheClient* cache, NodeMetrics* metrics)
+    : model_(model), cache_(cache), metrics_(metrics), io_(std::make_unique<ThreadPool>(4)) {}
+
+void UnitPersister::Count(const PutResult& r) {
+  if (metrics_) {
+    metrics_->units_put_ok.Increment(r.acked);
+    metrics_->units_put_error.Increment(r.failed);
+  }
+  if (r.failed == 0) return;
+  {
+    std::lock_guard<std::mutex> l(logged_mu_);
+    if (!logged_.insert(r.first_error.code()).second) return;
+  }
+  std::fprintf(stderr, "unit persister: the store refused %d of %d units: %s (each kind of failure is logged once; "
+               "units_put_total{status=\"error\"} counts them all)\n",
+               r.failed, r.acked + r.failed, r.first_error.ToString().c_str());
+}
 
 StatusOr<std::vector<BuiltUnit>> UnitPersister::Build(const UnitKey& ns, const SequenceState& state,
                                                       const std::vector<int32_t>& tokens, int64_t from, int64_t to,
@@ -23,7 +40,7 @@ void UnitPersister::Put(const UnitKey& ns, std::vector<BuiltUnit> units, std::fu
   for (BuiltUnit& b : units) puts.push_back({b.key, b.parent, std::move(b.bytes)});
   const CacheNamespace cns{ns, model_.fingerprint(), kUnitFormatVersion};
   io_->Schedule([this, cns, puts = std::move(puts), then = std::move(then)] {
-    (void)cache_->Put(cns, puts);
+    Count(cache_->Put(cns, puts));
     if (then) then();
   });
 }

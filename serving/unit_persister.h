@@ -8,34 +8,45 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <vector>
 
 #include "cache_client/cache_client.h"
 #include "engine/loading/model.h"
+#include "serving/node_metrics.h"
 #include "unit/state_units.h"
+#include "util/thread_annotations.h"
 #include "util/thread_pool.h"
 
 namespace ds41 {
 
 class UnitPersister {
  public:
-  // `cache` may be null (no store).
-  UnitPersister(const Model& model, CacheClient* cache);
+  // `cache` may be null (no store); `metrics` (may be null) counts each put's units by outcome.
+  UnitPersister(const Model& model, CacheClient* cache, NodeMetrics* metrics = nullptr);
 
   // Units of `state`'s positions [from, to) (from on a unit boundary), keyed under `ns`.
   StatusOr<std::vector<BuiltUnit>> Build(const UnitKey& ns, const SequenceState& state, const std::vector<int32_t>& tokens,
                                          int64_t from, int64_t to, int unit_tokens) const;
 
   // Puts the units in the background, then runs `then` (if any) on the same I/O thread, once the
-  // store acknowledged them or gave up; with no store or no units, runs `then` at once.
+  // store acknowledged them or gave up; with no store or no units, runs `then` at once. Units the
+  // store refused are counted (units_put_total{status="error"}) and each kind of failure is logged
+  // once: a put that fails costs later requests their hits, never this one its reply.
   void Put(const UnitKey& ns, std::vector<BuiltUnit> units, std::function<void()> then = nullptr);
 
   bool has_store() const { return cache_ != nullptr; }
 
  private:
+  void Count(const PutResult& r);
+
   const Model& model_;
   CacheClient* cache_;
+  NodeMetrics* metrics_;
   std::unique_ptr<ThreadPool> io_;
+  std::mutex logged_mu_;
+  std::set<StatusCode> logged_ DS41_GUARDED_BY(logged_mu_);  // failure kinds already logged
 };
 
 }  // namespace ds41

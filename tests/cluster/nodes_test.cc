@@ -512,6 +512,9 @@ TEST_F(NodesTest, CacheDownMeansUncachedButCorrect) {
   auto p1 = Tokens(40, 31);
   Reply r1 = Turn(dec_a_.get(), "s5", p1, "", 0);
   ASSERT_TRUE(r1.status.ok());
+  // The reply's units were acknowledged before the stream ended (units_put_total counts them).
+  EXPECT_GT(dec_a_->metrics.units_put_ok.Value(), 0);
+  EXPECT_EQ(dec_a_->metrics.units_put_error.Value(), 0);
   cache_.reset();  // the only shard is gone
   auto p2 = p1;
   p2.insert(p2.end(), r1.tokens.begin(), r1.tokens.end());
@@ -521,6 +524,9 @@ TEST_F(NodesTest, CacheDownMeansUncachedButCorrect) {
   EXPECT_EQ(r2.usage.cached_tokens(), 0);
   SequenceState fresh = SequenceState::Create(c);
   EXPECT_EQ(r2.tokens, Reference(&fresh, p2));
+  // The store could not take this turn's reply units: the reply came anyway, and the failure is
+  // counted, not silent.
+  EXPECT_GT(dec_b_->metrics.units_put_error.Value(), 0);
 }
 
 TEST_F(NodesTest, CancelFreesTheSequence) {
