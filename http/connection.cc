@@ -1,5 +1,7 @@
 #include "http/connection.h"
 
+#include "util/error_table.h"
+
 namespace ds41::http_internal {
 namespace {
 
@@ -158,9 +160,9 @@ void Connection::Dispatch() {
   try {
     shared_->dispatch(req, responder);
   } catch (const std::exception& e) {
-    responder->SendError(500, std::string("Internal error: ") + e.what(), "server_error");
+    responder->SendError(500, std::string("Internal error: ") + e.what(), "internal_error");
   } catch (...) {
-    responder->SendError(500, "Internal error", "server_error");
+    responder->SendError(500, "Internal error", "internal_error");
   }
 }
 
@@ -225,10 +227,14 @@ void Connection::DoWrite() {
 
 void Connection::SendErrorAndClose(int status, std::string_view message, std::string_view code) {
   std::string body =
-      (*shared_->formatter)(status, message, status >= 500 ? "server_error" : "invalid_request_error", code);
+      (*shared_->formatter)(status, message, status >= 500 ? "internal_error" : "invalid_request_error", code);
+  // A condition the table expects to pass (503 at the connection limit) says when to come back.
+  const ErrorMapping* m = ErrorMappingOfHttp(status);
+  const std::string retry =
+      m != nullptr && m->retry_after_s > 0 ? "Retry-After: " + std::to_string(m->retry_after_s) + "\r\n" : "";
   std::string out = "HTTP/1.1 " + std::to_string(status) + " " + std::string(HttpStatusReason(status)) +
                     "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-                    "\r\nConnection: close\r\n\r\n" + body;
+                    "\r\nConnection: close\r\n" + retry + "\r\n" + body;
   shared_->metrics.CountResponse(status);
   close_after_flush_ = true;
   DisarmTimer();

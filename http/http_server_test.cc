@@ -2,6 +2,7 @@
 #include "http/http_server.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -181,6 +183,29 @@ TEST_F(HttpServerTest, UnknownPathIs404AndWrongMethodIs405WithAllow) {
   EXPECT_EQ(m->status, 405);
   EXPECT_EQ(m->headers.Get("allow").value_or(""), "POST");
   EXPECT_NE(m->body.find("method_not_allowed"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, TheServersOwnErrorsReadAsTheErrorTableSays) {
+  StartServer();
+  server_->Handle("GET", "/throws", [](const HttpRequest&, std::shared_ptr<HttpResponder>) {
+    throw std::runtime_error("a bug");
+  });
+  HttpTestClient c;
+  ASSERT_TRUE(c.Connect(port_));
+  // A handler that throws: 500 with the table's type for it, as the API's own internal errors.
+  auto r = c.Request("GET", "/throws");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 500);
+  const nlohmann::json e = nlohmann::json::parse(r->body)["error"];
+  EXPECT_EQ(e["type"], ErrorMappingOf(StatusCode::kInternal).openai_type);
+  EXPECT_NE(e["message"].get<std::string>().find("a bug"), std::string::npos);
+  auto nf = c.Request("GET", "/nope");
+  ASSERT_TRUE(nf);
+  EXPECT_EQ(nlohmann::json::parse(nf->body)["error"]["type"], ErrorMappingOf(StatusCode::kNotFound).openai_type);
+  // One the table has no row for (405) is the client's.
+  auto m = c.Request("GET", "/echo");
+  ASSERT_TRUE(m);
+  EXPECT_EQ(nlohmann::json::parse(m->body)["error"]["type"], "invalid_request_error");
 }
 
 TEST_F(HttpServerTest, CustomErrorFormatterShapesRouterErrors) {
@@ -365,6 +390,9 @@ TEST_F(HttpServerTest, ConnectionLimitAnswers503) {
   auto r = c.Request("GET", "/hello");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 503);
+  // The one error table's answer for 503: its type, and a Retry-After (the condition passes).
+  EXPECT_EQ(r->headers.Get("retry-after").value_or(""), "1");
+  EXPECT_EQ(nlohmann::json::parse(r->body)["error"]["type"], "service_unavailable");
   EXPECT_EQ(server_->metrics().rejected_connections.load(), 1u);
   auto ok = a.Request("GET", "/hello");
   ASSERT_TRUE(ok);

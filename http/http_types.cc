@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/error_table.h"
+
 namespace ds41 {
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
@@ -22,8 +24,16 @@ std::optional<std::string_view> HttpHeaders::Get(std::string_view name) const {
   return std::nullopt;
 }
 
-std::string DefaultErrorFormatter(int /*http_status*/, std::string_view message, std::string_view type,
+std::string DefaultErrorFormatter(int http_status, std::string_view message, std::string_view type,
                                   std::string_view code) {
+  // Type and default code from the one error table, so the HTTP layer's own answers read as the
+  // API's do; a status the table lacks is the client's (4xx, 505) or the server's fault.
+  if (const ErrorMapping* m = ErrorMappingOfHttp(http_status)) {
+    type = m->openai_type;
+    if (code.empty()) code = m->openai_code;
+  } else {
+    type = http_status < 500 || http_status == 505 ? "invalid_request_error" : "internal_error";
+  }
   nlohmann::json err = {{"message", std::string(message)},
                         {"type", std::string(type)},
                         {"param", nullptr},

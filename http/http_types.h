@@ -50,6 +50,8 @@ using ErrorFormatter = std::function<std::string(int http_status, std::string_vi
                                                  std::string_view type, std::string_view code)>;
 
 // OpenAI shape: {"error":{"message":...,"type":...,"param":null,"code":...}}; empty code -> null.
+// The type (and a code when none is given) come from util/error_table.h's row for the status, so
+// the server's own 404, 500 or 503 reads as the API's; `type` is used by custom formatters only.
 std::string DefaultErrorFormatter(int http_status, std::string_view message, std::string_view type,
                                   std::string_view code);
 

@@ -52,6 +52,15 @@ inline constexpr std::array<ErrorMapping, kStatusCodeCount> kErrorTable = {{
     {StatusCode::kUnauthenticated, 16, 401, "authentication_error", "invalid_api_key", 0},
 }};
 
+// The row the front door answers `http_status` with (the first code that maps to it: 500 is
+// kUnknown's), or nullptr when no code does (405, 408, 413, 431, 505: the HTTP layer's own).
+constexpr const ErrorMapping* ErrorMappingOfHttp(int http_status) {
+  for (const ErrorMapping& m : kErrorTable) {
+    if (m.http_status == http_status && m.code != StatusCode::kOk) return &m;
+  }
+  return nullptr;
+}
+
 // The row of `code`; a value outside the enum (a bad cast) gets kUnknown's row, so it still answers.
 constexpr const ErrorMapping& ErrorMappingOf(StatusCode code) {
   const int i = static_cast<int>(code);
