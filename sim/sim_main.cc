@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   run->add_option("--label", spec.label, "the run's name (default <policy>@sim)");
   run->add_option("--token-scale", spec.workload.token_scale, "every length x this")->check(CLI::PositiveNumber);
   run->add_option("--time-scale", spec.workload.time_scale, "every inter-arrival time x this")->check(CLI::PositiveNumber);
-  run->add_option("--start", spec.workload.start_s, "window start, seconds of trace time")->check(CLI::NonNegativeNumber);
+  run->add_option("--start", spec.workload.start_s, "window start, seconds from the trace file's first request")->check(CLI::NonNegativeNumber);
   run->add_option("--duration", spec.workload.duration_s, "window length, seconds of trace time")->check(CLI::PositiveNumber);
   run->add_option("--max-requests", spec.workload.max_requests, "at most this many requests");
   run->add_option("--output-scale", spec.workload.output_scale,

@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   run->add_option("--time-scale", spec.workload.time_scale, "every inter-arrival time x this (2 = half the rate)")
       ->check(CLI::PositiveNumber);
-  run->add_option("--start", spec.workload.start_s, "window start, seconds of trace time")->check(CLI::NonNegativeNumber);
+  run->add_option("--start", spec.workload.start_s, "window start, seconds from the trace file's first request")->check(CLI::NonNegativeNumber);
   run->add_option("--duration", spec.workload.duration_s, "window length, seconds of trace time (default: all)")
       ->check(CLI::PositiveNumber);
   run->add_option("--max-requests", spec.workload.max_requests, "send at most this many (default: all)");

@@ -66,8 +66,15 @@ class SessionTrie {
 std::vector<WorkloadRequest> BuildWorkload(const std::vector<TraceRequest>& trace, const WorkloadOptions& options) {
   const int trace_block = std::max(1, options.trace_block_tokens);
   const int block_tokens = static_cast<int>(std::max<int64_t>(1, Scaled(trace_block, options.token_scale)));
-  const double start_ms = options.start_s * 1000;
-  const double end_ms = (options.start_s + options.duration_s) * 1000;  // +inf by default
+  // The window counts from the file's first request, whatever time its clock starts at (the second
+  // half of a day's trace starts at 1,800 s).
+  double origin_ms = 0;
+  if (!trace.empty()) {
+    origin_ms = static_cast<double>(trace.front().timestamp_ms);
+    for (const TraceRequest& t : trace) origin_ms = std::min(origin_ms, static_cast<double>(t.timestamp_ms));
+  }
+  const double start_ms = origin_ms + options.start_s * 1000;
+  const double end_ms = origin_ms + (options.start_s + options.duration_s) * 1000;  // +inf by default
   const int replicas = std::max(1, options.replicas);
 
   int64_t max_id = -1;
@@ -102,8 +109,10 @@ std::vector<WorkloadRequest> BuildWorkload(const std::vector<TraceRequest>& trac
     size_t kept = 0;
     for (size_t i = 0; i < base.size(); ++i) {
       if (base_session[i] % options.session_sample != 0) continue;
-      base[kept] = std::move(base[i]);
-      base_session[kept] = base_session[i];
+      if (kept != i) {  // (a move onto itself would empty the request's blocks)
+        base[kept] = std::move(base[i]);
+        base_session[kept] = base_session[i];
+      }
       ++kept;
     }
     base.resize(kept);

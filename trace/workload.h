@@ -24,7 +24,8 @@ struct WorkloadOptions {
   // Every inter-arrival time × time_scale (2 = half the rate).
   double time_scale = 1;
   int trace_block_tokens = 512;  // the trace's block size
-  // The window [start_s, start_s + duration_s) of trace time (before time_scale) to keep.
+  // The window [start_s, start_s + duration_s) of trace time (before time_scale) to keep, counted from
+  // the file's first request.
   double start_s = 0;
   double duration_s = std::numeric_limits<double>::infinity();
   int64_t max_requests = -1;  // < 0: all; else the first max_requests (after replication)

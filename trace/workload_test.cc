@@ -113,7 +113,24 @@ TEST(WorkloadTest, SessionSampleKeepsWholeSessions) {
   EXPECT_DOUBLE_EQ(w[1].arrival_s, 2);
   EXPECT_DOUBLE_EQ(w[3].arrival_s, 5);
   EXPECT_EQ(w[3].index, 3);
+  // Every kept request keeps its blocks and length, the first (kept in place) too.
+  EXPECT_EQ(w[0].blocks, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(w[0].prompt_tokens, 1536);
+  EXPECT_EQ(w[2].blocks, (std::vector<int64_t>{0, 5, 6}));
   EXPECT_EQ(BuildWorkload(trace, {}).size(), trace.size());
+}
+
+TEST(WorkloadTest, TheWindowCountsFromTheFilesFirstRequest) {
+  // A file whose clock starts at 1,800 s (a day's second half): --start 0 --duration 2 takes its
+  // first two seconds.
+  const std::vector<TraceRequest> trace = {T(1800000, 512, 1, {0}), T(1801000, 512, 1, {1}), T(1803000, 512, 1, {2})};
+  WorkloadOptions o;
+  o.duration_s = 2;
+  const auto w = BuildWorkload(trace, o);
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_DOUBLE_EQ(w[1].arrival_s, 1);
+  o.start_s = 3;
+  EXPECT_EQ(BuildWorkload(trace, o).size(), 1u);
 }
 
 TEST(WorkloadTest, LongestEarlierPrefixWins) {
