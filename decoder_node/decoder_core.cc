@@ -1,6 +1,7 @@
 #include "decoder_node/decoder_core.h"
 
 #include <algorithm>
+#include <future>
 #include <iostream>
 #include <limits>
 
@@ -156,15 +157,21 @@ DecoderCore::DecoderCore(const Model& model, CacheClient* cache, PrefillCall pre
       sessions_(options.session_bytes, options.session_ttl_ms),
       loader_(model, cache, metrics),
       persister_(model, cache, metrics),
-      // A waiting admission holds a thread through its prefill call: as many as may run at once.
-      admissions_(std::make_unique<ThreadPool>(1 + std::min(options.max_running, 256), ThreadPool::Idle::kSleep,
-                                               "decoder-admit")) {
+      // Admissions hold a thread only while they compute (or read the store), never through the
+      // encoder's prefill: as many as there are cores, whatever max_running is.
+      admissions_(std::make_unique<ThreadPool>(1 + static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+                                               ThreadPool::Idle::kSleep, "decoder-admit")) {
   engine_.set_expert_cache(experts_.get());
   if (options.speculative) StartSpeculation();
   loop_ = std::thread([this] { BatchLoop(); });
 }
 
 DecoderCore::~DecoderCore() {
+  {
+    // Prefill calls still out hand their answers to the admission threads: wait for them first.
+    std::unique_lock<std::mutex> l(prefills_mu_);
+    prefills_cv_.wait(l, [this] { return prefills_ == 0; });
+  }
   admissions_.reset();  // the queued admissions first: they hand sequences to the loop
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -239,21 +246,70 @@ void DecoderCore::UpdateResidency() {
   }
 }
 
+struct DecoderCore::Admission {
+  GenerateInput in;
+  std::shared_ptr<TokenStream> stream;
+  std::chrono::steady_clock::time_point t0;
+  // A migrated request (in.resumed > 0) holds the prompt [0, P) and then the R tokens its failed
+  // attempt streamed; everything up to the first token concerns the prompt alone, as it did then.
+  int64_t R = 0, P = 0;
+  std::vector<int32_t> prompt_copy;  // a migrated request's prompt; an ordinary one's is in.tokens
+  SamplingParams sampling;
+  LogitAdjustments adjustments;
+  std::unique_ptr<Sequence> seq;
+  bool warm = false;
+  PrefillInput prefill;
+
+  const std::vector<int32_t>& prompt_ids() const { return R > 0 ? prompt_copy : in.tokens; }
+};
+
 std::shared_ptr<TokenStream> DecoderCore::Generate(GenerateInput in) {
+  ScratchReleaser release_scratch;  // the replay's scratch, on the caller's thread
   auto stream = std::make_shared<TokenStream>();
   ++waiting_;
-  RunAdmission(in, stream);
+  StatusOr<std::unique_ptr<Admission>> a =
+      stream->cancelled() ? StatusOr<std::unique_ptr<Admission>>(CancelledError("cancelled before admission"))
+                          : AdmitBegin(std::move(in), stream);
+  if (!a.ok()) {
+    EndAdmission(a.status(), stream);
+    return stream;
+  }
+  std::promise<StatusOr<PrefillOutput>> answered;
+  std::future<StatusOr<PrefillOutput>> prefilled = answered.get_future();
+  Admission& adm = **a;
+  prefill_(adm.in.encoder, adm.prefill, adm.in.deadline, std::shared_ptr<CancelToken>(stream, stream->cancel_token()),
+           [&answered](StatusOr<PrefillOutput> po) { answered.set_value(std::move(po)); });
+  EndAdmission(AdmitEnd(adm, prefilled.get()), stream);
   return stream;
 }
 
 void DecoderCore::Start(GenerateInput in, std::shared_ptr<TokenStream> stream) {
   ++waiting_;
-  admissions_->Schedule([this, in = std::move(in), stream = std::move(stream)] { RunAdmission(in, stream); });
+  admissions_->Schedule([this, in = std::move(in), stream = std::move(stream)]() mutable {
+    StatusOr<std::unique_ptr<Admission>> a =
+        stream->cancelled() ? StatusOr<std::unique_ptr<Admission>>(CancelledError("cancelled before admission"))
+                            : AdmitBegin(std::move(in), stream);
+    if (!a.ok()) return EndAdmission(a.status(), stream);
+    // Shared: std::function wants a copyable callback. No thread waits for the encoder; its answer
+    // comes back to the admission threads for the replay.
+    std::shared_ptr<Admission> adm = std::move(*a);
+    {
+      std::lock_guard<std::mutex> l(prefills_mu_);
+      ++prefills_;
+    }
+    prefill_(adm->in.encoder, adm->prefill, adm->in.deadline, std::shared_ptr<CancelToken>(stream, stream->cancel_token()),
+             [this, adm](StatusOr<PrefillOutput> po) {
+               admissions_->Schedule([this, adm, po = std::move(po)]() mutable {
+                 ScratchReleaser release_scratch;  // the replay's scratch, on one of the admission threads
+                 EndAdmission(AdmitEnd(*adm, std::move(po)), adm->stream);
+               });
+               std::lock_guard<std::mutex> l(prefills_mu_);
+               if (--prefills_ == 0) prefills_cv_.notify_all();
+             });
+  });
 }
 
-void DecoderCore::RunAdmission(const GenerateInput& in, const std::shared_ptr<TokenStream>& stream) {
-  ScratchReleaser release_scratch;  // the replay's scratch: this is one of many admission threads
-  const Status s = stream->cancelled() ? CancelledError("cancelled before admission") : Admit(in, stream);
+void DecoderCore::EndAdmission(const Status& s, const std::shared_ptr<TokenStream>& stream) {
   --waiting_;
   if (!s.ok()) {
     if (metrics_) metrics_->CountOutcome(s, stream->cancel_token()->reason());
@@ -262,51 +318,64 @@ void DecoderCore::RunAdmission(const GenerateInput& in, const std::shared_ptr<To
   UpdateResidency();
 }
 
-Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenStream>& stream) {
+StatusOr<std::unique_ptr<DecoderCore::Admission>> DecoderCore::AdmitBegin(GenerateInput in,
+                                                                            const std::shared_ptr<TokenStream>& stream) {
   const ModelConfig& c = model_.config();
-  const auto t0 = std::chrono::steady_clock::now();
+  auto a = std::make_unique<Admission>();
+  a->t0 = std::chrono::steady_clock::now();
+  a->stream = stream;
   const int64_t N = static_cast<int64_t>(in.tokens.size());
   const int U = in.unit_tokens;
   DS41_RETURN_IF_ERROR(CheckGenerateInput(in, c));
-  // A migrated request (in.resumed > 0) holds the prompt [0, P) and then the R tokens its failed
-  // attempt streamed; everything up to the first token concerns the prompt alone, as it did then.
-  const int64_t R = in.resumed;
-  const int64_t P = N - R;
-  const SamplingParams sampling{in.sampling.temperature, in.sampling.top_p, in.sampling.seed};
-  DS41_RETURN_IF_ERROR(sampling.Validate());
-  const LogitAdjustments adjustments{in.sampling.frequency_penalty, in.sampling.presence_penalty, in.sampling.logit_bias};
-  DS41_RETURN_IF_ERROR(adjustments.Validate(c.vocab_size));
+  a->R = in.resumed;
+  a->P = N - a->R;
+  a->sampling = SamplingParams{in.sampling.temperature, in.sampling.top_p, in.sampling.seed};
+  DS41_RETURN_IF_ERROR(a->sampling.Validate());
+  a->adjustments = LogitAdjustments{in.sampling.frequency_penalty, in.sampling.presence_penalty, in.sampling.logit_bias};
+  DS41_RETURN_IF_ERROR(a->adjustments.Validate(c.vocab_size));
   {
     std::lock_guard<std::mutex> l(mu_);
     if (static_cast<int64_t>(running_.size()) + waiting_.load() > opt_.max_running)
       return ResourceExhaustedError("decoder: " + std::to_string(opt_.max_running) + " sequences already running");
   }
-
-  // Copied only for a migrated request; an ordinary one's prompt is in.tokens itself.
-  const std::vector<int32_t> prompt_copy = R > 0 ? std::vector<int32_t>(in.tokens.begin(), in.tokens.begin() + P)
-                                                 : std::vector<int32_t>();
-  const std::vector<int32_t>& prompt_ids = R > 0 ? prompt_copy : in.tokens;
-  auto seq = std::make_unique<Sequence>();
+  a->in = std::move(in);
+  if (a->R > 0) a->prompt_copy.assign(a->in.tokens.begin(), a->in.tokens.begin() + a->P);
+  const std::vector<int32_t>& prompt_ids = a->prompt_ids();
+  a->seq = std::make_unique<Sequence>();
+  Sequence* seq = a->seq.get();
   seq->state = SequenceState::Create(c);
   // Prefix global KV up to the unit boundary below H: the session's warm state when it covers it,
   // else the cache (the encoder returns everything from that boundary on).
-  int64_t H = in.cached_tokens;
+  int64_t H = a->in.cached_tokens;
   const int64_t boundary = H / U * U;
-  bool warm = false;
-  if (!in.session_id.empty()) {
-    if (std::optional<WarmSession> w = sessions_.Take(in.session_id, in.ns, prompt_ids, boundary)) {
+  if (!a->in.session_id.empty()) {
+    if (std::optional<WarmSession> w = sessions_.Take(a->in.session_id, a->in.ns, prompt_ids, boundary)) {
       seq->state = std::move(w->state);
-      warm = true;
+      a->warm = true;
     }
   }
-  seq->usage.prefix_source = warm ? "warm" : (boundary > 0 ? "cache" : "none");
-  if (!warm && boundary > 0) {
-    const int64_t reach = loader_.Load(in.ns, prompt_ids, boundary, U, &seq->state);
+  seq->usage.prefix_source = a->warm ? "warm" : (boundary > 0 ? "cache" : "none");
+  if (!a->warm && boundary > 0) {
+    const int64_t reach = loader_.Load(a->in.ns, prompt_ids, boundary, U, &seq->state);
     if (reach < boundary) H = reach;  // lost units: ask the encoder for less
   }
+  a->prefill = PrefillInput{a->in.ns, prompt_ids, H, a->in.swa_peer, U, a->in.images};
+  return a;
+}
 
-  PrefillInput pin{in.ns, prompt_ids, H, in.swa_peer, U, in.images};
-  DS41_ASSIGN_OR_RETURN(PrefillOutput po, prefill_(in.encoder, pin, in.deadline, stream->cancel_token()));
+Status DecoderCore::AdmitEnd(Admission& a, StatusOr<PrefillOutput> prefilled) {
+  const ModelConfig& c = model_.config();
+  const GenerateInput& in = a.in;
+  const std::shared_ptr<TokenStream>& stream = a.stream;
+  const auto t0 = a.t0;
+  const int64_t N = static_cast<int64_t>(in.tokens.size());
+  const int U = in.unit_tokens;
+  const int64_t R = a.R, P = a.P;
+  const SamplingParams& sampling = a.sampling;
+  const std::vector<int32_t>& prompt_ids = a.prompt_ids();
+  const bool warm = a.warm;
+  std::unique_ptr<Sequence>& seq = a.seq;
+  DS41_ASSIGN_OR_RETURN(PrefillOutput po, std::move(prefilled));
   if (stream->cancelled()) return CancelledError("cancelled before the first token");
   DS41_ASSIGN_OR_RETURN(UnitLayout layout, UnitLayout::FromConfig(c, U));
   std::vector<Unit> units;
@@ -336,7 +405,7 @@ Status DecoderCore::Admit(const GenerateInput& in, const std::shared_ptr<TokenSt
     DS41_RETURN_IF_ERROR(engine_.DsparkAppend(&seq->dspark, s, hidden));
   }
   Rng rng(sampling.seed);
-  seq->processor = LogitProcessor(adjustments);
+  seq->processor = LogitProcessor(a.adjustments);
   if (in.sampling.response_json || !in.sampling.tool_calls.empty()) {
     if (opt_.masker == nullptr) {
       return FailedPreconditionError("decoder: constrained decoding needs the model's tokenizer, which this decoder lacks");

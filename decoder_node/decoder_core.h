@@ -36,6 +36,7 @@
 #include "engine/speculation.h"
 #include "grammar/grammar_cache.h"
 #include "grammar/token_mask.h"
+#include "node_client/node_client.h"
 #include "node_client/node_messages.h"
 #include "serving/engine_prompt.h"
 #include "serving/node_metrics.h"
@@ -89,10 +90,18 @@ class TokenStream {
   std::function<void()> listener_ DS41_GUARDED_BY(listener_mu_);
 };
 
-// Calls an encoder's Prefill (NodeClient::Prefill in a node); a cancelled token interrupts it.
-using PrefillCall = std::function<StatusOr<PrefillOutput>(const std::string& encoder, const PrefillInput& in,
-                                                          std::chrono::steady_clock::time_point deadline,
-                                                          CancelToken* cancel)>;
+// Starts an encoder's Prefill (NodeClient::PrefillAsync in a node): `done` gets the outcome once, on
+// another thread, and must not block; a cancelled token interrupts the call.
+using PrefillCall = std::function<void(const std::string& encoder, const PrefillInput& in,
+                                       std::chrono::steady_clock::time_point deadline, std::shared_ptr<CancelToken> cancel,
+                                       std::function<void(StatusOr<PrefillOutput>)> done)>;
+// The PrefillCall of a node: `encoders`' PrefillAsync. `encoders` outlives the core.
+inline PrefillCall PrefillThrough(const NodeClient* encoders) {
+  return [encoders](const std::string& encoder, const PrefillInput& in, std::chrono::steady_clock::time_point deadline,
+                    std::shared_ptr<CancelToken> cancel, std::function<void(StatusOr<PrefillOutput>)> done) {
+    encoders->PrefillAsync(encoder, in, deadline, std::move(cancel), std::move(done));
+  };
+}
 
 struct DecoderOptions {
   uint64_t expert_cache_bytes = 0;       // 0: experts straight from the mapping
@@ -115,10 +124,12 @@ class DecoderCore {
               ThreadPool* compute, SpeculationMetrics* spec_metrics = nullptr);
   ~DecoderCore();
 
-  // Admits the request on this thread (until its first token or its error), then decodes it in the
-  // batch loop; the stream carries the rest.
+  // Admits the request on this thread (until its first token or its error, waiting for the
+  // encoder's prefill), then decodes it in the batch loop; the stream carries the rest.
   std::shared_ptr<TokenStream> Generate(GenerateInput in);
-  // The same, with the admission on the core's admission threads: returns at once.
+  // The same without waiting: returns at once. The admission's work runs on the core's admission
+  // threads (as many as cores: no thread waits while the encoder prefills), in two parts split at
+  // the prefill call.
   void Start(GenerateInput in, std::shared_ptr<TokenStream> stream);
 
   int64_t running() const;
@@ -130,9 +141,15 @@ class DecoderCore {
 
  private:
   struct Sequence;
-  // Admit, counting a failure and ending the stream with it. REQUIRES: waiting_ counted this request.
-  void RunAdmission(const GenerateInput& in, const std::shared_ptr<TokenStream>& stream);
-  Status Admit(const GenerateInput& in, const std::shared_ptr<TokenStream>& stream);
+  struct Admission;  // a request from its arrival to its first token
+  // The admission up to the encoder's prefill: the request checked, its prefix from the warm
+  // session or the store, the prefill's input built.
+  StatusOr<std::unique_ptr<Admission>> AdmitBegin(GenerateInput in, const std::shared_ptr<TokenStream>& stream);
+  // The rest, once the prefill answered: its units applied, the replay, the first token; the
+  // sequence then joins the batch loop.
+  Status AdmitEnd(Admission& a, StatusOr<PrefillOutput> prefilled);
+  // The admission's end: one waiting fewer, and a failure counted and sent down the stream.
+  void EndAdmission(const Status& s, const std::shared_ptr<TokenStream>& stream);
   // A migrated request, its prompt [0, P) replayed into `state` with `logits` at P - 1: recomputes
   // the resumed tokens [P, N) as the failed attempt's decode steps did, leaving `logits` at N - 1,
   // and advances `rng` past the draws those tokens took.
@@ -164,6 +181,11 @@ class DecoderCore {
   grammar::GrammarCache grammars_;  // response schemas and tool-call specs compiled once
   std::atomic<int64_t> waiting_{0};
   std::atomic<int64_t> stepping_{0};  // sequences taken out of running_ for the current step
+  // Prefill calls whose answer has not yet been handed to the admission threads (the destructor
+  // waits for them: their callbacks use admissions_).
+  std::mutex prefills_mu_;
+  std::condition_variable prefills_cv_;
+  int64_t prefills_ DS41_GUARDED_BY(prefills_mu_) = 0;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

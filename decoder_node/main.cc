@@ -72,9 +72,7 @@ int main(int argc, char** argv) {
   }
   ds41::DecoderCore core(
       *set.model, set.cache.get(),
-      [&encoders](const std::string& enc, const ds41::PrefillInput& in, std::chrono::steady_clock::time_point deadline,
-                  ds41::CancelToken* cancel) { return encoders.Prefill(enc, in, deadline, cancel); },
-      o, &node_metrics, set.compute.get(), &spec_metrics);
+      ds41::PrefillThrough(&encoders), o, &node_metrics, set.compute.get(), &spec_metrics);
   ds41::DecoderService service(&core, fp, &node_metrics);
   ds41::SwaStateService swa_service(core.swa_pool(), fp);
   return rt.Run("decoder_node", listen, metrics, {&service, &swa_service}, "fingerprint=" + fp,

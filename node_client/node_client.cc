@@ -20,34 +20,59 @@ void SetDeadline(grpc::ClientContext* ctx, std::chrono::steady_clock::time_point
                     std::chrono::duration_cast<std::chrono::system_clock::duration>(deadline - std::chrono::steady_clock::now()));
 }
 
-// Cancels the call when the token is cancelled, for as long as the call runs.
-CancelToken::Attachment CancelWith(CancelToken* cancel, grpc::ClientContext* ctx, bool* already_cancelled) {
-  *already_cancelled = false;
-  if (!cancel) return {};
-  bool attached = true;
-  CancelToken::Attachment a = cancel->OnCancel([ctx] { ctx->TryCancel(); }, &attached);
-  *already_cancelled = !attached;
-  return a;
-}
-
 }  // namespace
 
 NodeClient::NodeClient(std::shared_ptr<ChannelSet> channels, std::string fingerprint)
     : channels_(std::move(channels)), fingerprint_(std::move(fingerprint)) {}
 
+namespace {
+
+// One Encoder.Prefill as a callback unary call; deletes itself once `done` has the outcome.
+struct PrefillCallState {
+  grpc::ClientContext ctx;
+  std::unique_ptr<pb::Encoder::Stub> stub;
+  pb::PrefillRequest req;
+  pb::PrefillResponse resp;
+  std::shared_ptr<CancelToken> cancel;  // kept alive while attached
+  std::optional<CancelToken::Attachment> attachment;
+  std::string encoder;
+  std::function<void(StatusOr<PrefillOutput>)> done;
+};
+
+}  // namespace
+
+void NodeClient::PrefillAsync(const std::string& encoder, const PrefillInput& in,
+                              std::chrono::steady_clock::time_point deadline, std::shared_ptr<CancelToken> cancel,
+                              std::function<void(StatusOr<PrefillOutput>)> done) const {
+  if (cancel && cancel->cancelled()) return done(CancelledError("prefill cancelled"));
+  auto* call = new PrefillCallState;
+  EncodePrefillRequest(in, fingerprint_, &call->req);
+  SetDeadline(&call->ctx, deadline);
+  call->stub = pb::Encoder::NewStub(channels_->Get(encoder));
+  call->encoder = encoder;
+  call->done = std::move(done);
+  call->cancel = std::move(cancel);
+  // Attached before the call starts, so before its callback can delete the call.
+  if (call->cancel) call->attachment.emplace(call->cancel->OnCancel([ctx = &call->ctx] { ctx->TryCancel(); }));
+  call->stub->async()->Prefill(&call->ctx, &call->req, &call->resp, [call](grpc::Status s) {
+    call->attachment.reset();  // the cancel callback never runs after this (it touches ctx)
+    StatusOr<PrefillOutput> out =
+        s.ok() ? DecodePrefillResponse(&call->resp) : StatusOr<PrefillOutput>(FromGrpc(s).Prefixed("encoder " + call->encoder));
+    std::function<void(StatusOr<PrefillOutput>)> finished = std::move(call->done);
+    delete call;
+    finished(std::move(out));
+  });
+}
+
 StatusOr<PrefillOutput> NodeClient::Prefill(const std::string& encoder, const PrefillInput& in,
                                             std::chrono::steady_clock::time_point deadline, CancelToken* cancel) const {
-  pb::PrefillRequest req;
-  EncodePrefillRequest(in, fingerprint_, &req);
-  grpc::ClientContext ctx;
-  SetDeadline(&ctx, deadline);
-  bool cancelled = false;
-  CancelToken::Attachment attachment = CancelWith(cancel, &ctx, &cancelled);
-  if (cancelled) return CancelledError("prefill cancelled");
-  pb::PrefillResponse resp;
-  const grpc::Status s = pb::Encoder::NewStub(channels_->Get(encoder))->Prefill(&ctx, req, &resp);
-  if (!s.ok()) return FromGrpc(s).Prefixed("encoder " + encoder);
-  return DecodePrefillResponse(&resp);
+  std::promise<StatusOr<PrefillOutput>> ended;
+  std::future<StatusOr<PrefillOutput>> result = ended.get_future();
+  // Not owned: the caller keeps `cancel` alive until this returns, which is after the call's end.
+  std::shared_ptr<CancelToken> borrowed(std::shared_ptr<void>(), cancel);
+  PrefillAsync(encoder, in, deadline, cancel ? borrowed : nullptr,
+               [&ended](StatusOr<PrefillOutput> out) { ended.set_value(std::move(out)); });
+  return result.get();
 }
 
 namespace {

@@ -32,7 +32,11 @@ class NodeClient {
  public:
   NodeClient(std::shared_ptr<ChannelSet> channels, std::string fingerprint);
 
-  // Encoder.Prefill, by `deadline`; a cancelled token cancels the call.
+  // Encoder.Prefill, by `deadline`, without holding a thread: `done` gets the outcome once, on a
+  // gRPC thread (it must not block). A cancelled token cancels the call.
+  void PrefillAsync(const std::string& encoder, const PrefillInput& in, std::chrono::steady_clock::time_point deadline,
+                    std::shared_ptr<CancelToken> cancel, std::function<void(StatusOr<PrefillOutput>)> done) const;
+  // PrefillAsync waited for on this thread.
   StatusOr<PrefillOutput> Prefill(const std::string& encoder, const PrefillInput& in,
                                   std::chrono::steady_clock::time_point deadline, CancelToken* cancel = nullptr) const;
 

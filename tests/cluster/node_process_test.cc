@@ -45,9 +45,7 @@ TEST(NodeProcessTest, EncoderKilledMidPrefillGivesUnavailableAndNoStrandedState)
   const std::string fp = model->fingerprint();
   DecoderCore core(
       *model, nullptr,
-      [&encoders](const std::string& e, const PrefillInput& in, std::chrono::steady_clock::time_point d,
-                  CancelToken* cancel) { return encoders.Prefill(e, in, d, cancel); },
-      DecoderOptions{}, &metrics, &pool);
+      PrefillThrough(&encoders), DecoderOptions{}, &metrics, &pool);
   const uint64_t baseline = core.ResidentBytes();
 
   GenerateInput in;

@@ -93,9 +93,7 @@ struct DecoderServer {
   DecoderServer(const Model& m, CacheClient* cache, const NodeClient* encoders, ThreadPool* pool, DecoderOptions o = {}) {
     core = std::make_unique<DecoderCore>(
         m, cache,
-        [encoders](const std::string& enc, const PrefillInput& in, std::chrono::steady_clock::time_point d,
-                   CancelToken* cancel) { return encoders->Prefill(enc, in, d, cancel); },
-        o, &metrics, pool, &spec);
+        PrefillThrough(encoders), o, &metrics, pool, &spec);
     svc = std::make_unique<DecoderService>(core.get(), m.fingerprint(), &metrics);
     swa = std::make_unique<SwaStateService>(core->swa_pool(), m.fingerprint());
     rpc = std::move(StartRpcServer({}, {svc.get(), swa.get()})).value();
