@@ -1,5 +1,7 @@
 #include "unit/unit_key.h"
 
+#include <algorithm>
+
 #include "util/sha256.h"
 
 namespace ds41 {
@@ -12,12 +14,20 @@ UnitKey Finish(Sha256* h) {
   return k;
 }
 
+// The tokens as little-endian bytes, a buffer at a time (one hash update per 256 tokens, not per token).
 void PutTokens(Sha256* h, const int32_t* t, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t v = static_cast<uint32_t>(t[i]);
-    const uint8_t b[4] = {static_cast<uint8_t>(v), static_cast<uint8_t>(v >> 8), static_cast<uint8_t>(v >> 16),
-                          static_cast<uint8_t>(v >> 24)};
-    h->Update(b, 4);
+  uint8_t b[1024];
+  for (size_t i = 0; i < n;) {
+    const size_t m = std::min(n - i, sizeof(b) / 4);
+    for (size_t j = 0; j < m; ++j) {
+      const uint32_t v = static_cast<uint32_t>(t[i + j]);
+      b[4 * j] = static_cast<uint8_t>(v);
+      b[4 * j + 1] = static_cast<uint8_t>(v >> 8);
+      b[4 * j + 2] = static_cast<uint8_t>(v >> 16);
+      b[4 * j + 3] = static_cast<uint8_t>(v >> 24);
+    }
+    h->Update(b, 4 * m);
+    i += m;
   }
 }
 

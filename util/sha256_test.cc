@@ -26,5 +26,21 @@ TEST(Sha256Test, SplitUpdatesEqualOne) {
   EXPECT_EQ(h.HexDigest(), Hash("abc"));
 }
 
+TEST(Sha256Test, ACopyGoesOnFromTheSameStateIndependently) {
+  Sha256 a;
+  a.Update("ab");
+  Sha256 b = a;
+  Sha256 c;
+  c.Update("zz");
+  c = a;  // assigned: the state of a, not what c had
+  a.Update("c");
+  b.Update("d");
+  c.Update("e");
+  Sha256 moved = std::move(c);
+  EXPECT_EQ(a.HexDigest(), Hash("abc"));
+  EXPECT_EQ(b.HexDigest(), Hash("abd"));
+  EXPECT_EQ(moved.HexDigest(), Hash("abe"));
+}
+
 }  // namespace
 }  // namespace ds41
