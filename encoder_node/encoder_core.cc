@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 
 #include "node_client/node_codec.h"
 #include "unit/state_units.h"
@@ -10,8 +11,20 @@
 
 namespace ds41 {
 
+struct EncoderCore::Prefilling {
+  PrefillInput in;
+  std::shared_ptr<CancelToken> cancel;  // may be null
+  PrefillDone done;
+  std::chrono::steady_clock::time_point t0;
+  SequenceState st;
+  std::optional<EnginePrompt> prompt;  // over in.tokens and in.images, for as long as the job runs
+  PrefillOutput out;
+  int64_t H = 0;
+  EncodeJob job;
+};
+
 EncoderCore::EncoderCore(const Model& model, CacheClient* cache, SwaFetcher fetcher, EncoderOptions options,
-                         NodeMetrics* metrics, ThreadPool* compute)
+                         NodeMetrics* metrics, ThreadPool* compute, ThreadPool* requests)
     : model_(model),
       engine_(model, compute),
       fetcher_(std::move(fetcher)),
@@ -20,22 +33,32 @@ EncoderCore::EncoderCore(const Model& model, CacheClient* cache, SwaFetcher fetc
       swa_pool_(options.swa_pool_bytes, options.swa_ttl_ms),
       loader_(model, cache, metrics),
       persister_(model, cache, metrics),
+      requests_(requests),
       scheduler_([this] { SchedulerLoop(); }) {}
 
 EncoderCore::~EncoderCore() {
+  std::deque<std::shared_ptr<Prefilling>> waiting;
+  {
+    std::lock_guard<std::mutex> l(admit_mu_);
+    closing_ = true;
+    waiting.swap(waiting_);
+  }
+  for (const auto& p : waiting) p->done(UnavailableError("encoder shutting down"));
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  scheduler_.join();
+  scheduler_.join();  // what it held is answered UNAVAILABLE, on the requests pool
+  std::unique_lock<std::mutex> l(admit_mu_);
+  admit_cv_.wait(l, [this] { return admitted_ == 0; });
 }
 
 int64_t EncoderCore::queued_tokens() const {
   std::lock_guard<std::mutex> l(mu_);
   int64_t n = 0;
-  for (const Pending* p : queue_) n += p->job->remaining();
-  for (const Pending* p : active_) n += p->job->remaining();
+  for (const auto& p : queue_) n += p->job.remaining();
+  for (const auto& p : active_) n += p->job.remaining();
   return n;
 }
 
@@ -45,34 +68,50 @@ int64_t EncoderCore::running() const {
 }
 
 void EncoderCore::SchedulerLoop() {
+  // Prefills the scheduler is done with, answered outside mu_ (an inline requests pool runs the
+  // answer, and the next admission, on this thread).
+  std::vector<std::pair<std::shared_ptr<Prefilling>, Status>> ended;
+  auto answer = [this, &ended](std::unique_lock<std::mutex>& l) {
+    if (ended.empty()) return;
+    l.unlock();
+    for (auto& [p, s] : ended) Encoded(std::move(p), std::move(s));
+    ended.clear();
+    l.lock();
+  };
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     cv_.wait(l, [this] { return stop_ || !queue_.empty() || !active_.empty(); });
     if (stop_) {
-      for (Pending* p : queue_) p->done.set_value(UnavailableError("encoder shutting down"));
-      for (Pending* p : active_) p->done.set_value(UnavailableError("encoder shutting down"));
+      for (auto& p : queue_) ended.emplace_back(std::move(p), UnavailableError("encoder shutting down"));
+      for (auto& p : active_) ended.emplace_back(std::move(p), UnavailableError("encoder shutting down"));
+      queue_.clear();
+      active_.clear();
+      answer(l);
       return;
     }
-    DropCancelledLocked();
+    DropCancelledLocked(&ended);
     while (!queue_.empty()) {
-      active_.push_back(queue_.front());
+      active_.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
     if (metrics_) {
       metrics_->running.Set(static_cast<double>(active_.size()));
       int64_t q = 0;
-      for (Pending* p : active_) q += p->job->remaining();
+      for (const auto& p : active_) q += p->job.remaining();
       metrics_->queued_tokens.Set(static_cast<double>(q));
     }
-    if (active_.empty()) continue;  // every one was cancelled
+    if (active_.empty()) {  // every one was cancelled
+      answer(l);
+      continue;
+    }
     // Share one step's token budget among the active prefills, oldest first.
     std::vector<EncodeJob*> jobs;
     std::vector<int64_t> counts;
     int64_t budget = opt_.step_tokens;
-    for (Pending* p : active_) {
+    for (const auto& p : active_) {
       if (budget <= 0) break;
-      const int64_t take = std::min(budget, p->job->remaining());
-      jobs.push_back(p->job);
+      const int64_t take = std::min(budget, p->job.remaining());
+      jobs.push_back(&p->job);
       counts.push_back(take);
       budget -= take;
     }
@@ -81,13 +120,12 @@ void EncoderCore::SchedulerLoop() {
     if (metrics_) metrics_->batch_tokens.Observe(static_cast<double>(opt_.step_tokens - budget));
     l.lock();
     for (auto it = active_.begin(); it != active_.end();) {
-      Pending* p = *it;
-      const bool in_step = std::find(jobs.begin(), jobs.end(), p->job) != jobs.end();
+      const bool in_step = std::find(jobs.begin(), jobs.end(), &(*it)->job) != jobs.end();
       if (!s.ok() && in_step) {
-        p->done.set_value(s);
+        ended.emplace_back(std::move(*it), s);
         it = active_.erase(it);
-      } else if (p->job->remaining() == 0) {
-        p->done.set_value(Status::Ok());
+      } else if ((*it)->job.remaining() == 0) {
+        ended.emplace_back(std::move(*it), Status::Ok());
         it = active_.erase(it);
       } else {
         ++it;
@@ -97,17 +135,18 @@ void EncoderCore::SchedulerLoop() {
       metrics_->running.Set(0);  // no next step would say so
       metrics_->queued_tokens.Set(0);
     }
+    answer(l);
   }
 }
 
-void EncoderCore::DropCancelledLocked() {
-  auto cancelled = [](Pending* p) {
+void EncoderCore::DropCancelledLocked(std::vector<std::pair<std::shared_ptr<Prefilling>, Status>>* ended) {
+  auto drop = [ended](std::shared_ptr<Prefilling>& p) {
     if (p->cancel == nullptr || !p->cancel->cancelled()) return false;
-    p->done.set_value(CancelledError("prefill cancelled"));
+    ended->emplace_back(p, CancelledError("prefill cancelled"));
     return true;
   };
-  queue_.erase(std::remove_if(queue_.begin(), queue_.end(), cancelled), queue_.end());
-  active_.erase(std::remove_if(active_.begin(), active_.end(), cancelled), active_.end());
+  queue_.erase(std::remove_if(queue_.begin(), queue_.end(), drop), queue_.end());
+  active_.erase(std::remove_if(active_.begin(), active_.end(), drop), active_.end());
 }
 
 void EncoderCore::KeepEncodedUnits(const PrefillInput& in, const SequenceState& st, int64_t H, int64_t encoded) {
@@ -145,24 +184,69 @@ Status EncoderCore::RestoreSwa(const PrefillInput& in, int64_t H, EnginePrompt* 
   return Status::Ok();
 }
 
-StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in, CancelToken* cancel) {
-  // This request thread runs a pass only for a replay or an image: its scratch goes when it is done.
-  ScratchReleaser release_scratch;
-  const ModelConfig& c = model_.config();
-  const auto t0 = std::chrono::steady_clock::now();
-  const int64_t N = static_cast<int64_t>(in.tokens.size());
-  DS41_RETURN_IF_ERROR(CheckPrefillInput(in, c));
+void EncoderCore::PrefillAsync(PrefillInput in, std::shared_ptr<CancelToken> cancel, PrefillDone done) {
+  auto p = std::make_shared<Prefilling>();
+  p->in = std::move(in);
+  p->cancel = std::move(cancel);
+  p->done = std::move(done);
+  bool closing = false;
+  {
+    std::lock_guard<std::mutex> l(admit_mu_);
+    closing = closing_;
+    if (!closing) {
+      if (admitted_ >= opt_.max_admitted) {
+        waiting_.push_back(std::move(p));  // admitted when one ends (Complete)
+        return;
+      }
+      ++admitted_;
+    }
+  }
+  if (closing) return p->done(UnavailableError("encoder shutting down"));
+  requests_->Schedule([this, p] { Begin(p); });
+}
 
-  SequenceState st = SequenceState::Create(c);
-  PrefillOutput out;
+StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in, CancelToken* cancel) {
+  std::promise<StatusOr<PrefillOutput>> answered;
+  std::future<StatusOr<PrefillOutput>> out = answered.get_future();
+  // Not owned: the caller keeps `cancel` alive until this returns, which is after the answer.
+  std::shared_ptr<CancelToken> borrowed(std::shared_ptr<void>(), cancel);
+  PrefillAsync(in, cancel ? borrowed : nullptr,
+               [&answered](StatusOr<PrefillOutput> o) { answered.set_value(std::move(o)); });
+  return out.get();
+}
+
+void EncoderCore::Begin(const std::shared_ptr<Prefilling>& p) {
+  // This thread runs a pass only for a replay or an image: its scratch goes when it is done.
+  ScratchReleaser release_scratch;
+  Status s = p->cancel && p->cancel->cancelled() ? CancelledError("prefill cancelled") : Prepare(*p);
+  if (s.ok()) {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!stop_) {
+      queue_.push_back(p);
+      cv_.notify_all();
+      return;
+    }
+    s = UnavailableError("encoder shutting down");
+  }
+  Complete(p, std::move(s));
+}
+
+Status EncoderCore::Prepare(Prefilling& p) {
+  const ModelConfig& c = model_.config();
+  const PrefillInput& in = p.in;
+  p.t0 = std::chrono::steady_clock::now();
+  DS41_RETURN_IF_ERROR(CheckPrefillInput(in, c));
+  p.st = SequenceState::Create(c);
+  PrefillOutput& out = p.out;
   // The cache keys hold the images' key tokens; the engine sees the image token and the tower's rows.
-  EnginePrompt prompt(engine_, c, in.tokens, in.images);
-  const int64_t H = loader_.Load(in.ns, in.tokens, in.cached_tokens, in.unit_tokens, &st);
+  p.prompt.emplace(engine_, c, in.tokens, in.images);
+  const int64_t H = loader_.Load(in.ns, in.tokens, in.cached_tokens, in.unit_tokens, &p.st);
+  p.H = H;
   out.cached_tokens = H;
   if (H == 0) {
     out.swa_source = "none";
   } else {
-    DS41_RETURN_IF_ERROR(RestoreSwa(in, H, &prompt, &st, &out));
+    DS41_RETURN_IF_ERROR(RestoreSwa(in, H, &*p.prompt, &p.st, &out));
   }
   if (metrics_) {
     if (out.swa_source == "local") metrics_->swa_local.Increment();
@@ -172,45 +256,69 @@ StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in, CancelToken
     metrics_->cached_tokens.Increment(static_cast<double>(H));
     metrics_->computed_replay.Increment(static_cast<double>(out.replay_tokens));
   }
-
-  DS41_ASSIGN_OR_RETURN(TokenSpan whole, prompt.From(H));
+  DS41_ASSIGN_OR_RETURN(TokenSpan whole, p.prompt->From(H));
   TokenSpan rest = whole.Slice(static_cast<size_t>(H), whole.tokens.size(), c.dim);
-  if (metrics_ && prompt.images_encoded() > 0) metrics_->images_encoded.Increment(prompt.images_encoded());
-  EncodeJob job;
-  DS41_RETURN_IF_ERROR(engine_.BeginEncode(&st, std::move(rest), &job));
-  Pending pending{&job, cancel, {}};
-  std::future<Status> done = pending.done.get_future();
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    queue_.push_back(&pending);
-  }
-  cv_.notify_all();
-  if (const Status s = done.get(); !s.ok()) {
-    // Out of the scheduler's hands now: what it encoded is this thread's to keep.
-    if (s.code() == StatusCode::kCancelled) KeepEncodedUnits(in, st, H, job.done);
-    return s;
-  }
-  DS41_ASSIGN_OR_RETURN(EncoderHandoff handoff, engine_.FinishEncode(&job));
+  if (metrics_ && p.prompt->images_encoded() > 0) metrics_->images_encoded.Increment(p.prompt->images_encoded());
+  return engine_.BeginEncode(&p.st, std::move(rest), &p.job);
+}
+
+void EncoderCore::Encoded(std::shared_ptr<Prefilling> p, Status s) {
+  requests_->Schedule([this, p = std::move(p), s = std::move(s)] {
+    if (!s.ok()) {
+      // Out of the scheduler's hands now: what it encoded is this prefill's to keep.
+      if (s.code() == StatusCode::kCancelled) KeepEncodedUnits(p->in, p->st, p->H, p->job.done);
+      return Complete(p, s);
+    }
+    Complete(p, Finish(*p));
+  });
+}
+
+StatusOr<PrefillOutput> EncoderCore::Finish(Prefilling& p) {
+  const ModelConfig& c = model_.config();
+  const PrefillInput& in = p.in;
+  const int64_t N = static_cast<int64_t>(in.tokens.size());
+  const int64_t H = p.H;
+  PrefillOutput& out = p.out;
+  DS41_ASSIGN_OR_RETURN(EncoderHandoff handoff, engine_.FinishEncode(&p.job));
   out.computed_tokens = N - H;
   out.handoff = SerializeHandoff(handoff);
 
   const int64_t from = H / in.unit_tokens * in.unit_tokens;
-  DS41_ASSIGN_OR_RETURN(std::vector<BuiltUnit> units, persister_.Build(in.ns, st, in.tokens, from, N, in.unit_tokens));
+  DS41_ASSIGN_OR_RETURN(std::vector<BuiltUnit> units, persister_.Build(in.ns, p.st, in.tokens, from, N, in.unit_tokens));
   out.units.reserve(units.size());
   for (const BuiltUnit& b : units) out.units.push_back(b.bytes);
-  out.swa = st.SerializeSwa(c);
+  out.swa = p.st.SerializeSwa(c);
   swa_pool_.Put(SwaPoolKey(in.ns, PrefixKey(in.ns, in.tokens, N, in.unit_tokens)), out.swa);
   // The store learns the new units in the background; the decoder gets them in the response.
   persister_.Put(in.ns, std::move(units));
   if (metrics_) {
     metrics_->computed_new.Increment(static_cast<double>(out.computed_tokens));
-    metrics_->prefill_seconds.Observe(SecondsSince(t0));
+    metrics_->prefill_seconds.Observe(SecondsSince(p.t0));
     metrics_->resident_swa.Set(static_cast<double>(swa_pool_.bytes()));
     uint64_t bytes = out.swa.size() + out.handoff.size();
     for (const std::string& u : out.units) bytes += u.size();
     metrics_->kv_bytes_out.Increment(static_cast<double>(bytes));
   }
-  return out;
+  return std::move(out);
+}
+
+void EncoderCore::Complete(const std::shared_ptr<Prefilling>& p, StatusOr<PrefillOutput> out) {
+  PrefillDone done = std::move(p->done);
+  // What the prefill held (its state, its prompt's rows) goes before the next one is admitted.
+  p->prompt.reset();
+  p->st = SequenceState();
+  done(std::move(out));
+  std::shared_ptr<Prefilling> next;
+  {
+    std::lock_guard<std::mutex> l(admit_mu_);
+    if (!waiting_.empty()) {
+      next = std::move(waiting_.front());  // this admission passes to it
+      waiting_.pop_front();
+    } else if (--admitted_ == 0) {
+      admit_cv_.notify_all();
+    }
+  }
+  if (next) requests_->Schedule([this, next] { Begin(next); });
 }
 
 }  // namespace ds41

@@ -6,8 +6,14 @@
 // A prefill whose caller gives up (its CancelToken) leaves the shared steps at the next step
 // boundary; the full units it completed still go to the store, so a retry computes only the rest.
 //
-// Thread-safe: Prefill may be called from many threads; one scheduler thread runs the encoder steps,
-// and mu_ guards the queue of prefills it shares them among.
+// No thread waits for a prefill: its own work (the prefix read, the SWA state, the units built at
+// the end) runs on the `requests` pool, the shared steps on the scheduler thread, and the answer goes
+// to a callback. At most EncoderOptions::max_admitted prefills hold state at once; later ones wait
+// in a queue holding nothing but their input.
+//
+// Thread-safe: PrefillAsync and Prefill may be called from many threads; one scheduler thread runs
+// the encoder steps, and mu_ guards the queue of prefills it shares them among; admit_mu_ the
+// admission count and the prefills waiting for it.
 #pragma once
 
 #include <condition_variable>
@@ -31,6 +37,7 @@
 #include "serving/unit_persister.h"
 #include "util/cancel_token.h"
 #include "util/thread_annotations.h"
+#include "util/thread_pool.h"
 
 namespace ds41 {
 
@@ -42,15 +49,23 @@ struct EncoderOptions {
   int64_t step_tokens = 512;               // token budget of one shared forward step
   uint64_t swa_pool_bytes = 2ull << 30;
   int64_t swa_ttl_ms = 10 * 60 * 1000;
+  int max_admitted = 64;                   // prefills holding state (a loaded prefix, an encode job) at once
 };
 
 class EncoderCore {
  public:
+  // `compute` runs the engine's kernels; `requests` each prefill's own work (a pool with no workers
+  // runs it inline). Both outlive the core.
   EncoderCore(const Model& model, CacheClient* cache, SwaFetcher fetcher, EncoderOptions options, NodeMetrics* metrics,
-              ThreadPool* compute);
-  ~EncoderCore();
+              ThreadPool* compute, ThreadPool* requests);
+  ~EncoderCore();  // fails what is queued (UNAVAILABLE) and waits for every prefill's answer
 
-  // CANCELLED when `cancel` (may be null) is cancelled before the prefill ends.
+  using PrefillDone = std::function<void(StatusOr<PrefillOutput>)>;
+  // Starts a prefill and returns; `done` gets its outcome once, on a `requests` thread (or the
+  // scheduler's, with an inline pool); it must not block. CANCELLED when `cancel` (may be null) is
+  // cancelled before the prefill ends.
+  void PrefillAsync(PrefillInput in, std::shared_ptr<CancelToken> cancel, PrefillDone done);
+  // PrefillAsync waited for on this thread.
   StatusOr<PrefillOutput> Prefill(const PrefillInput& in, CancelToken* cancel = nullptr);
 
   int64_t queued_tokens() const;
@@ -58,14 +73,19 @@ class EncoderCore {
   SwaPool* swa_pool() { return &swa_pool_; }  // served to peers by SwaStateService
 
  private:
-  struct Pending {
-    EncodeJob* job;
-    CancelToken* cancel;  // may be null
-    std::promise<Status> done;
-  };
+  struct Prefilling;  // one prefill from its start to its answer (encoder_core.cc)
+  // The prefill's own work up to its encode job (Prepare), which then joins the scheduler's queue.
+  void Begin(const std::shared_ptr<Prefilling>& p);
+  Status Prepare(Prefilling& p);
+  // The scheduler is done with its job (`s`: how it ended): the rest runs on the requests pool.
+  void Encoded(std::shared_ptr<Prefilling> p, Status s);
+  // The units, the SWA state and the handoff of an encoded prompt.
+  StatusOr<PrefillOutput> Finish(Prefilling& p);
+  // Hands the outcome to the caller and gives the prefill's admission to the next waiting one.
+  void Complete(const std::shared_ptr<Prefilling>& p, StatusOr<PrefillOutput> out);
   void SchedulerLoop();
-  // Ends every queued or active prefill whose caller cancelled it.
-  void DropCancelledLocked() DS41_REQUIRES(mu_);
+  // Takes every queued or active prefill whose caller cancelled it out, into `ended`.
+  void DropCancelledLocked(std::vector<std::pair<std::shared_ptr<Prefilling>, Status>>* ended) DS41_REQUIRES(mu_);
   // The full units of what a cancelled prefill had encoded, to the store.
   void KeepEncodedUnits(const PrefillInput& in, const SequenceState& st, int64_t H, int64_t encoded);
   // The SWA state at H: this node's pool, else the peer's, else an encoder replay; sets the source.
@@ -81,9 +101,15 @@ class EncoderCore {
   UnitPersister persister_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending*> queue_ DS41_GUARDED_BY(mu_);
-  std::vector<Pending*> active_ DS41_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<Prefilling>> queue_ DS41_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<Prefilling>> active_ DS41_GUARDED_BY(mu_);
   bool stop_ DS41_GUARDED_BY(mu_) = false;
+  ThreadPool* requests_;
+  std::mutex admit_mu_;
+  std::condition_variable admit_cv_;  // notified when admitted_ falls to 0
+  int admitted_ DS41_GUARDED_BY(admit_mu_) = 0;
+  std::deque<std::shared_ptr<Prefilling>> waiting_ DS41_GUARDED_BY(admit_mu_);  // started, not yet admitted
+  bool closing_ DS41_GUARDED_BY(admit_mu_) = false;  // the destructor runs: no new admission
   std::thread scheduler_;
 };
 

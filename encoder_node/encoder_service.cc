@@ -9,41 +9,43 @@ namespace pb = ds41::node::v1;
 
 namespace {
 
-// One Prefill call: the work runs on a request thread; OnCancel (the caller gone, its deadline
-// passed, the server shutting down) cancels the core's prefill through the token.
+// One Prefill call: the core answers it through a callback (no thread waits for it); OnCancel (the
+// caller gone, its deadline passed, the server shutting down) cancels the core's prefill through
+// the token.
 class PrefillReactor final : public grpc::ServerUnaryReactor {
  public:
-  explicit PrefillReactor(std::chrono::system_clock::time_point deadline) : deadline_(deadline) {}
-  void OnCancel() override { cancel_.Cancel(CancelReasonNow(deadline_)); }
+  explicit PrefillReactor(std::chrono::system_clock::time_point deadline)
+      : deadline_(deadline), cancel_(std::make_shared<CancelToken>()) {}
+  void OnCancel() override { cancel_->Cancel(CancelReasonNow(deadline_)); }
   void OnDone() override { delete this; }
-  CancelToken* cancel() { return &cancel_; }
+  const std::shared_ptr<CancelToken>& cancel() const { return cancel_; }
 
  private:
   const std::chrono::system_clock::time_point deadline_;
-  CancelToken cancel_;
+  std::shared_ptr<CancelToken> cancel_;
 };
 
 }  // namespace
 
-EncoderService::EncoderService(EncoderCore* core, const std::string& fingerprint, NodeMetrics* metrics,
-                               int request_threads)
-    : core_(core),
-      fingerprint_(fingerprint),
-      metrics_(metrics),
-      requests_(1 + request_threads, ThreadPool::Idle::kSleep, "encoder-req") {}
+EncoderService::EncoderService(EncoderCore* core, const std::string& fingerprint, NodeMetrics* metrics)
+    : core_(core), fingerprint_(fingerprint), metrics_(metrics) {}
 
 grpc::ServerUnaryReactor* EncoderService::Prefill(grpc::CallbackServerContext* ctx, const pb::PrefillRequest* req,
                                                   pb::PrefillResponse* resp) {
   auto* reactor = new PrefillReactor(ctx->deadline());
-  // req and resp stay valid until Finish; the reactor until OnDone, which follows Finish.
-  requests_.Schedule([this, reactor, req, resp] {
-    PrefillInput in;
-    const ds41::Status s = DecodePrefillRequest(*req, fingerprint_, &in);
-    StatusOr<PrefillOutput> out = s.ok() ? core_->Prefill(in, reactor->cancel()) : StatusOr<PrefillOutput>(s);
+  // resp stays valid until Finish; the reactor until OnDone, which follows Finish.
+  auto answer = [this, reactor, resp](StatusOr<PrefillOutput> out) {
     if (metrics_) metrics_->CountOutcome(out.status(), reactor->cancel()->reason());
     if (out.ok()) EncodePrefillResponse(std::move(*out), resp);
     reactor->Finish(out.ok() ? grpc::Status::OK : ToGrpc(out.status()));
-  });
+  };
+  PrefillInput in;
+  const ds41::Status s = DecodePrefillRequest(*req, fingerprint_, &in);
+  if (!s.ok()) {
+    answer(s);
+    return reactor;
+  }
+  core_->PrefillAsync(std::move(in), reactor->cancel(), std::move(answer));
   return reactor;
 }
 

@@ -72,7 +72,7 @@ struct EncoderServer {
         [peers](const std::string& peer, const UnitKey& ns, const UnitKey& key, int64_t position) {
           return peers->FetchSwa(peer, ns, key, position);
         },
-        EncoderOptions{}, &metrics, pool);
+        EncoderOptions{}, &metrics, pool, pool);
     svc = std::make_unique<EncoderService>(core.get(), m.fingerprint(), &metrics);
     swa = std::make_unique<SwaStateService>(core->swa_pool(), m.fingerprint());
     rpc = std::move(StartRpcServer({}, {svc.get(), swa.get()})).value();
