@@ -115,6 +115,11 @@ void HttpFront::Register(HttpRouter* routes) {
     out.body = api_->Models();
     Reply("models", *w, out);
   });
+  // Liveness: the process serves HTTP. Nothing about the pools: a decoder outage must not make the
+  // kubelet restart routers (that is /health's readiness), nor a drain.
+  routes->Add("GET", "/livez", [](const HttpRequest&, std::shared_ptr<HttpResponder> w) {
+    w->Send(200, "application/json", R"({"status":"alive"})");
+  });
   routes->Add("GET", "/health", [this](const HttpRequest&, std::shared_ptr<HttpResponder> w) {
     Json nodes = Json::array();
     int healthy_decoders = 0;

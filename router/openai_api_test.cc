@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "util/error_table.h"
 
 namespace ds41 {
@@ -105,6 +107,18 @@ TEST(TenantTableTest, KeysResolveExactlyAndNothingElseDoes) {
   ASSERT_TRUE(open.ok());
   EXPECT_TRUE(open->open());
   EXPECT_EQ(open->Resolve("anything")->name, "default");
+}
+
+TEST(TenantTableTest, AKeyFileWithoutKeysIsRefusedNotOpen) {
+  // Fails closed: a router given a key file that names no key must not serve everyone.
+  const std::string path = ::testing::TempDir() + "/no-keys.json";
+  for (const char* text : {"{}", R"({"keys": {}})"}) {
+    std::ofstream(path) << text;
+    const auto t = TenantTable::Load(path);
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << text;
+  }
+  std::ofstream(path) << R"({"keys": {"sk-one": {"tenant": "a"}}})";
+  EXPECT_TRUE(TenantTable::Load(path).ok());
 }
 
 TEST_F(RefusedRequestTest, BadFieldsAre400NamingTheField) {

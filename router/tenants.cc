@@ -55,7 +55,11 @@ StatusOr<TenantTable> TenantTable::Load(const std::string& path) {
   if (!in) return NotFoundError("cannot read tenant file " + path);
   std::stringstream ss;
   ss << in.rdbuf();
-  return FromJson(ss.str());
+  DS41_ASSIGN_OR_RETURN(TenantTable t, FromJson(ss.str()));
+  // Fails closed: a key file that names no key would let every caller in as "default" (an empty
+  // secret, a typo in its name); serving without keys is leaving --api-keys out.
+  if (t.open()) return InvalidArgumentError("tenant file " + path + " holds no API key: it would serve every caller");
+  return t;
 }
 
 StatusOr<Tenant> TenantTable::Resolve(const std::string& authorization) const {

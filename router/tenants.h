@@ -27,6 +27,8 @@ class TenantTable {
   // JSON: {"keys": {"<api key>": {"tenant": "acme", "salt": "...", "max_prompt_tokens": 32768}}}; salt
   // defaults to the tenant name, max_prompt_tokens to the model's context.
   static StatusOr<TenantTable> FromJson(const std::string& json);
+  // A tenant file must hold at least one key (INVALID_ARGUMENT otherwise): no file is how a router
+  // serves without keys.
   static StatusOr<TenantTable> Load(const std::string& path);
 
   // `authorization`: the Authorization header value ("Bearer <key>") or the bare key (gRPC).

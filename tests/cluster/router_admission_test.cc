@@ -6,10 +6,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <string>
@@ -148,6 +150,41 @@ TEST(RouterAdmissionTest, StreamsBeyondTheWorkersAreServedAndOneOverTheLimitIs42
   EXPECT_EQ(running, 0);
   RawRequest again(c.port, StreamBody(kLimit + 1));
   EXPECT_EQ(again.Head().substr(0, 12), "HTTP/1.1 200");
+}
+
+int GetStatus(const std::string& http, const std::string& path) {
+  // testing::HttpGet returns the body only; a status line is what a probe reads.
+  const int port = std::stoi(http.substr(http.rfind(':') + 1));
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int status = 0;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[64] = {};
+      if (read(fd, buf, sizeof buf - 1) > 12) status = std::atoi(buf + 9);
+    }
+  }
+  close(fd);
+  return status;
+}
+
+TEST(RouterAdmissionTest, LivenessStaysUpWhileTheDecoderPoolIsDown) {
+  PacedCluster c({"--poll-ms", "100"});
+  ASSERT_TRUE(c.router->ready());
+  EXPECT_EQ(GetStatus(c.http, "/livez"), 200);
+  EXPECT_EQ(GetStatus(c.http, "/health"), 200);
+  c.decoder->Kill(SIGKILL);  // the whole decoder pool
+  int health = 200;
+  for (int i = 0; i < 100 && health == 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    health = GetStatus(c.http, "/health");
+  }
+  EXPECT_EQ(health, 503) << "readiness reports the pools";
+  EXPECT_EQ(GetStatus(c.http, "/livez"), 200) << "liveness must not: a pool outage would restart every router";
 }
 
 }  // namespace

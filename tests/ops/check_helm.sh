@@ -31,5 +31,11 @@ fi
 if helm template ds41 "$chart" --set tls.enabled=true >/dev/null 2>&1; then
   echo "FAIL: helm rendered tls.enabled=true without certificates"; status=1
 fi
+# Fails closed: auth on (the default) with no key and no existing secret must not render.
+if out=$(helm template ds41 "$chart" 2>&1); then
+  echo "FAIL: helm rendered auth.enabled without any API key"; status=1
+elif ! printf '%s' "$out" | grep -q "apiKeys"; then
+  echo "FAIL: refusing auth without keys does not name auth.apiKeys: $out"; status=1
+fi
 [ $status -eq 0 ] && echo "helm checks: ok"
 exit $status

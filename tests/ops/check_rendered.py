@@ -114,6 +114,8 @@ for comp, kind in [("router", "Deployment"), ("encoder", "Deployment"), ("decode
                   "decoder: --speculative does not follow decoder.speculative")
         if comp == "router":
             check(c["readinessProbe"].get("httpGet", {}).get("path") == "/health", "router: readiness not on /health")
+            # Liveness must not follow the pools (a decoder outage would restart every router).
+            check(c["livenessProbe"].get("httpGet", {}).get("path") == "/livez", "router: liveness not on /livez")
             check(("auth" in mounts) == bool(V["auth"]["enabled"]), "router: auth secret mount does not follow auth.enabled")
             profile = V["router"].get("costProfile") or {}
             check(("cost-profile" in mounts) == bool(profile), "router: cost profile mount does not follow router.costProfile")
@@ -197,6 +199,37 @@ else:
     check(not auth_secrets, "auth Secret rendered although not wanted")
 tls_secrets = [s for s in secrets.values() if "tls.crt" in s.get("data", {})]
 check(len(tls_secrets) == int(bool(V["tls"]["enabled"] and not V["tls"]["existingSecret"])), "TLS Secret count")
+
+# --- network policies: each pool admits only its callers (and the metrics scrapers)
+CALLERS = {"encoder": {"router", "decoder", "encoder"}, "decoder": {"router", "encoder"},
+           "cache": {"router", "encoder", "decoder"}}
+policies = objs("NetworkPolicy")
+if V["networkPolicy"]["enabled"]:
+    check(len(policies) == 4, f"expected 4 NetworkPolicies, found {len(policies)}")
+    for comp, key in [("encoder", "encoder"), ("decoder", "decoder"), ("cache", "cacheService")]:
+        pol = [p for p in policies if p["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/component") == comp]
+        check(len(pol) == 1, f"{comp}: NetworkPolicy count")
+        if not pol:
+            continue
+        spec = pol[0]["spec"]
+        check(spec["policyTypes"] == ["Ingress"], f"{comp}: policy types")
+        rules = spec["ingress"]
+        grpc_rule = [r for r in rules if any(p["port"] == V[key]["grpcPort"] for p in r["ports"])]
+        check(len(grpc_rule) == 1, f"{comp}: one rule for the gRPC port")
+        if grpc_rule:
+            r = grpc_rule[0]
+            froms = {f["podSelector"]["matchLabels"]["app.kubernetes.io/component"] for f in r["from"]}
+            check(froms == CALLERS[comp], f"{comp}: gRPC admitted from {sorted(froms)}, want {sorted(CALLERS[comp])}")
+            check(all("namespaceSelector" not in f for f in r["from"]), f"{comp}: gRPC open to other namespaces")
+            ports = {p["port"] for p in r["ports"]}
+            want = {V[key]["grpcPort"]} | ({V[key]["dataPort"]} if comp == "cache" else set())
+            check(ports == want, f"{comp}: ports {sorted(ports)} admitted to callers, want {sorted(want)}")
+        metrics_rule = [r for r in rules if [p["port"] for p in r["ports"]] == [V[key]["metricsPort"]]]
+        check(len(metrics_rule) == 1 and metrics_rule[0]["from"] == V["networkPolicy"]["metricsFrom"],
+              f"{comp}: metrics port not admitted from networkPolicy.metricsFrom only")
+        check(len(rules) == 2, f"{comp}: unexpected ingress rules")
+else:
+    check(not policies, "NetworkPolicies rendered although networkPolicy.enabled is false")
 
 # --- disruption budgets
 for comp, key in [("router", "router"), ("encoder", "encoder"), ("decoder", "decoder"), ("cache", "cacheService")]:

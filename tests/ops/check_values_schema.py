@@ -44,8 +44,15 @@ def errors(values):
     return [f"{'.'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in validator.iter_errors(values)]
 
 
-for err in errors(defaults):
-    failures.append(f"values.yaml: {err}")
+# Fails closed: the defaults alone (auth on, no key) must be refused, for that reason only.
+default_errors = [e for e in validator.iter_errors(defaults)]
+if [list(e.absolute_path) for e in default_errors] != [["auth", "apiKeys"]]:
+    failures.append(f"values.yaml alone: want only the missing API key refused, got {errors(defaults)}")
+# The defaults with one key: the base every typo below is checked against (else each would be
+# refused for the missing key, and the check could not fail).
+keyed = merge(defaults, {"auth": {"apiKeys": [{"tenant": "t", "key": "sk-0123456789", "salt": "0123456789ab"}]}})
+for err in errors(keyed):
+    failures.append(f"values.yaml with one key: {err}")
 ci_files = sorted(glob.glob(os.path.join(chart, "ci", "*.yaml")))
 if not ci_files:
     failures.append("no ci/*.yaml files")
@@ -69,9 +76,11 @@ typos = {
     "string replicas": {"decoder": {"replicas": "2"}},
     "api key without salt": {"auth": {"apiKeys": [{"tenant": "a", "key": "sk-0123456789"}]}},
     "bad pull policy": {"image": {"pullPolicy": "Sometimes"}},
+    "auth on without keys or a secret": {"auth": {"enabled": True, "existingSecret": "", "apiKeys": []}},
+    "misspelt network policy key": {"networkPolicy": {"metricFrom": []}},
 }
 for what, over in typos.items():
-    if not errors(merge(defaults, over)):
+    if not errors(merge(keyed, over)):
         failures.append(f"schema accepts {what}: {over}")
 
 for f in failures:

@@ -177,3 +177,12 @@ livenessProbe:
   failureThreshold: 6
 {{- end }}
 {{- end -}}
+
+{{/* NetworkPolicy peers: the pods of each component in .components (ds41.peersFrom (dict "root" $ "components" (list "router"))). */}}
+{{- define "ds41.peersFrom" -}}
+{{- range .components }}
+- podSelector:
+    matchLabels:
+      {{- include "ds41.selectorLabels" (dict "root" $.root "component" .) | nindent 6 }}
+{{- end }}
+{{- end -}}
