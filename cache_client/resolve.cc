@@ -7,6 +7,9 @@
 #include <mutex>
 #include <thread>
 
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
+
 namespace ds41 {
 namespace {
 
@@ -24,11 +27,11 @@ ResolverThread& Resolver() {
 
 // What a lookup hands back; shared with the resolver thread, which may finish after the caller left.
 struct Lookup {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  std::error_code ec;
-  std::vector<asio::ip::tcp::endpoint> endpoints;
+  Mutex mu;
+  CondVar cv;
+  bool done DS41_GUARDED_BY(mu) = false;
+  std::error_code ec DS41_GUARDED_BY(mu);
+  std::vector<asio::ip::tcp::endpoint> endpoints DS41_GUARDED_BY(mu);
 };
 
 }  // namespace
@@ -42,14 +45,14 @@ StatusOr<std::vector<asio::ip::tcp::endpoint>> ResolveBefore(const std::string& 
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(Resolver().io);
   resolver->async_resolve(host, std::to_string(port),
                           [lookup, resolver](std::error_code e, const asio::ip::tcp::resolver::results_type& results) {
-                            std::lock_guard<std::mutex> l(lookup->mu);
+                            MutexLock l(&lookup->mu);
                             lookup->ec = e;
                             for (const auto& r : results) lookup->endpoints.push_back(r.endpoint());
                             lookup->done = true;
-                            lookup->cv.notify_all();
+                            lookup->cv.NotifyAll();
                           });
-  std::unique_lock<std::mutex> l(lookup->mu);
-  if (!lookup->cv.wait_until(l, deadline, [&] { return lookup->done; }))
+  MutexLock l(&lookup->mu);
+  if (!lookup->cv.WaitUntil(&lookup->mu, deadline, [&]() DS41_REQUIRES(lookup->mu) { return lookup->done; }))
     return DeadlineExceededError("resolving " + host + " did not finish before the deadline");
   if (lookup->ec) return UnavailableError("cannot resolve " + host + ": " + lookup->ec.message());
   if (lookup->endpoints.empty()) return UnavailableError("cannot resolve " + host + ": no addresses");

@@ -37,7 +37,7 @@ void ShardDataPath::Run(DataChannel::Deadline deadline, const Call& call) {
     // A new connection that answers nothing (it accepts but hangs) says the shard's data path is
     // failing, as a refused connect does: gRPC only for a while, not a deadline lost every call.
     if (!call(*c) && c->broken()) {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       FailedLocked(kRetryAfterFailure);
       return;
     }
@@ -52,7 +52,7 @@ std::unique_ptr<DataChannel> ShardDataPath::TakeIdle() {
   for (;;) {
     std::unique_ptr<DataChannel> c;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       const auto too_old = Clock::now() - kMaxIdleAge;
       while (!idle_.empty() && idle_.front().since < too_old) {
         dropped.push_back(std::move(idle_.front().channel));
@@ -70,13 +70,13 @@ std::unique_ptr<DataChannel> ShardDataPath::TakeIdle() {
 std::unique_ptr<DataChannel> ShardDataPath::Connect(DataChannel::Deadline deadline) {
   int port;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (port_ == 0 && Clock::now() < next_probe_) return nullptr;
     port = port_;
   }
   if (port == 0) {
     auto ep = probe_(deadline);
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (!ep.ok()) {
       FailedLocked(kRetryAfterFailure);
       return nullptr;
@@ -89,7 +89,7 @@ std::unique_ptr<DataChannel> ShardDataPath::Connect(DataChannel::Deadline deadli
   }
   auto c = DataChannel::Connect(host_, port, tls_, security_, deadline);
   if (!c.ok()) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     FailedLocked(kRetryAfterFailure);
     return nullptr;
   }
@@ -100,7 +100,7 @@ void ShardDataPath::Release(std::unique_ptr<DataChannel> channel) {
   // A broken channel goes alone: its failure (a deadline, a connection the server closed) says
   // nothing about the shard's other connections, which a failed connect or probe would.
   if (channel->broken()) return;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (port_ != 0 && idle_.size() < kMaxIdle) idle_.push_back({std::move(channel), Clock::now()});
 }
 

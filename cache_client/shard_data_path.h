@@ -12,10 +12,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "cache_client/data_channel.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -57,7 +57,7 @@ class ShardDataPath {
   const Probe probe_;
   const std::shared_ptr<asio::ssl::context> tls_;
   const TransportSecurity security_;
-  std::mutex mu_;
+  Mutex mu_;
   int port_ DS41_GUARDED_BY(mu_) = 0;  // 0: not known
   std::chrono::steady_clock::time_point next_probe_ DS41_GUARDED_BY(mu_) = {};
   std::deque<Idle> idle_ DS41_GUARDED_BY(mu_);  // oldest first

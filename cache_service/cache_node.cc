@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "rpc/transport_security.h"
+#include "util/mutex.h"
 
 namespace ds41 {
 
@@ -17,10 +18,10 @@ StatusOr<std::unique_ptr<CacheNode>> CacheNode::Start(CacheNodeOptions options, 
     // A write burst that outruns the sweep's timer wakes it: the disk stays near the capacity.
     options.store.files_over_bound = [p = n.get()] {
       {
-        std::lock_guard<std::mutex> l(p->mu_);
+        MutexLock l(&p->mu_);
         p->sweep_now_ = true;
       }
-      p->cv_.notify_one();
+      p->cv_.NotifyOne();
     };
   }
   auto store = UnitStore::Open(options.store, &n->store_metrics_);
@@ -44,15 +45,14 @@ StatusOr<std::unique_ptr<CacheNode>> CacheNode::Start(CacheNodeOptions options, 
 }
 
 void CacheNode::SweepLoop(std::chrono::seconds interval) {
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   while (true) {
-    cv_.wait_for(l, interval, [&] { return stopping_ || sweep_now_; });
+    cv_.WaitFor(&mu_, interval, [&]() DS41_REQUIRES(mu_) { return stopping_ || sweep_now_; });
     if (stopping_) return;
     sweep_now_ = false;
-    l.unlock();
+    MutexUnlock u(&mu_);
     auto n = store_->EvictExpired();
     if (!n.ok()) std::cerr << "ttl sweep: " << n.status().ToString() << "\n";
-    l.lock();
   }
 }
 
@@ -63,10 +63,10 @@ void CacheNode::Shutdown(std::chrono::milliseconds grace) {
   }
   data_.reset();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (sweeper_.joinable()) sweeper_.join();
 }
 

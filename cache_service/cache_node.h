@@ -12,9 +12,7 @@
 #include <prometheus/registry.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -26,6 +24,7 @@
 #include "cache_service/store/store_metrics.h"
 #include "cache_service/store/unit_store.h"
 #include "rpc/server.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -64,8 +63,8 @@ class CacheNode {
   std::unique_ptr<DataServer> data_;
   std::unique_ptr<CacheService> service_;
   RpcServer rpc_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   bool stopping_ DS41_GUARDED_BY(mu_) = false;
   bool sweep_now_ DS41_GUARDED_BY(mu_) = false;  // the store's files passed their bound
   std::thread sweeper_;

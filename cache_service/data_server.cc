@@ -1,12 +1,12 @@
 #include "cache_service/data_server.h"
 
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "cache_service/data_session.h"
+#include "util/mutex.h"
 #include "util/process.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 
@@ -27,22 +27,22 @@ bool OutOfResources(const std::error_code& ec) {
 class Countdown {
  public:
   void Add() {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     ++left_;
   }
   void Done() {
-    std::lock_guard<std::mutex> l(mu_);
-    if (--left_ == 0) cv_.notify_all();  // under the lock: the waiter may destroy us once it sees 0
+    MutexLock l(&mu_);
+    if (--left_ == 0) cv_.NotifyAll();  // under the lock: the waiter may destroy us once it sees 0
   }
   void Wait() {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [this] { return left_ == 0; });
+    MutexLock l(&mu_);
+    while (left_ != 0) cv_.Wait(&mu_);
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t left_ = 0;
+  Mutex mu_;
+  CondVar cv_;
+  size_t left_ DS41_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace

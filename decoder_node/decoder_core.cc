@@ -9,6 +9,7 @@
 #include "node_client/node_codec.h"
 #include "unit/state_units.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 #include "util/thread_scratch.h"
 
 namespace ds41 {
@@ -17,39 +18,40 @@ namespace ds41 {
 
 void TokenStream::Push(int32_t token, const TokenLogprob* logprob) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     tokens_.push_back(token);
     if (logprob != nullptr) logprobs_.push_back(*logprob);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   Notify();
 }
 
 void TokenStream::SetListener(std::function<void()> listener) {
-  std::lock_guard<std::mutex> l(listener_mu_);
+  MutexLock l(&listener_mu_);
   listener_ = std::move(listener);
 }
 
 void TokenStream::Notify() {
-  std::lock_guard<std::mutex> l(listener_mu_);
+  MutexLock l(&listener_mu_);
   if (listener_) listener_();
 }
 
 void TokenStream::Finish(Status status, std::string reason, GenerateUsage usage) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     done_ = true;
     status_ = std::move(status);
     reason_ = std::move(reason);
     usage_ = std::move(usage);
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   Notify();
 }
 
 bool TokenStream::Pop(std::vector<int32_t>* out, std::chrono::milliseconds wait) {
-  std::unique_lock<std::mutex> l(mu_);
-  if (tokens_.empty() && !done_ && wait.count() > 0) cv_.wait_for(l, wait, [this] { return done_ || !tokens_.empty(); });
+  MutexLock l(&mu_);
+  if (tokens_.empty() && !done_ && wait.count() > 0)
+    cv_.WaitFor(&mu_, wait, [this]() DS41_REQUIRES(mu_) { return done_ || !tokens_.empty(); });
   out->assign(tokens_.begin(), tokens_.end());
   tokens_.clear();
   logprobs_.clear();
@@ -57,7 +59,7 @@ bool TokenStream::Pop(std::vector<int32_t>* out, std::chrono::milliseconds wait)
 }
 
 bool TokenStream::Take(GeneratedTokens* out) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   out->ids.assign(tokens_.begin(), tokens_.end());
   out->logprobs.assign(std::make_move_iterator(logprobs_.begin()), std::make_move_iterator(logprobs_.end()));
   tokens_.clear();
@@ -66,15 +68,15 @@ bool TokenStream::Take(GeneratedTokens* out) {
 }
 
 Status TokenStream::status() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return status_;
 }
 std::string TokenStream::finish_reason() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return reason_;
 }
 GenerateUsage TokenStream::usage() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return usage_;
 }
 
@@ -169,15 +171,15 @@ DecoderCore::DecoderCore(const Model& model, CacheClient* cache, PrefillCall pre
 DecoderCore::~DecoderCore() {
   {
     // Prefill calls still out hand their answers to the admission threads: wait for them first.
-    std::unique_lock<std::mutex> l(prefills_mu_);
-    prefills_cv_.wait(l, [this] { return prefills_ == 0; });
+    MutexLock l(&prefills_mu_);
+    prefills_cv_.Wait(&prefills_mu_, [this]() DS41_REQUIRES(prefills_mu_) { return prefills_ == 0; });
   }
   admissions_.reset();  // the queued admissions first: they hand sequences to the loop
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   loop_.join();
 }
 
@@ -216,13 +218,13 @@ void DecoderCore::StartSpeculation() {
 }
 
 int64_t DecoderCore::running() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return static_cast<int64_t>(running_.size()) + stepping_.load();
 }
 
 uint64_t DecoderCore::ResidentBytes() const {
   uint64_t n = swa_pool_.bytes() + sessions_.bytes() + (experts_ ? experts_->resident_bytes() : 0);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (const auto& s : running_) n += s->state.ByteSize() + s->dspark.ByteSize();
   return n;
 }
@@ -231,7 +233,7 @@ void DecoderCore::UpdateResidency() {
   if (!metrics_) return;
   uint64_t running = 0;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (const auto& s : running_) running += s->state.ByteSize();
     metrics_->running.Set(static_cast<double>(running_.size()));
   }
@@ -294,7 +296,7 @@ void DecoderCore::Start(GenerateInput in, std::shared_ptr<TokenStream> stream) {
     // comes back to the admission threads for the replay.
     std::shared_ptr<Admission> adm = std::move(*a);
     {
-      std::lock_guard<std::mutex> l(prefills_mu_);
+      MutexLock l(&prefills_mu_);
       ++prefills_;
     }
     prefill_(adm->in.encoder, adm->prefill, adm->in.deadline, std::shared_ptr<CancelToken>(stream, stream->cancel_token()),
@@ -303,8 +305,8 @@ void DecoderCore::Start(GenerateInput in, std::shared_ptr<TokenStream> stream) {
                  ScratchReleaser release_scratch;  // the replay's scratch, on one of the admission threads
                  EndAdmission(AdmitEnd(*adm, std::move(po)), adm->stream);
                });
-               std::lock_guard<std::mutex> l(prefills_mu_);
-               if (--prefills_ == 0) prefills_cv_.notify_all();
+               MutexLock l(&prefills_mu_);
+               if (--prefills_ == 0) prefills_cv_.NotifyAll();
              });
   });
 }
@@ -334,7 +336,7 @@ StatusOr<std::unique_ptr<DecoderCore::Admission>> DecoderCore::AdmitBegin(Genera
   a->adjustments = LogitAdjustments{in.sampling.frequency_penalty, in.sampling.presence_penalty, in.sampling.logit_bias};
   DS41_RETURN_IF_ERROR(a->adjustments.Validate(c.vocab_size));
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (static_cast<int64_t>(running_.size()) + waiting_.load() > opt_.max_running)
       return ResourceExhaustedError("decoder: " + std::to_string(opt_.max_running) + " sequences already running");
   }
@@ -465,10 +467,10 @@ Status DecoderCore::AdmitEnd(Admission& a, StatusOr<PrefillOutput> prefilled) {
     return Status::Ok();
   }
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     running_.push_back(std::move(seq));
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return Status::Ok();
 }
 
@@ -502,8 +504,8 @@ void DecoderCore::BatchLoop() {
   for (;;) {
     std::vector<std::unique_ptr<Sequence>> batch;
     {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [this] { return stop_ || !running_.empty(); });
+      MutexLock l(&mu_);
+      cv_.Wait(&mu_, [this]() DS41_REQUIRES(mu_) { return stop_ || !running_.empty(); });
       if (stop_) {
         for (auto& s : running_) s->stream->Finish(UnavailableError("decoder shutting down"), "error", s->usage);
         running_.clear();
@@ -559,7 +561,7 @@ void DecoderCore::BatchLoop() {
       }
     }
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       for (auto& s : keep) running_.push_back(std::move(s));
       stepping_ = 0;
     }

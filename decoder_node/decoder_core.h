@@ -20,11 +20,9 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -45,6 +43,7 @@
 #include "serving/swa_pool.h"
 #include "serving/unit_persister.h"
 #include "util/cancel_token.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -77,8 +76,8 @@ class TokenStream {
  private:
   void Notify();
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   std::deque<int32_t> tokens_ DS41_GUARDED_BY(mu_);
   std::deque<TokenLogprob> logprobs_ DS41_GUARDED_BY(mu_);  // empty, or one per token
   bool done_ DS41_GUARDED_BY(mu_) = false;
@@ -86,7 +85,7 @@ class TokenStream {
   std::string reason_ DS41_GUARDED_BY(mu_);
   GenerateUsage usage_ DS41_GUARDED_BY(mu_);
   CancelToken cancel_;
-  std::mutex listener_mu_;  // held while the listener runs
+  Mutex listener_mu_;  // held while the listener runs
   std::function<void()> listener_ DS41_GUARDED_BY(listener_mu_);
 };
 
@@ -183,12 +182,12 @@ class DecoderCore {
   std::atomic<int64_t> stepping_{0};  // sequences taken out of running_ for the current step
   // Prefill calls whose answer has not yet been handed to the admission threads (the destructor
   // waits for them: their callbacks use admissions_).
-  std::mutex prefills_mu_;
-  std::condition_variable prefills_cv_;
+  Mutex prefills_mu_;
+  CondVar prefills_cv_;
   int64_t prefills_ DS41_GUARDED_BY(prefills_mu_) = 0;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   std::vector<std::unique_ptr<Sequence>> running_ DS41_GUARDED_BY(mu_);
   bool stop_ DS41_GUARDED_BY(mu_) = false;
   std::thread loop_;

@@ -1,10 +1,8 @@
 #include "decoder_node/decoder_service.h"
 
-#include <condition_variable>
-#include <mutex>
-
 #include "node_client/node_codec.h"
 #include "rpc/status_map.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -36,7 +34,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
 
   void OnWriteDone(bool ok) override {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       writing_ = false;
     }
     if (!ok) stream_->Cancel();  // the client is gone: free the sequence; the stream still finishes
@@ -50,8 +48,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
   void OnDone() override {
     if (stream_) stream_->SetListener(nullptr);  // waits out a listener call in progress
     {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [this] { return pumps_pending_ == 0; });  // a queued pump still uses this
+      MutexLock l(&mu_);
+      cv_.Wait(&mu_, [this]() DS41_REQUIRES(mu_) { return pumps_pending_ == 0; });  // a queued pump still uses this
     }
     delete this;
   }
@@ -60,20 +58,20 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
   // One queued pump covers every push before it runs.
   void SchedulePump() {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (pump_queued_) return;
       pump_queued_ = true;
       ++pumps_pending_;
     }
     writers_->Schedule([this] {
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(&mu_);
         pump_queued_ = false;
       }
       Pump();
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       --pumps_pending_;
-      cv_.notify_all();  // under the lock: OnDone deletes this as soon as it can take it
+      cv_.NotifyAll();  // under the lock: OnDone deletes this as soon as it can take it
     });
   }
 
@@ -83,7 +81,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
     grpc::Status error;
     enum { kWrite, kFinishWithError, kWriteAndFinish } action;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (writing_ || finished_) return;
       GeneratedTokens tokens;
       const bool done = stream_->Take(&tokens);
@@ -114,8 +112,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
   ThreadPool* writers_;
   const std::chrono::system_clock::time_point deadline_;
   std::shared_ptr<TokenStream> stream_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   bool pump_queued_ DS41_GUARDED_BY(mu_) = false;
   int pumps_pending_ DS41_GUARDED_BY(mu_) = 0;
   pb::GenerateResponse msg_;  // the write in flight: filled under mu_, then gRPC's until OnWriteDone

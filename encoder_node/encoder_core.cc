@@ -7,6 +7,7 @@
 #include "node_client/node_codec.h"
 #include "unit/state_units.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 #include "util/thread_scratch.h"
 
 namespace ds41 {
@@ -39,23 +40,23 @@ EncoderCore::EncoderCore(const Model& model, CacheClient* cache, SwaFetcher fetc
 EncoderCore::~EncoderCore() {
   std::deque<std::shared_ptr<Prefilling>> waiting;
   {
-    std::lock_guard<std::mutex> l(admit_mu_);
+    MutexLock l(&admit_mu_);
     closing_ = true;
     waiting.swap(waiting_);
   }
   for (const auto& p : waiting) p->done(UnavailableError("encoder shutting down"));
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   scheduler_.join();  // what it held is answered UNAVAILABLE, on the requests pool
-  std::unique_lock<std::mutex> l(admit_mu_);
-  admit_cv_.wait(l, [this] { return admitted_ == 0; });
+  MutexLock l(&admit_mu_);
+  admit_cv_.Wait(&admit_mu_, [this]() DS41_REQUIRES(admit_mu_) { return admitted_ == 0; });
 }
 
 int64_t EncoderCore::queued_tokens() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   int64_t n = 0;
   for (const auto& p : queue_) n += p->job.remaining();
   for (const auto& p : active_) n += p->job.remaining();
@@ -63,7 +64,7 @@ int64_t EncoderCore::queued_tokens() const {
 }
 
 int64_t EncoderCore::running() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return static_cast<int64_t>(active_.size() + queue_.size());
 }
 
@@ -71,22 +72,21 @@ void EncoderCore::SchedulerLoop() {
   // Prefills the scheduler is done with, answered outside mu_ (an inline requests pool runs the
   // answer, and the next admission, on this thread).
   std::vector<std::pair<std::shared_ptr<Prefilling>, Status>> ended;
-  auto answer = [this, &ended](std::unique_lock<std::mutex>& l) {
+  auto answer = [this, &ended]() DS41_REQUIRES(mu_) {
     if (ended.empty()) return;
-    l.unlock();
+    MutexUnlock u(&mu_);
     for (auto& [p, s] : ended) Encoded(std::move(p), std::move(s));
     ended.clear();
-    l.lock();
   };
-  std::unique_lock<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (;;) {
-    cv_.wait(l, [this] { return stop_ || !queue_.empty() || !active_.empty(); });
+    cv_.Wait(&mu_, [this]() DS41_REQUIRES(mu_) { return stop_ || !queue_.empty() || !active_.empty(); });
     if (stop_) {
       for (auto& p : queue_) ended.emplace_back(std::move(p), UnavailableError("encoder shutting down"));
       for (auto& p : active_) ended.emplace_back(std::move(p), UnavailableError("encoder shutting down"));
       queue_.clear();
       active_.clear();
-      answer(l);
+      answer();
       return;
     }
     DropCancelledLocked(&ended);
@@ -101,7 +101,7 @@ void EncoderCore::SchedulerLoop() {
       metrics_->queued_tokens.Set(static_cast<double>(q));
     }
     if (active_.empty()) {  // every one was cancelled
-      answer(l);
+      answer();
       continue;
     }
     // Share one step's token budget among the active prefills, oldest first.
@@ -115,10 +115,12 @@ void EncoderCore::SchedulerLoop() {
       counts.push_back(take);
       budget -= take;
     }
-    l.unlock();
-    const Status s = engine_.EncodeStep(jobs, counts);
-    if (metrics_) metrics_->batch_tokens.Observe(static_cast<double>(opt_.step_tokens - budget));
-    l.lock();
+    Status s;
+    {
+      MutexUnlock u(&mu_);
+      s = engine_.EncodeStep(jobs, counts);
+      if (metrics_) metrics_->batch_tokens.Observe(static_cast<double>(opt_.step_tokens - budget));
+    }
     for (auto it = active_.begin(); it != active_.end();) {
       const bool in_step = std::find(jobs.begin(), jobs.end(), &(*it)->job) != jobs.end();
       if (!s.ok() && in_step) {
@@ -135,7 +137,7 @@ void EncoderCore::SchedulerLoop() {
       metrics_->running.Set(0);  // no next step would say so
       metrics_->queued_tokens.Set(0);
     }
-    answer(l);
+    answer();
   }
 }
 
@@ -191,7 +193,7 @@ void EncoderCore::PrefillAsync(PrefillInput in, std::shared_ptr<CancelToken> can
   p->done = std::move(done);
   bool closing = false;
   {
-    std::lock_guard<std::mutex> l(admit_mu_);
+    MutexLock l(&admit_mu_);
     closing = closing_;
     if (!closing) {
       if (admitted_ >= opt_.max_admitted) {
@@ -220,10 +222,10 @@ void EncoderCore::Begin(const std::shared_ptr<Prefilling>& p) {
   ScratchReleaser release_scratch;
   Status s = p->cancel && p->cancel->cancelled() ? CancelledError("prefill cancelled") : Prepare(*p);
   if (s.ok()) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (!stop_) {
       queue_.push_back(p);
-      cv_.notify_all();
+      cv_.NotifyAll();
       return;
     }
     s = UnavailableError("encoder shutting down");
@@ -310,12 +312,12 @@ void EncoderCore::Complete(const std::shared_ptr<Prefilling>& p, StatusOr<Prefil
   done(std::move(out));
   std::shared_ptr<Prefilling> next;
   {
-    std::lock_guard<std::mutex> l(admit_mu_);
+    MutexLock l(&admit_mu_);
     if (!waiting_.empty()) {
       next = std::move(waiting_.front());  // this admission passes to it
       waiting_.pop_front();
     } else if (--admitted_ == 0) {
-      admit_cv_.notify_all();
+      admit_cv_.NotifyAll();
     }
   }
   if (next) requests_->Schedule([this, next] { Begin(next); });

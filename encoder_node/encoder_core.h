@@ -16,12 +16,10 @@
 // admission count and the prefills waiting for it.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -36,6 +34,7 @@
 #include "serving/swa_pool.h"
 #include "serving/unit_persister.h"
 #include "util/cancel_token.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 #include "util/thread_pool.h"
 
@@ -99,14 +98,14 @@ class EncoderCore {
   SwaPool swa_pool_;
   PrefixLoader loader_;
   UnitPersister persister_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   std::deque<std::shared_ptr<Prefilling>> queue_ DS41_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<Prefilling>> active_ DS41_GUARDED_BY(mu_);
   bool stop_ DS41_GUARDED_BY(mu_) = false;
   ThreadPool* requests_;
-  std::mutex admit_mu_;
-  std::condition_variable admit_cv_;  // notified when admitted_ falls to 0
+  Mutex admit_mu_;
+  CondVar admit_cv_;  // notified when admitted_ falls to 0
   int admitted_ DS41_GUARDED_BY(admit_mu_) = 0;
   std::deque<std::shared_ptr<Prefilling>> waiting_ DS41_GUARDED_BY(admit_mu_);  // started, not yet admitted
   bool closing_ DS41_GUARDED_BY(admit_mu_) = false;  // the destructor runs: no new admission

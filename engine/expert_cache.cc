@@ -28,7 +28,7 @@ ExpertCache::ExpertCache(const ModelWeights& weights, uint64_t budget_bytes) : w
 std::shared_ptr<const CachedExpert> ExpertCache::Acquire(int layer, int expert) {
   const int64_t id = static_cast<int64_t>(layer) * 1'000'000 + expert;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto it = map_.find(id);
     if (it != map_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second.pos);
@@ -57,7 +57,7 @@ std::shared_ptr<const CachedExpert> ExpertCache::Acquire(int layer, int expert) 
     ReleaseMapped(codes, n);
     p += n + ns + nt;
   }
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = map_.find(id);
   if (it != map_.end()) return it->second.expert;  // loaded concurrently
   lru_.push_front(id);

@@ -13,11 +13,11 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/loading/weights.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -42,7 +42,7 @@ class ExpertCache {
  private:
   const ModelWeights& weights_;
   const uint64_t budget_;
-  std::mutex mu_;
+  Mutex mu_;
   std::list<int64_t> lru_ DS41_GUARDED_BY(mu_);  // most recent first
   struct Slot {
     std::shared_ptr<const CachedExpert> expert;

@@ -1,6 +1,7 @@
 #include "grammar/grammar_cache.h"
 
 #include "grammar/tool_call_grammar.h"
+#include "util/mutex.h"
 #include "util/sha256.h"
 
 namespace ds41::grammar {
@@ -27,7 +28,7 @@ StatusOr<std::shared_ptr<const Grammar>> GrammarCache::GetOrCompile(
   h.Update(text);
   const std::string digest = h.HexDigest();
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (auto it = by_digest_.find(digest); it != by_digest_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
       ++hits_;
@@ -37,7 +38,7 @@ StatusOr<std::shared_ptr<const Grammar>> GrammarCache::GetOrCompile(
   }
   // Compiled outside the lock: a large schema does not stall the other sequences' lookups.
   DS41_ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> g, compile(text));
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (auto it = by_digest_.find(digest); it != by_digest_.end()) return it->second->second;  // raced: keep one
   lru_.emplace_front(digest, g);
   by_digest_[digest] = lru_.begin();
@@ -49,12 +50,12 @@ StatusOr<std::shared_ptr<const Grammar>> GrammarCache::GetOrCompile(
 }
 
 int64_t GrammarCache::hits() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return hits_;
 }
 
 int64_t GrammarCache::misses() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return misses_;
 }
 

@@ -5,12 +5,12 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "grammar/json_grammar.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41::grammar {
@@ -34,7 +34,7 @@ class GrammarCache {
       const std::function<StatusOr<std::shared_ptr<const Grammar>>(std::string_view)>& compile);
 
   const size_t capacity_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::list<std::pair<std::string, std::shared_ptr<const Grammar>>> lru_ DS41_GUARDED_BY(mu_);  // most recent first
   std::unordered_map<std::string, decltype(lru_)::iterator> by_digest_ DS41_GUARDED_BY(mu_);
   int64_t hits_ DS41_GUARDED_BY(mu_) = 0, misses_ DS41_GUARDED_BY(mu_) = 0;

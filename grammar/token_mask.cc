@@ -181,7 +181,7 @@ std::string TokenMasker::TableKey(const JsonMatcher& m, const Frame& top) {
 
 const TokenMasker::TopTable& TokenMasker::TableFor(const JsonMatcher& m, const Frame& top) const {
   const std::string key = TableKey(m, top);
-  std::lock_guard<std::mutex> l(tables_mu_);
+  MutexLock l(&tables_mu_);
   std::unique_ptr<TopTable>& t = tables_[key];
   if (!t) t = BuildTable(m, top);
   return *t;

@@ -13,11 +13,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "grammar/json_matcher.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41::grammar {
@@ -73,7 +73,7 @@ class TokenMasker {
   int32_t vocab_ = 0, eos_ = -1;
   std::vector<std::string> bytes_;  // per id ("" for ids the grammar never admits)
   Trie all_;                        // every admissible token
-  mutable std::mutex tables_mu_;
+  mutable Mutex tables_mu_;
   mutable std::map<std::string, std::unique_ptr<TopTable>> tables_ DS41_GUARDED_BY(tables_mu_);
 };
 

@@ -1,6 +1,7 @@
 #include "http/connection.h"
 
 #include "util/error_table.h"
+#include "util/mutex.h"
 
 namespace ds41::http_internal {
 namespace {
@@ -32,7 +33,7 @@ Connection::~Connection() {
 
 void Connection::Start() {
   {
-    std::lock_guard lock(shared_->mu);
+    MutexLock lock(&shared_->mu);
     shared_->connections.emplace(this, weak_from_this());
   }
   registered_ = true;
@@ -270,7 +271,7 @@ void Connection::Close() {
   if (registered_) {
     registered_ = false;
     {
-      std::lock_guard lock(shared_->mu);
+      MutexLock lock(&shared_->mu);
       shared_->connections.erase(this);
     }
     shared_->metrics.open_connections.fetch_sub(1);

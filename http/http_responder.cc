@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "http/connection.h"
+#include "util/mutex.h"
 
 namespace ds41 {
 
@@ -59,7 +60,7 @@ void HttpResponder::PostLocked(std::string bytes, int status, bool end, bool str
 }
 
 bool HttpResponder::Send(int status, std::string_view content_type, std::string body, const HttpHeaders& extra) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_ || phase_ != Phase::kIdle) return false;
   phase_ = Phase::kDone;
   std::string out = Head(status, content_type, extra, body.size(), /*streaming=*/false);
@@ -74,7 +75,7 @@ bool HttpResponder::SendError(int status, std::string_view message, std::string_
 }
 
 bool HttpResponder::StartStream(int status, std::string_view content_type, const HttpHeaders& extra) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_ || phase_ != Phase::kIdle) return false;
   phase_ = head_request_ ? Phase::kDone : Phase::kStreaming;
   std::string head = Head(status, content_type, extra, 0, /*streaming=*/true);
@@ -84,7 +85,7 @@ bool HttpResponder::StartStream(int status, std::string_view content_type, const
 }
 
 bool HttpResponder::Write(std::string_view chunk) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_ || phase_ != Phase::kStreaming) return false;
   if (chunk.empty()) return true;
   std::string out;
@@ -103,7 +104,7 @@ bool HttpResponder::Write(std::string_view chunk) {
 }
 
 bool HttpResponder::Finish() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   if (closed_ || phase_ != Phase::kStreaming) return false;
   phase_ = Phase::kDone;
   PostLocked(chunked_ok_ ? std::string("0\r\n\r\n") : std::string(), 0, /*end=*/true, /*stream_chunk=*/false);
@@ -111,14 +112,14 @@ bool HttpResponder::Finish() {
 }
 
 bool HttpResponder::closed() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   return closed_;
 }
 
 void HttpResponder::OnClose(std::function<void()> cb) {
-  std::unique_lock lock(mu_);
+  ReleasableMutexLock lock(&mu_);
   if (closed_) {
-    lock.unlock();
+    lock.Release();
     if (cb) cb();
     return;
   }
@@ -128,7 +129,7 @@ void HttpResponder::OnClose(std::function<void()> cb) {
 bool HttpResponder::NotifyConnectionClosed() {
   std::function<void()> cb;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     // A Finish()ed response whose bytes were still queued counts as delivered from the caller's
     // point of view: nothing is left for it to cancel.
     if (closed_ || phase_ == Phase::kDone) return false;

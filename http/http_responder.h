@@ -5,11 +5,11 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "http/http_types.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -71,7 +71,7 @@ class HttpResponder {
   const bool keep_alive_;
   const bool chunked_ok_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   Phase phase_ DS41_GUARDED_BY(mu_) = Phase::kIdle;
   bool closed_ DS41_GUARDED_BY(mu_) = false;
   std::function<void()> on_close_ DS41_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 #include "util/asio_include.h"
 #include "http/connection.h"
 #include "http/server_shared.h"
+#include "util/mutex.h"
 
 namespace ds41 {
 namespace http_internal {
@@ -116,7 +117,7 @@ void HttpServer::Stop() {
 
   auto snapshot = [this] {
     std::vector<std::shared_ptr<Connection>> out;
-    std::lock_guard lock(shared_->mu);
+    MutexLock lock(&shared_->mu);
     for (auto& [unused, weak] : shared_->connections) {
       if (auto c = weak.lock()) out.push_back(std::move(c));
     }

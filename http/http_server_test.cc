@@ -9,7 +9,6 @@
 #include <chrono>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -18,6 +17,8 @@
 
 #include "http/http_test_client.h"
 #include "util/error_table.h"
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 namespace {
@@ -56,7 +57,7 @@ class HttpServerTest : public ::testing::Test {
       r->OnClose([this] { on_close_count_.fetch_add(1); });
       r->StartStream(200, "text/event-stream");
       r->Write("data: first\n\n");
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       hanging_.push_back(r);
     });
     // Writes until the write queue bound trips (the client never reads).
@@ -76,14 +77,14 @@ class HttpServerTest : public ::testing::Test {
   }
 
   void Spawn(std::function<void()> fn) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     threads_.emplace_back(std::move(fn));
   }
 
   void TearDown() override {
     std::vector<std::thread> threads;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       threads.swap(threads_);
     }
     for (auto& t : threads) t.join();
@@ -111,9 +112,9 @@ class HttpServerTest : public ::testing::Test {
 
   std::unique_ptr<HttpServer> server_;
   int port_ = 0;
-  std::mutex mu_;
-  std::vector<std::thread> threads_;
-  std::vector<std::shared_ptr<HttpResponder>> hanging_;
+  Mutex mu_;
+  std::vector<std::thread> threads_ DS41_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<HttpResponder>> hanging_ DS41_GUARDED_BY(mu_);
   std::atomic<int> on_close_count_{0};
   std::atomic<bool> flood_stopped_{false};
 };
@@ -325,14 +326,14 @@ TEST_F(HttpServerTest, ClientDisconnectMidStreamFiresOnCloseOnce) {
     ASSERT_TRUE(c.Connect(port_));
     ASSERT_TRUE(c.SendRaw(FormatRequest("GET", "/hang")));
     ASSERT_TRUE(WaitFor([&] {
-      std::lock_guard lock(mu_);
+      MutexLock lock(&mu_);
       return hanging_.size() == 1;
     }));
   }  // client closes
   ASSERT_TRUE(WaitFor([&] { return on_close_count_.load() == 1; }));
   std::shared_ptr<HttpResponder> r;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     r = hanging_[0];
   }
   EXPECT_TRUE(r->closed());
@@ -445,7 +446,7 @@ TEST_F(HttpServerTest, StopCancelsHangingStreamAfterGrace) {
   ASSERT_TRUE(idle.Connect(port_));
   ASSERT_TRUE(c.SendRaw(FormatRequest("GET", "/hang")));
   ASSERT_TRUE(WaitFor([&] {
-    std::lock_guard lock(mu_);
+    MutexLock lock(&mu_);
     return hanging_.size() == 1;
   }));
   auto start = std::chrono::steady_clock::now();
@@ -453,7 +454,7 @@ TEST_F(HttpServerTest, StopCancelsHangingStreamAfterGrace) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2000ms);
   EXPECT_EQ(on_close_count_.load(), 1);
   EXPECT_TRUE(idle.PeerClosed(1000ms));
-  std::lock_guard lock(mu_);
+  MutexLock lock(&mu_);
   EXPECT_TRUE(hanging_[0]->closed());
   EXPECT_FALSE(hanging_[0]->Write("x"));
 }

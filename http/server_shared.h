@@ -7,11 +7,11 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 
 #include "http/http_options.h"
 #include "http/http_types.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -29,7 +29,7 @@ struct ServerShared {
   std::function<void(const HttpRequest&, std::shared_ptr<HttpResponder>)> dispatch;
   HttpMetrics metrics;
 
-  std::mutex mu;
+  Mutex mu;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> connections DS41_GUARDED_BY(mu);
 };
 

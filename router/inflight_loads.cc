@@ -21,19 +21,19 @@ void InflightLoads::AddDone(std::unordered_map<std::string, Done>& m, const std:
 }
 
 void InflightLoads::Started(const Placement& p) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   Add(decoders_, p.decoder, 1, 0);
   Add(encoders_, p.encoder, 1, p.encoder_tokens);
 }
 
 void InflightLoads::Prefilled(const Placement& p, Clock::time_point now) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   Add(encoders_, p.encoder, -1, -p.encoder_tokens);
   AddDone(encoders_done_, p.encoder, now, 1, p.encoder_tokens);
 }
 
 void InflightLoads::Ended(const Placement& p, bool prefilled, Clock::time_point now) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   Add(decoders_, p.decoder, -1, 0);
   AddDone(decoders_done_, p.decoder, now, 1, 0);
   // Not prefilled: the encoder dropped the request (failed or cancelled), so it left its queue too.
@@ -82,14 +82,14 @@ auto* Find(Map& m, const std::string& key) {
 }  // namespace
 
 void InflightLoads::Apply(std::vector<NodeLoad>* decoders, std::vector<NodeLoad>* encoders) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (NodeLoad& d : *decoders) Adjust(Find(decoders_, d.address), Find(decoders_done_, d.address), d);
   for (NodeLoad& e : *encoders) Adjust(Find(encoders_, e.address), Find(encoders_done_, e.address), e);
 }
 
 void InflightLoads::Apply(std::vector<NodeLoad>* decoders, std::vector<NodeLoad>* encoders,
                           const std::function<int(const std::string&, bool)>& index_of) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto walk = [&](const std::unordered_map<std::string, Count>& counts, std::unordered_map<std::string, Done>& done,
                   std::vector<NodeLoad>* nodes, bool is_decoder) {
     auto adjust = [&](const std::string& address) {

@@ -12,12 +12,12 @@
 #include <deque>
 #include <functional>
 #include <unordered_map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "router/placement.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -57,7 +57,7 @@ class InflightLoads {
   static void AddDone(std::unordered_map<std::string, Done>& m, const std::string& node, Clock::time_point t,
                       int64_t requests, int64_t tokens);
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::unordered_map<std::string, Count> decoders_ DS41_GUARDED_BY(mu_), encoders_ DS41_GUARDED_BY(mu_);
   // Pruned by Apply, which is const to its callers.
   mutable std::unordered_map<std::string, Done> decoders_done_ DS41_GUARDED_BY(mu_), encoders_done_ DS41_GUARDED_BY(mu_);

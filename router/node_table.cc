@@ -22,15 +22,15 @@ NodeTable::NodeTable(const NodeClient* client, NodeTableOptions options) : clien
 
 NodeTable::~NodeTable() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (poller_.joinable()) poller_.join();
 }
 
 void NodeTable::Add(NodeRole role, const std::string& address) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (address.rfind("dns:///", 0) == 0) {
     seeds_.emplace_back(role, address.substr(7));
     return;
@@ -59,7 +59,7 @@ Status NodeTable::Register(NodeRole role, const std::string& address) {
 Status NodeTable::Poll(const std::string& address) {
   NodeRole role;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto it = nodes_.find(address);
     if (it == nodes_.end()) return NotFoundError("unknown node " + address);
     role = it->second.role;
@@ -67,14 +67,14 @@ Status NodeTable::Poll(const std::string& address) {
   // The report is at least as new as the call: work seen done after it is off the counts it returns.
   const auto asked = std::chrono::steady_clock::now();
   const StatusOr<NodeStatusReport> st = client_->Status(role, address, opt_.poll_deadline);
-  std::unique_lock<std::mutex> l(mu_);
+  ReleasableMutexLock l(&mu_);
   auto it = nodes_.find(address);
   if (it == nodes_.end()) return st.status();
   const NodeState before = it->second.state;
   Status s = ApplyReportLocked(it->second, st, asked);
   if (it->second.state != before && opt_.on_change) {
     const NodeView now = it->second;
-    l.unlock();
+    l.Release();
     opt_.on_change(now, before);
   }
   return s;
@@ -128,7 +128,7 @@ StatusOr<std::vector<std::string>> ResolveWithGetaddrinfo(const std::string& hos
 void NodeTable::ResolveSeeds() {
   std::vector<std::pair<NodeRole, std::string>> seeds;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     seeds = seeds_;
   }
   for (const auto& [role, name] : seeds) {
@@ -136,7 +136,7 @@ void NodeTable::ResolveSeeds() {
     if (colon == std::string::npos) continue;
     auto addrs = opt_.resolver(name.substr(0, colon), name.substr(colon + 1));
     if (!addrs.ok()) continue;  // a failed lookup says nothing about the nodes
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (const std::string& a : *addrs) {
       if (nodes_.count(a) == 0) discovered_[a] = name;
       AddLocked(role, a);
@@ -159,7 +159,7 @@ void NodeTable::PollAll() {
   ResolveSeeds();
   std::vector<std::string> addrs;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     for (const auto& [a, n] : nodes_) addrs.push_back(a);
   }
   for (const std::string& a : addrs) (void)Poll(a);
@@ -167,17 +167,16 @@ void NodeTable::PollAll() {
 
 void NodeTable::StartPolling() {
   poller_ = std::thread([this] {
-    std::unique_lock<std::mutex> l(mu_);
-    while (!cv_.wait_for(l, opt_.poll_interval, [this] { return stop_; })) {
-      l.unlock();
+    MutexLock l(&mu_);
+    while (!cv_.WaitFor(&mu_, opt_.poll_interval, [this]() DS41_REQUIRES(mu_) { return stop_; })) {
+      MutexUnlock u(&mu_);
       PollAll();
-      l.lock();
     }
   });
 }
 
 void NodeTable::MarkDown(const std::string& address, const std::string& why) {
-  std::unique_lock<std::mutex> l(mu_);
+  ReleasableMutexLock l(&mu_);
   auto it = nodes_.find(address);
   if (it == nodes_.end()) return;
   const NodeState before = it->second.state;
@@ -185,13 +184,13 @@ void NodeTable::MarkDown(const std::string& address, const std::string& why) {
   it->second.error = why;
   if (before != NodeState::kDown && opt_.on_change) {
     const NodeView now = it->second;
-    l.unlock();
+    l.Release();
     opt_.on_change(now, before);
   }
 }
 
 std::vector<NodeView> NodeTable::Healthy(NodeRole role) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<NodeView> out;
   for (const auto& [a, n] : nodes_) {
     if (n.role == role && n.state == NodeState::kHealthy) out.push_back(n);
@@ -200,7 +199,7 @@ std::vector<NodeView> NodeTable::Healthy(NodeRole role) const {
 }
 
 std::vector<NodeView> NodeTable::All() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<NodeView> out;
   for (const auto& [a, n] : nodes_) out.push_back(n);
   return out;

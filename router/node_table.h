@@ -8,11 +8,9 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +18,7 @@
 #include "node_client/node_client.h"
 #include "router/placement.h"
 #include "util/status.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -78,8 +77,8 @@ class NodeTable {
 
   const NodeClient* client_;
   const NodeTableOptions opt_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable Mutex mu_;
+  CondVar cv_;
   std::vector<std::pair<NodeRole, std::string>> seeds_ DS41_GUARDED_BY(mu_);  // DNS names
   std::map<std::string, NodeView> nodes_ DS41_GUARDED_BY(mu_);
   std::map<std::string, std::string> discovered_ DS41_GUARDED_BY(mu_);  // address -> the DNS name that brought it

@@ -96,14 +96,14 @@ Placer::Placer(PlacerOptions options)
 Placer::~Placer() = default;
 
 CostModel Placer::cost() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return cost_;
 }
 
 void Placer::LearnEncoderRate(const Placement& p, int64_t computed_tokens, double ttft_seconds) {
   if (!p.encoder_idle || computed_tokens < 64 || ttft_seconds <= 0) return;
   const double observed = static_cast<double>(computed_tokens) / ttft_seconds;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   cost_.encoder_tokens_per_s = 0.8 * cost_.encoder_tokens_per_s + 0.2 * observed;
 }
 
@@ -113,7 +113,7 @@ int Placer::Choose(Pool& pool, const std::vector<double>& costs, const std::vect
   auto load = [&](size_t i) {
     return static_cast<double>(decoders ? Requests(nodes[i]) : nodes[i].queued_tokens);
   };
-  auto least_loaded = [&] { return ChooseMin(costs, load, rng_); };
+  auto least_loaded = [&]() DS41_REQUIRES(mu_) { return ChooseMin(costs, load, rng_); };
   *reason = PlacementPolicyName(opt_.policy);
   switch (opt_.policy) {
     case PlacementPolicy::kCost: {
@@ -174,7 +174,7 @@ int Placer::Choose(Pool& pool, const std::vector<double>& costs, const std::vect
 }
 
 Placement Placer::Place(const PlacementInput& in, const std::vector<NodeLoad>& decoders, const std::vector<NodeLoad>& encoders) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const CostModel& cm = cost_;
   Placement p;
   const int64_t uncached = std::max<int64_t>(0, in.prompt_tokens - in.cached_tokens);
@@ -234,7 +234,7 @@ Placement Placer::Place(const PlacementInput& in, const std::vector<NodeLoad>& d
 
 void Placer::Served(const PlacementInput& in, const Placement& p) {
   if (opt_.policy != PlacementPolicy::kPrefixAffinity || in.prefix_chain.empty()) return;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!p.decoder.empty()) decoders_->affinity.Record(p.decoder, in.prefix_chain);
   if (!p.encoder.empty()) encoders_->affinity.Record(p.encoder, in.prefix_chain);
 }

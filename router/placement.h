@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "router/prefix_affinity.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -126,7 +126,7 @@ class Placer {
              const PlacementInput& in, std::string* reason) DS41_REQUIRES(mu_);
 
   const PlacerOptions opt_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   CostModel cost_ DS41_GUARDED_BY(mu_);
   std::mt19937_64 rng_ DS41_GUARDED_BY(mu_);
   std::unique_ptr<Pool> decoders_ DS41_GUARDED_BY(mu_), encoders_ DS41_GUARDED_BY(mu_);

@@ -6,7 +6,7 @@ namespace ds41 {
 
 void PredictionScale::Add(double predicted_s, double observed_s) {
   if (!(predicted_s > 0) || !(observed_s > 0)) return;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   samples_.emplace_back(predicted_s, observed_s);
   predicted_sum_ += predicted_s;
   observed_sum_ += observed_s;
@@ -18,7 +18,7 @@ void PredictionScale::Add(double predicted_s, double observed_s) {
 }
 
 double PredictionScale::Scale() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (samples_.size() < min_samples_ || !(predicted_sum_ > 0)) return 1.0;
   return std::clamp(observed_sum_ / predicted_sum_, 1.0, max_scale_);
 }

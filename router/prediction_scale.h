@@ -7,9 +7,9 @@
 
 #include <cstddef>
 #include <deque>
-#include <mutex>
 #include <utility>
 
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -28,7 +28,7 @@ class PredictionScale {
  private:
   const size_t window_, min_samples_;
   const double max_scale_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::deque<std::pair<double, double>> samples_ DS41_GUARDED_BY(mu_);
   double predicted_sum_ DS41_GUARDED_BY(mu_) = 0, observed_sum_ DS41_GUARDED_BY(mu_) = 0;
 };

@@ -7,6 +7,7 @@
 #include <future>
 
 #include "node_client/node_protocol.h"
+#include "util/mutex.h"
 
 namespace ds41 {
 
@@ -276,7 +277,7 @@ void RouterCore::Start(RouteRequest request, TokenSink sink, RouteDone done) {
   // The request's cancel token joins the set CancelAll cancels. Both APIs give every request one;
   // a caller that gives none (a test, a tool) cannot be cancelled at shutdown, only waited for.
   if (rq.cancel) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     inflight_cancels_.insert(rq.cancel);
   }
   c->ns = CacheNamespace::Make(opt_.fingerprint, rq.tenant_salt);
@@ -367,7 +368,7 @@ void RouterCore::AfterNodeLost(const std::shared_ptr<Call>& c) {
 
 void RouterCore::Finish(const std::shared_ptr<Call>& c) {
   if (c->rq.cancel) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     inflight_cancels_.erase(c->rq.cancel);
   }
   // Released before `done`, as the request's end: a caller that waits for `done` sees it counted out.
@@ -380,19 +381,19 @@ void RouterCore::Finish(const std::shared_ptr<Call>& c) {
 void RouterCore::EndRunning() {
   {
     // Under mu_, so a WaitIdle that just saw running_ > 0 is already waiting when notified.
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     running_.fetch_sub(1);
   }
-  idle_cv_.notify_all();
+  idle_cv_.NotifyAll();
 }
 
 bool RouterCore::WaitIdle(Clock::time_point deadline) const {
-  std::unique_lock<std::mutex> l(mu_);
-  return idle_cv_.wait_until(l, deadline, [this] { return running_.load() == 0; });
+  MutexLock l(&mu_);
+  return idle_cv_.WaitUntil(&mu_, deadline, [this] { return running_.load() == 0; });
 }
 
 void RouterCore::CancelAll(CancelReason reason) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (const auto& c : inflight_cancels_) c->Cancel(reason);
 }
 
@@ -423,7 +424,7 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
     std::memcpy(&seed, CacheNamespace::Make(opt_.fingerprint, rq.tenant_salt).id.data(), sizeof(seed));
     in.prefix_chain = PrefixChain(rq.tokens, opt_.unit_tokens, seed);
   }
-  std::lock_guard<std::mutex> placing(placing_mu_);
+  MutexLock placing(&placing_mu_);
   inflight_.Apply(&c.decoders, &c.encoders);
   res->placement = placer_.Place(in, c.decoders, c.encoders);
   const Placement& p = res->placement;

@@ -25,12 +25,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <set>
 #include <string>
@@ -47,6 +45,7 @@
 #include "router/session_bindings.h"
 #include "util/cancel_token.h"
 #include "util/thread_pool.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -235,10 +234,10 @@ class RouterCore {
   // One placement at a time, from the in-flight loads it reads to the work it adds to them:
   // otherwise requests placed at once all read the same idle loads, pile onto one node, and the
   // overload check admits each of them (seen as two long prompts both sent to one encoder).
-  std::mutex placing_mu_;
-  mutable std::mutex mu_;
+  Mutex placing_mu_;
+  mutable Mutex mu_;
   std::set<std::shared_ptr<CancelToken>> inflight_cancels_ DS41_GUARDED_BY(mu_);  // for CancelAll
-  mutable std::condition_variable idle_cv_;  // notified when running_ falls to 0
+  mutable CondVar idle_cv_;  // notified when running_ falls to 0
 };
 
 }  // namespace ds41

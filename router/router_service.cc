@@ -2,11 +2,11 @@
 
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 
 #include "router/http_front.h"
 #include "rpc/status_map.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -31,7 +31,7 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
   bool Write(const Json& chunk) {
     std::string bytes = WireJson(chunk);
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (failed_) return false;
       if (writing_) {
         queued_bytes_ += bytes.size();
@@ -56,7 +56,7 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
   // Finishes the RPC with `status` once the queued chunks are written.
   void End(grpc::Status status) {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (writing_) {
         finish_ = std::move(status);
         return;
@@ -69,7 +69,7 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
     std::optional<grpc::Status> finish;
     bool next = false;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       if (!ok) {
         failed_ = true;
         queue_.clear();
@@ -99,7 +99,7 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
  private:
   const std::chrono::system_clock::time_point deadline_;
   std::shared_ptr<CancelToken> cancel_;
-  std::mutex mu_;
+  Mutex mu_;
   pb::ApiChunk msg_;  // the write in flight
   bool writing_ DS41_GUARDED_BY(mu_) = false;
   bool failed_ DS41_GUARDED_BY(mu_) = false;

@@ -4,7 +4,7 @@ namespace ds41 {
 
 std::string SessionBindings::SwaHolder(const std::string& session, int64_t position) const {
   if (session.empty() || position <= 0) return "";
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = sessions_.find(session);
   if (it == sessions_.end()) return "";
   if (it->second.decoder_end == position) return it->second.decoder;
@@ -14,7 +14,7 @@ std::string SessionBindings::SwaHolder(const std::string& session, int64_t posit
 
 size_t SessionBindings::Bind(const std::string& session, const std::string& decoder, int64_t decoder_end,
                              const std::string& encoder, int64_t encoder_end) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (session.empty()) return sessions_.size();
   auto [it, inserted] = sessions_.try_emplace(session);
   if (!inserted) lru_.erase(it->second.lru);

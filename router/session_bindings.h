@@ -8,10 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -37,7 +37,7 @@ class SessionBindings {
     std::list<std::string>::iterator lru;
   };
   const size_t max_sessions_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::unordered_map<std::string, Binding> sessions_ DS41_GUARDED_BY(mu_);
   std::list<std::string> lru_ DS41_GUARDED_BY(mu_);  // most recent first
 };

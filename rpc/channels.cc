@@ -1,6 +1,7 @@
 #include "rpc/channels.h"
 
 #include "rpc/transport_security.h"
+#include "util/mutex.h"
 
 namespace ds41 {
 
@@ -16,7 +17,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int max_m
 }
 
 std::shared_ptr<grpc::Channel> ChannelSet::Get(const std::string& address) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto& ch = channels_[address];
   if (!ch) ch = MakeChannel(address, max_);
   return ch;

@@ -8,9 +8,9 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -26,7 +26,7 @@ class ChannelSet {
 
  private:
   const int max_;
-  std::mutex mu_;
+  Mutex mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ DS41_GUARDED_BY(mu_);
 };
 

@@ -2,8 +2,10 @@
 
 #include <CLI/CLI.hpp>
 #include <fstream>
-#include <mutex>
 #include <sstream>
+
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 namespace {
@@ -19,8 +21,9 @@ StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path) 
   return pem;
 }
 
-std::mutex g_mu;
-TransportSecurity& Global() {
+Mutex g_mu;
+// The process's settings, read and replaced under g_mu.
+TransportSecurity& Global() DS41_REQUIRES(g_mu) {
   static TransportSecurity s;
   return s;
 }
@@ -73,12 +76,12 @@ void TransportSecurity::ApplyTo(grpc::ChannelArguments* args) const {
 }
 
 TransportSecurity ProcessTransportSecurity() {
-  std::lock_guard<std::mutex> l(g_mu);
+  MutexLock l(&g_mu);
   return Global();
 }
 
 void SetProcessTransportSecurity(TransportSecurity security) {
-  std::lock_guard<std::mutex> l(g_mu);
+  MutexLock l(&g_mu);
   Global() = std::move(security);
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build, the tests and the main job need. Non-interactive and
-# idempotent: when everything is already installed it touches nothing (and needs no network).
+# Installs every Debian package the build, the tests and the main job need, and those named as
+# arguments (scripts/thread_safety_check.sh: clang). Non-interactive and idempotent: when everything
+# is already installed it touches nothing (and needs no network).
 set -euo pipefail
 
 PACKAGES=(
@@ -20,6 +21,7 @@ PACKAGES=(
 # Node (for the official openai client in tests and the replay command): Debian's unless a Node
 # with npm is already there (e.g. from another source, whose npm is bundled).
 command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
+PACKAGES+=("$@")
 
 missing=()
 for p in "${PACKAGES[@]}"; do

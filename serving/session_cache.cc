@@ -9,7 +9,7 @@ SessionCache::SessionCache(uint64_t budget_bytes, int64_t ttl_ms, const Clock* c
 
 std::optional<WarmSession> SessionCache::Take(const std::string& id, const UnitKey& ns, const std::vector<int32_t>& tokens,
                                               int64_t boundary) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = map_.find(id);
   if (it == map_.end()) return std::nullopt;
   const WarmSession& s = it->second.session;
@@ -25,7 +25,7 @@ std::optional<WarmSession> SessionCache::Take(const std::string& id, const UnitK
 
 void SessionCache::Put(const std::string& id, WarmSession session) {
   const int64_t now = clock_->NowMs();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (auto old = map_.find(id); old != map_.end()) EraseLocked(old);
   lru_.push_front(id);
   Entry& e = map_[id];
@@ -53,17 +53,17 @@ void SessionCache::EvictLocked(int64_t now) {
 }
 
 uint64_t SessionCache::bytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return bytes_;
 }
 
 size_t SessionCache::size() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return map_.size();
 }
 
 std::vector<std::pair<std::string, int64_t>> SessionCache::List() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<std::pair<std::string, int64_t>> out;
   out.reserve(map_.size());
   for (const std::string& id : lru_) out.emplace_back(id, map_.at(id).session.state.length);

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -18,6 +17,7 @@
 #include "engine/layers/state.h"
 #include "unit/unit_key.h"
 #include "util/clock.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -58,7 +58,7 @@ class SessionCache {
   const uint64_t budget_;
   const int64_t ttl_ms_;
   const Clock* clock_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::list<std::string> lru_ DS41_GUARDED_BY(mu_);  // most recent first
   std::unordered_map<std::string, Entry> map_ DS41_GUARDED_BY(mu_);
   uint64_t bytes_ DS41_GUARDED_BY(mu_) = 0;

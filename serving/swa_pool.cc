@@ -20,7 +20,7 @@ void SwaPool::EvictLocked(int64_t now) {
 
 void SwaPool::Put(const std::string& key, std::string swa) {
   if (swa.size() > budget_) return;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const int64_t now = clock_->NowMs();
   auto it = map_.find(key);
   if (it != map_.end()) {
@@ -35,7 +35,7 @@ void SwaPool::Put(const std::string& key, std::string swa) {
 }
 
 std::optional<std::string> SwaPool::Get(const std::string& key) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   EvictLocked(clock_->NowMs());
   auto it = map_.find(key);
   if (it == map_.end()) return std::nullopt;
@@ -44,12 +44,12 @@ std::optional<std::string> SwaPool::Get(const std::string& key) {
 }
 
 uint64_t SwaPool::bytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return bytes_;
 }
 
 size_t SwaPool::entries() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return map_.size();
 }
 

@@ -14,7 +14,7 @@ void UnitPersister::Count(const PutResult& r) {
   }
   if (r.failed == 0) return;
   {
-    std::lock_guard<std::mutex> l(logged_mu_);
+    MutexLock l(&logged_mu_);
     if (!logged_.insert(r.first_error.code()).second) return;
   }
   std::fprintf(stderr, "unit persister: the store refused %d of %d units: %s (each kind of failure is logged once; "

@@ -8,7 +8,6 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "engine/loading/model.h"
 #include "serving/node_metrics.h"
 #include "unit/state_units.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 #include "util/thread_pool.h"
 
@@ -45,7 +45,7 @@ class UnitPersister {
   CacheClient* cache_;
   NodeMetrics* metrics_;
   std::unique_ptr<ThreadPool> io_;
-  std::mutex logged_mu_;
+  Mutex logged_mu_;
   std::set<StatusCode> logged_ DS41_GUARDED_BY(logged_mu_);  // failure kinds already logged
 };
 

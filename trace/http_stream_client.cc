@@ -167,7 +167,7 @@ StatusOr<HttpUrl> ParseHttpUrl(std::string_view url) {
 }
 
 HttpStreamClient::~HttpStreamClient() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   for (int fd : idle_) ::close(fd);
 }
 
@@ -211,7 +211,7 @@ StatusOr<int> HttpStreamClient::Connect(Clock::time_point deadline) const {
 }
 
 int HttpStreamClient::TakeIdle() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (idle_.empty()) return -1;
   const int fd = idle_.back();
   idle_.pop_back();
@@ -219,7 +219,7 @@ int HttpStreamClient::TakeIdle() {
 }
 
 void HttpStreamClient::PutIdle(int fd) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   idle_.push_back(fd);
 }
 

@@ -8,13 +8,13 @@
 
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "util/status.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -67,7 +67,7 @@ class HttpStreamClient {
   void PutIdle(int fd) DS41_EXCLUDES(mu_);
 
   const HttpUrl url_;
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<int> idle_ DS41_GUARDED_BY(mu_);  // keep-alive connections between calls
 };
 

@@ -1,14 +1,13 @@
 #include "trace/replay_client.h"
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "trace/sse_parser.h"
 #include "trace/token_timing.h"
+#include "util/mutex.h"
 #include "util/thread_pool.h"
 
 namespace ds41 {
@@ -221,8 +220,8 @@ RequestRecord ReplayClient::Send(const WorkloadRequest& w, Clock::time_point run
 StatusOr<std::vector<RequestRecord>> RunReplay(ReplayClient& client, const std::vector<WorkloadRequest>& workload,
                                                const ReplayOptions& options, RecordWriter* out) {
   std::vector<RequestRecord> records(workload.size());
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   size_t finished = 0;  // guarded by mu
   Status write_error;   // guarded by mu
   std::atomic<int64_t> started{0}, ok{0};
@@ -234,7 +233,7 @@ StatusOr<std::vector<RequestRecord>> RunReplay(ReplayClient& client, const std::
   auto progress = [&](size_t released) {
     if (!options.progress || Clock::now() < next_progress) return;
     next_progress += std::chrono::seconds(10);
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     std::fprintf(stderr, "replay: t=%.0f s, %zu of %zu released, %lld sent, %zu done (%lld ok), %lld in flight\n",
                  Seconds(Clock::now() - run_start), released, workload.size(), static_cast<long long>(started.load()),
                  finished, static_cast<long long>(ok.load()), static_cast<long long>(started.load()) - static_cast<long long>(finished));
@@ -252,17 +251,17 @@ StatusOr<std::vector<RequestRecord>> RunReplay(ReplayClient& client, const std::
       RequestRecord r = client.Send(workload[i], run_start);
       if (r.ok()) ++ok;
       Status s = out != nullptr ? out->Append(r) : Status::Ok();
-      std::lock_guard<std::mutex> l(mu);
+      MutexLock l(&mu);
       if (!s.ok() && write_error.ok()) write_error = s;
       records[i] = std::move(r);
       ++finished;
-      cv.notify_all();
+      cv.NotifyAll();
     });
   }
   for (;;) {
     {
-      std::unique_lock<std::mutex> l(mu);
-      if (cv.wait_for(l, std::chrono::seconds(1), [&] { return finished == workload.size(); })) break;
+      MutexLock l(&mu);
+      if (cv.WaitFor(&mu, std::chrono::seconds(1), [&] { return finished == workload.size(); })) break;
     }
     progress(workload.size());
   }

@@ -6,11 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "trace/scripted_http_server.h"
+#include "util/mutex.h"
 
 namespace ds41 {
 namespace {
@@ -201,7 +201,7 @@ TEST(ReplayClientTest, ProbeSaysWhatToChange) {
 TEST(ReplayClientTest, BoundedConcurrencyCountsQueueingInTtft) {
   // Each reply takes ~150 ms; 4 requests arrive at once on 2 client threads: two wait ~150 ms.
   std::atomic<int> in_flight{0}, most{0};
-  std::mutex mu;
+  Mutex mu;
   std::vector<std::thread> conns;
   auto serve = [&](int fd) {
     while (ReadRequest(fd)) {
@@ -214,7 +214,7 @@ TEST(ReplayClientTest, BoundedConcurrencyCountsQueueingInTtft) {
   // Serve connections concurrently: the scripted server hands each to its own thread.
   ScriptedServer server([&](int fd) {
     const int dup = ::dup(fd);
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(&mu);
     conns.emplace_back([&, dup] {
       serve(dup);
       ::close(dup);
@@ -240,7 +240,7 @@ TEST(ReplayClientTest, BoundedConcurrencyCountsQueueingInTtft) {
   EXPECT_EQ(waited, 2);
   EXPECT_LE(most.load(), 2);
   c.reset();  // closes the pooled connections, ending the serving threads
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   for (std::thread& t : conns) t.join();
 }
 

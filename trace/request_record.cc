@@ -151,7 +151,7 @@ RecordWriter::~RecordWriter() { Close().IgnoreError(); }
 
 Status RecordWriter::Append(const RequestRecord& r) {
   const std::string line = ToJsonLine(r) + "\n";
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (f_ == nullptr) return FailedPreconditionError("the record file " + path_ + " is closed");
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size() || std::fflush(f_) != 0) {
     return DataLossError("cannot write " + path_);
@@ -160,7 +160,7 @@ Status RecordWriter::Append(const RequestRecord& r) {
 }
 
 Status RecordWriter::Close() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (f_ == nullptr) return Status::Ok();
   const bool ok = std::fclose(f_) == 0;
   f_ = nullptr;

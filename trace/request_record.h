@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -15,6 +14,7 @@
 
 #include "trace/workload.h"
 #include "util/status.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -102,7 +102,7 @@ class RecordWriter {
 
  private:
   RecordWriter(std::FILE* f, std::string path) : f_(f), path_(std::move(path)) {}
-  std::mutex mu_;
+  Mutex mu_;
   std::FILE* f_ DS41_GUARDED_BY(mu_);
   const std::string path_;
 };

@@ -18,7 +18,7 @@ void BlockPool::TakeExpired(Clock::time_point now, std::vector<IoBuffer>& out) {
 IoBuffer BlockPool::Take() {
   std::vector<IoBuffer> expired;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     TakeExpired(Clock::now(), expired);
     ++out_;
     if (!idle_.empty()) {
@@ -31,7 +31,7 @@ IoBuffer BlockPool::Take() {
   try {
     return AllocateIoBuffer(block_bytes_);
   } catch (...) {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     --out_;
     --allocated_;
     throw;
@@ -40,7 +40,7 @@ IoBuffer BlockPool::Take() {
 
 void BlockPool::Give(IoBuffer block) {
   std::vector<IoBuffer> expired;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const Clock::time_point now = Clock::now();
   --out_;
   idle_.push_back({std::move(block), now});
@@ -49,12 +49,12 @@ void BlockPool::Give(IoBuffer block) {
 
 void BlockPool::ReleaseIdle() {
   std::vector<IoBuffer> expired;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   TakeExpired(Clock::now(), expired);
 }
 
 BlockPool::Stats BlockPool::stats() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const auto bytes = static_cast<int64_t>(block_bytes_);
   return {.mapped_bytes = (out_ + static_cast<int64_t>(idle_.size())) * bytes,
           .idle_bytes = static_cast<int64_t>(idle_.size()) * bytes,

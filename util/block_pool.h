@@ -12,10 +12,10 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
 #include "util/io_buffer.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -52,7 +52,7 @@ class BlockPool {
 
   const size_t block_bytes_;
   const Clock::duration idle_release_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::vector<Idle> idle_ DS41_GUARDED_BY(mu_);  // oldest first; Take takes the last
   int64_t out_ DS41_GUARDED_BY(mu_) = 0;         // blocks taken and not given back
   uint64_t allocated_ DS41_GUARDED_BY(mu_) = 0, released_ DS41_GUARDED_BY(mu_) = 0;

@@ -37,7 +37,7 @@ CancelReason CancelReasonNow(std::chrono::system_clock::time_point deadline) {
 }
 
 void CancelToken::Cancel(CancelReason reason) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (cancelled_) return;
   cancelled_ = true;
   reason_ = reason;
@@ -46,17 +46,17 @@ void CancelToken::Cancel(CancelReason reason) {
 }
 
 bool CancelToken::cancelled() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return cancelled_;
 }
 
 CancelReason CancelToken::reason() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return reason_;
 }
 
 CancelToken::Attachment CancelToken::OnCancel(std::function<void()> fn, bool* attached) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (attached) *attached = !cancelled_;
   if (cancelled_) {
     fn();
@@ -69,7 +69,7 @@ CancelToken::Attachment CancelToken::OnCancel(std::function<void()> fn, bool* at
 
 CancelToken::Attachment::~Attachment() {
   if (!token_) return;
-  std::lock_guard<std::mutex> l(token_->mu_);
+  MutexLock l(&token_->mu_);
   token_->callbacks_.erase(id_);
 }
 

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -58,7 +58,7 @@ class CancelToken {
   [[nodiscard]] Attachment OnCancel(std::function<void()> fn, bool* attached = nullptr);
 
  private:
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   bool cancelled_ DS41_GUARDED_BY(mu_) = false;
   CancelReason reason_ DS41_GUARDED_BY(mu_) = CancelReason::kClient;
   uint64_t next_id_ DS41_GUARDED_BY(mu_) = 1;

@@ -7,6 +7,7 @@
 #include <exception>
 #include <string>
 
+#include "util/mutex.h"
 #include "util/process.h"
 
 namespace ds41 {
@@ -21,10 +22,10 @@ ThreadPool::ThreadPool(int threads, Idle idle, const char* name) : idle_(idle) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (auto& t : workers_) t.join();
 }
 
@@ -62,11 +63,11 @@ void ThreadPool::ReportFailedTask(const char* what) {
 
 void ThreadPool::Enqueue(std::function<void()> f) {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     queue_.push_back(std::move(f));
     queued_.fetch_add(1, std::memory_order_release);
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 void ThreadPool::WorkerLoop() {
@@ -74,8 +75,8 @@ void ThreadPool::WorkerLoop() {
     if (idle_ == Idle::kSpinThenSleep) SpinFor([this] { return queued_.load(std::memory_order_acquire) > 0; });
     std::function<void()> f;
     {
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [this] { return stop_ || !queue_.empty(); });
+      MutexLock l(&mu_);
+      cv_.Wait(&mu_, [this]() DS41_REQUIRES(mu_) { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
       f = std::move(queue_.front());
       queue_.pop_front();
@@ -94,8 +95,8 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
   struct Job {
     std::atomic<int64_t> next{0};
     std::atomic<int64_t> done{0};
-    std::mutex mu;
-    std::condition_variable cv;
+    Mutex mu;
+    CondVar cv;
   };
   auto job = std::make_shared<Job>();
   auto run = [job, n, &fn] {
@@ -106,16 +107,16 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
       ++finished;
     }
     if (finished > 0 && job->done.fetch_add(finished) + finished == n) {
-      std::lock_guard<std::mutex> l(job->mu);
-      job->cv.notify_all();
+      MutexLock l(&job->mu);
+      job->cv.NotifyAll();
     }
   };
   const int64_t helpers = std::min<int64_t>(static_cast<int64_t>(workers_.size()), n - 1);
   for (int64_t h = 0; h < helpers; ++h) Enqueue(run);
   run();
   if (idle_ == Idle::kSpinThenSleep && SpinFor([&] { return job->done.load(std::memory_order_acquire) == n; })) return;
-  std::unique_lock<std::mutex> l(job->mu);
-  job->cv.wait(l, [&] { return job->done.load() == n; });
+  MutexLock l(&job->mu);
+  job->cv.Wait(&job->mu, [&] { return job->done.load() == n; });
 }
 
 void ThreadPool::ParallelRanges(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {

@@ -7,16 +7,15 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -83,8 +82,8 @@ class ThreadPool {
   void WorkerLoop() DS41_EXCLUDES(mu_);
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   std::deque<std::function<void()>> queue_ DS41_GUARDED_BY(mu_);
   const Idle idle_;
   std::atomic<int64_t> queued_{0};  // queue_.size(), readable without the lock (for spinning)

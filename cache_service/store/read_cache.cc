@@ -20,7 +20,7 @@ std::shared_ptr<const std::string> ReadCache::Get(const SegmentLocation& loc) {
   if (budget_ == 0) return nullptr;
   std::shared_ptr<const std::string> out;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto it = entries_.find(KeyOf(loc));
     if (it != entries_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
@@ -35,7 +35,7 @@ void ReadCache::Offer(const SegmentLocation& loc, const std::string& bytes) {
   if (budget_ == 0 || bytes.size() > budget_) return;
   const Key key = KeyOf(loc);
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (entries_.count(key) != 0) return;  // (another reader admitted it meanwhile)
     if (!UnmarkLocked(key)) {  // a first read: marked only
       marks_.push_front(key);
@@ -50,7 +50,7 @@ void ReadCache::Offer(const SegmentLocation& loc, const std::string& bytes) {
   // Copied outside the lock (the caller keeps its bytes); a racing Offer of the same location
   // may copy too, and only one is kept.
   auto copy = std::make_shared<const std::string>(bytes);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (entries_.count(key) != 0) return;
   lru_.push_front({key, std::move(copy)});
   entries_[key] = lru_.begin();
@@ -83,7 +83,7 @@ void ReadCache::EvictLocked() {
 void ReadCache::Erase(const SegmentLocation& loc) {
   if (budget_ == 0) return;
   const Key key = KeyOf(loc);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   UnmarkLocked(key);
   auto it = entries_.find(key);
   if (it == entries_.end()) return;
@@ -93,7 +93,7 @@ void ReadCache::Erase(const SegmentLocation& loc) {
 
 void ReadCache::Move(const SegmentLocation& from, const SegmentLocation& to) {
   if (budget_ == 0) return;
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = entries_.find(KeyOf(from));
   if (it == entries_.end()) return;
   const auto pos = it->second;
@@ -103,7 +103,7 @@ void ReadCache::Move(const SegmentLocation& from, const SegmentLocation& to) {
 }
 
 uint64_t ReadCache::bytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return bytes_;
 }
 

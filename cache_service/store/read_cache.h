@@ -17,12 +17,12 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "cache_service/store/segment_files.h"
 #include "cache_service/store/store_metrics.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -61,7 +61,7 @@ class ReadCache {
   const uint64_t budget_;
   const size_t max_marks_;  // locations read once, remembered for admission
   StoreMetrics* metrics_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::list<Entry> lru_ DS41_GUARDED_BY(mu_);  // most recent first
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> entries_ DS41_GUARDED_BY(mu_);
   std::list<Key> marks_ DS41_GUARDED_BY(mu_);  // most recent first

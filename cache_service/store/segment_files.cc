@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "util/check.h"
+#include "util/mutex.h"
 #include "util/process.h"
 
 namespace ds41 {
@@ -130,7 +131,7 @@ struct SegmentFiles::Batch {
   bool done = false;
   Status status;
   // Its appenders wait here (mu_ held), so that a finished write wakes only those it concerns.
-  std::condition_variable cv;
+  CondVar cv;
   int waiters = 0;
   int copying = 0;  // appenders copying their bytes in (outside mu_): its writer waits for them
   // The batch continuing this one in the same block: its carried start is copied from this buffer
@@ -141,12 +142,12 @@ struct SegmentFiles::Batch {
 
 SegmentFiles::~SegmentFiles() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stop_ = true;
   }
-  writer_cv_.notify_one();
+  writer_cv_.NotifyOne();
   if (writer_.joinable()) writer_.join();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (open_ != nullptr) CutPaddingLocked(*open_->file);  // (no writes run any more)
 }
 
@@ -163,8 +164,10 @@ std::string SegmentFiles::PathOf(uint32_t id) const {
   return dir_ + "/" + name;
 }
 
+// Unanalysed: it fills in the new object's guarded members before the writer thread starts, when
+// no other thread can see the object.
 StatusOr<std::unique_ptr<SegmentFiles>> SegmentFiles::Open(const std::string& dir, uint64_t segment_bytes, bool direct_io,
-                                                           WriteObserver on_write) {
+                                                           WriteObserver on_write) DS41_NO_THREAD_SAFETY_ANALYSIS {
   if (segment_bytes == 0) return InvalidArgumentError("segment files: segment size must be positive");
   std::unique_ptr<SegmentFiles> s(new SegmentFiles());
   s->dir_ = dir;
@@ -195,7 +198,7 @@ StatusOr<std::unique_ptr<SegmentFiles>> SegmentFiles::Open(const std::string& di
   closedir(d);
   s->active_ = max_id;
   {
-    std::lock_guard<std::mutex> l(s->mu_);
+    MutexLock l(&s->mu_);
     s->peak_file_bytes_ = s->file_bytes_;
     DS41_RETURN_IF_ERROR(s->StartSegmentLocked(/*drop_previous=*/false));  // (not counted yet)
   }
@@ -244,7 +247,7 @@ Status SegmentFiles::StartSegmentLocked(bool drop_previous) {
   // the last of them cuts its padding, or it is cut here when all of it was written already.
   if (open_ != nullptr && open_->fresh < open_->len) {
     sealed_.push_back(std::move(open_));
-    writer_cv_.notify_one();
+    writer_cv_.NotifyOne();
   } else if (open_ != nullptr && !writing_) {
     CutPaddingLocked(*open_->file);
   }
@@ -280,8 +283,8 @@ StatusOr<SegmentLocation> SegmentFiles::Append(std::string_view bytes, bool sync
 }
 
 std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vector<std::string_view>& units, bool sync) {
-  std::unique_lock<std::mutex> l(mu_);
-  if (open_->file->align == 1) return AppendBuffered(l, units, sync);
+  MutexLock l(&mu_);
+  if (open_->file->align == 1) return AppendBuffered(units, sync);
   std::vector<StatusOr<SegmentLocation>> out;
   std::vector<std::shared_ptr<Batch>> batches;  // each unit's
   std::vector<uint8_t*> to;                     // where its bytes go in the batch
@@ -290,19 +293,20 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vecto
   // The copies run outside the lock, beside other appenders' and the write in progress; each batch
   // is counted copied as soon as this call's units in it are, so that the writer can start on it
   // while the rest are copied (a unit's batch is its predecessor's or the next one).
-  auto copy_reserved = [&] {
-    l.unlock();
-    for (size_t i = copied; i < batches.size();) {
-      size_t j = i;
-      for (; j < batches.size() && batches[j] == batches[i]; ++j)
-        if (to[j] != nullptr) std::memcpy(to[j], units[j].data(), units[j].size());
-      if (batches[i] != nullptr) {
-        std::lock_guard<std::mutex> g(mu_);
-        CopiesDoneLocked(*batches[i], static_cast<int>(j - i));
+  auto copy_reserved = [&]() DS41_REQUIRES(mu_) {
+    {
+      MutexUnlock u(&mu_);
+      for (size_t i = copied; i < batches.size();) {
+        size_t j = i;
+        for (; j < batches.size() && batches[j] == batches[i]; ++j)
+          if (to[j] != nullptr) std::memcpy(to[j], units[j].data(), units[j].size());
+        if (batches[i] != nullptr) {
+          MutexLock g(&mu_);
+          CopiesDoneLocked(*batches[i], static_cast<int>(j - i));
+        }
+        i = j;
       }
-      i = j;
     }
-    l.lock();
     copied = batches.size();
   };
   try {
@@ -314,7 +318,7 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vecto
         if (copied < batches.size()) {
           copy_reserved();
         } else {
-          buffer_cv_.wait(l);
+          buffer_cv_.Wait(&mu_);
         }
         continue;
       }
@@ -336,7 +340,7 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vecto
   copy_reserved();
   for (size_t i = 0; i < units.size(); ++i) {
     if (batches[i] == nullptr) continue;
-    AwaitLocked(l, batches[i]);
+    AwaitLocked(batches[i]);
     if (!batches[i]->status.ok()) {
       AbandonLocked(*out[i]);
       out[i] = batches[i]->status;
@@ -345,8 +349,8 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendMany(const std::vecto
   return out;
 }
 
-std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendBuffered(std::unique_lock<std::mutex>& l,
-                                                                    const std::vector<std::string_view>& units, bool sync) {
+std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendBuffered(const std::vector<std::string_view>& units,
+                                                                    bool sync) {
   std::vector<StatusOr<SegmentLocation>> out;
   std::vector<std::shared_ptr<File>> files;  // each unit's (null: not reserved)
   out.reserve(units.size());
@@ -354,20 +358,21 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendBuffered(std::unique_
     out.push_back(ReserveInActiveLocked(bytes.size()));
     files.push_back(out.back().ok() ? segments_[active_].file : nullptr);
   }
-  l.unlock();
   std::vector<Status> st(units.size());
-  for (size_t i = 0; i < units.size(); ++i) {
-    if (files[i] == nullptr) continue;
-    const auto t0 = std::chrono::steady_clock::now();
-    st[i] = WriteAt(files[i]->write_fd, units[i], out[i]->offset, out[i]->segment);
-    if (on_write_ && st[i].ok())
-      on_write_(units[i].size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  {
+    MutexUnlock u(&mu_);
+    for (size_t i = 0; i < units.size(); ++i) {
+      if (files[i] == nullptr) continue;
+      const auto t0 = std::chrono::steady_clock::now();
+      st[i] = WriteAt(files[i]->write_fd, units[i], out[i]->offset, out[i]->segment);
+      if (on_write_ && st[i].ok())
+        on_write_(units[i].size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
   }
-  l.lock();
   if (sync) {  // per file written (two where the segment rolled over)
     for (size_t i = 0; i < units.size(); ++i) {
       if (files[i] == nullptr || (i > 0 && files[i] == files[i - 1])) continue;
-      const Status synced = SyncBufferedLocked(l, *files[i], out[i]->segment);
+      const Status synced = SyncBufferedLocked(*files[i], out[i]->segment);
       for (size_t j = i; j < units.size() && files[j] == files[i]; ++j)
         if (st[j].ok()) st[j] = synced;
     }
@@ -380,24 +385,27 @@ std::vector<StatusOr<SegmentLocation>> SegmentFiles::AppendBuffered(std::unique_
   return out;
 }
 
-Status SegmentFiles::SyncBufferedLocked(std::unique_lock<std::mutex>& l, File& f, uint32_t segment) {
+Status SegmentFiles::SyncBufferedLocked(File& f, uint32_t segment) {
   // Group commit of the flushes: a flush started after this caller's writes covers them, so concurrent
   // callers share one fdatasync instead of queueing one each.
   const uint64_t mine = ++f.appended;
   while (f.synced < mine) {
     if (f.syncing) {
-      done_cv_.wait(l);
+      done_cv_.Wait(&mu_);
       continue;
     }
     f.syncing = true;
     const uint64_t upto = f.appended;
-    l.unlock();
-    const bool ok = fdatasync(f.write_fd) == 0;
-    const int err = errno;
-    l.lock();
+    bool ok;
+    int err;
+    {
+      MutexUnlock u(&mu_);
+      ok = fdatasync(f.write_fd) == 0;
+      err = errno;
+    }
     f.syncing = false;
     if (ok) f.synced = std::max(f.synced, upto);
-    done_cv_.notify_all();
+    done_cv_.NotifyAll();
     if (!ok) return Errno("sync " + PathOf(segment), err);  // (the others waiting try again themselves)
   }
   return Status::Ok();
@@ -428,7 +436,7 @@ StatusOr<std::optional<SegmentFiles::Reserved>> SegmentFiles::ReserveLocked(std:
     std::shared_ptr<Batch> full = std::move(open_);
     open_ = NewBatchLocked(full->start + full->len, full.get());
     sealed_.push_back(std::move(full));
-    writer_cv_.notify_one();
+    writer_cv_.NotifyOne();
   }
   Batch& b = *open_;
   if (b.len + bytes.size() > b.capacity) {  // a unit larger than a batch: one of its own size
@@ -464,14 +472,14 @@ void SegmentFiles::ReturnBufferLocked(IoBuffer buf) {
   spare_buffers_.push_back(std::move(buf));
   // Every waiter looks again: one woken for this buffer may find the open batch equipped meanwhile
   // and leave it, and notify_one would then strand the others beside a free buffer.
-  buffer_cv_.notify_all();
+  buffer_cv_.NotifyAll();
 }
 
-void SegmentFiles::AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& mine) {
+void SegmentFiles::AwaitLocked(const std::shared_ptr<Batch>& mine) {
   if (mine->done) return;
   ++mine->waiters;
-  if (!writing_) writer_cv_.notify_one();  // (a busy writer looks again once its write is done)
-  mine->cv.wait(l, [&] { return mine->done; });
+  if (!writing_) writer_cv_.NotifyOne();  // (a busy writer looks again once its write is done)
+  mine->cv.Wait(&mu_, [&] { return mine->done; });
   --mine->waiters;
 }
 
@@ -480,10 +488,12 @@ void SegmentFiles::WriterLoop() {
   // order), then the open one once someone waits for it. Appenders only wait; a write that ends
   // goes straight on to the next instead of waking another thread to write it (a hand-off that
   // left the device idle for 10-15% of a 4-client put stream on a 2-vCPU host).
-  std::unique_lock<std::mutex> l(mu_);
-  auto owed = [&] { return !sealed_.empty() || (open_->waiters > 0 && open_->fresh < open_->len); };
+  MutexLock l(&mu_);
+  auto owed = [&]() DS41_REQUIRES(mu_) {
+    return !sealed_.empty() || (open_->waiters > 0 && open_->fresh < open_->len);
+  };
   for (;;) {
-    writer_cv_.wait(l, [&] { return stop_ || owed(); });
+    writer_cv_.Wait(&mu_, [&]() DS41_REQUIRES(mu_) { return stop_ || owed(); });
     if (!owed()) return;  // stopping, nothing owed
     std::shared_ptr<Batch> next;
     if (!sealed_.empty()) {
@@ -494,19 +504,22 @@ void SegmentFiles::WriterLoop() {
       open_ = NewBatchLocked(next->start + next->len, next.get());
     }
     writing_ = true;
-    copied_cv_.wait(l, [&] { return next->copying == 0; });
+    copied_cv_.Wait(&mu_, [&] { return next->copying == 0; });
     std::memcpy(next->buf.get(), next->carried.data(), next->carried.size());
     if (next->carry_to != nullptr) {  // the next batch starts inside this one's last block
       Batch& c = *next->carry_to;
       c.carried.assign(reinterpret_cast<const char*>(next->buf.get()) + (c.start - next->start), c.fresh);
       next->carry_to = nullptr;
     }
-    l.unlock();
-    const auto t0 = std::chrono::steady_clock::now();
-    Status st = WriteBatch(*next);
-    if (on_write_ && st.ok())
-      on_write_(next->len - next->fresh, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    l.lock();
+    Status st;
+    {
+      MutexUnlock u(&mu_);
+      const auto t0 = std::chrono::steady_clock::now();
+      st = WriteBatch(*next);
+      if (on_write_ && st.ok())
+        on_write_(next->len - next->fresh,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
     if (st.ok()) next->file->written_end = next->start + next->len;
     // A finished segment's last write: its O_DIRECT padding goes now.
     if (st.ok() && next->file != open_->file && (sealed_.empty() || sealed_.front()->file != next->file))
@@ -515,14 +528,14 @@ void SegmentFiles::WriterLoop() {
     next->status = std::move(st);
     next->done = true;
     if (next->pooled()) ReturnBufferLocked(std::move(next->buf));
-    next->cv.notify_all();
+    next->cv.NotifyAll();
   }
 }
 
 void SegmentFiles::CopiesDoneLocked(Batch& b, int copies) {
   // (Only the writer waits on copied_cv_, for one batch: a wake for another one just looks again.)
   b.copying -= copies;
-  if (b.copying == 0) copied_cv_.notify_one();
+  if (b.copying == 0) copied_cv_.NotifyOne();
 }
 
 Status SegmentFiles::WriteBatch(const Batch& b) const {
@@ -547,7 +560,7 @@ Status SegmentFiles::WriteAt(int fd, std::string_view bytes, uint64_t offset, ui
 }
 
 void SegmentFiles::Commit(const SegmentLocation& loc) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = segments_.find(loc.segment);
   if (it == segments_.end()) return;
   it->second.pending -= 1;
@@ -555,7 +568,7 @@ void SegmentFiles::Commit(const SegmentLocation& loc) {
 }
 
 void SegmentFiles::Abandon(const SegmentLocation& loc) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   AbandonLocked(loc);
 }
 
@@ -567,7 +580,7 @@ void SegmentFiles::AbandonLocked(const SegmentLocation& loc) {
 }
 
 void SegmentFiles::Release(const SegmentLocation& loc) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = segments_.find(loc.segment);
   if (it == segments_.end()) return;
   it->second.live -= std::min<uint64_t>(it->second.live, loc.size);
@@ -575,7 +588,7 @@ void SegmentFiles::Release(const SegmentLocation& loc) {
 }
 
 bool SegmentFiles::Recount(const SegmentLocation& loc) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = segments_.find(loc.segment);
   if (it == segments_.end() || loc.segment == active_ || loc.offset + loc.size > it->second.size) return false;
   it->second.live += loc.size;
@@ -583,7 +596,7 @@ bool SegmentFiles::Recount(const SegmentLocation& loc) {
 }
 
 Status SegmentFiles::DropUnreferenced() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<uint32_t> ids;
   for (const auto& [id, seg] : segments_) ids.push_back(id);
   for (uint32_t id : ids) MaybeDropLocked(id);
@@ -624,7 +637,7 @@ void SegmentFiles::ReadRun(const std::vector<SegmentLocation>& locs, const size_
   };
   std::shared_ptr<File> file;
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     auto it = segments_.find(segment);
     if (it == segments_.end()) return all(NotFoundError("segment files: segment gone"));
     file = it->second.file;
@@ -679,8 +692,10 @@ void SegmentFiles::ReadRun(const std::vector<SegmentLocation>& locs, const size_
 
 IoBuffer SegmentFiles::TakeReadBuffer() const {
   {
-    std::unique_lock<std::mutex> l(read_buffers_mu_);
-    read_buffer_cv_.wait(l, [&] { return !read_buffers_.empty() || read_pool_ < kMaxReadBuffers; });
+    MutexLock l(&read_buffers_mu_);
+    read_buffer_cv_.Wait(&read_buffers_mu_, [&]() DS41_REQUIRES(read_buffers_mu_) {
+      return !read_buffers_.empty() || read_pool_ < kMaxReadBuffers;
+    });
     if (!read_buffers_.empty()) {
       IoBuffer b = std::move(read_buffers_.back());
       read_buffers_.pop_back();
@@ -692,9 +707,9 @@ IoBuffer SegmentFiles::TakeReadBuffer() const {
   try {
     b = AllocateIoBuffer(kReadBufferBytes);
   } catch (...) {
-    std::lock_guard<std::mutex> l(read_buffers_mu_);
+    MutexLock l(&read_buffers_mu_);
     --read_pool_;
-    read_buffer_cv_.notify_one();
+    read_buffer_cv_.NotifyOne();
     throw;
   }
   buffer_bytes_.fetch_add(kReadBufferBytes, std::memory_order_relaxed);
@@ -703,50 +718,50 @@ IoBuffer SegmentFiles::TakeReadBuffer() const {
 
 void SegmentFiles::ReturnReadBuffer(IoBuffer buf) const {
   {
-    std::lock_guard<std::mutex> l(read_buffers_mu_);
+    MutexLock l(&read_buffers_mu_);
     read_buffers_.push_back(std::move(buf));
   }
-  read_buffer_cv_.notify_one();
+  read_buffer_cv_.NotifyOne();
 }
 
 Status SegmentFiles::Seal() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (segments_[active_].size == 0) return Status::Ok();
   return StartSegmentLocked(/*drop_previous=*/true);
 }
 
 std::vector<SegmentUsage> SegmentFiles::Usage() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<SegmentUsage> out;
   for (const auto& [id, seg] : segments_) out.push_back({id, seg.size, seg.live, id == active_});
   return out;
 }
 
 uint64_t SegmentFiles::FileBytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return file_bytes_;
 }
 
 uint64_t SegmentFiles::PeakFileBytes() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return peak_file_bytes_;
 }
 
 bool SegmentFiles::ReadsDirect() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const File& f = *open_->file;
   return f.direct_fd >= 0 && !f.direct_refused.load(std::memory_order_relaxed);
 }
 
 bool SegmentFiles::DirectIo() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return open_->file->align > 1;
 }
 
 uint64_t SegmentFiles::BufferBytes() const { return buffer_bytes_.load(std::memory_order_relaxed); }
 
 size_t SegmentFiles::FileCount() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return segments_.size();
 }
 

@@ -43,13 +43,11 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,6 +57,7 @@
 
 #include "util/io_buffer.h"
 #include "util/status.h"
+#include "util/mutex.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -164,8 +163,8 @@ class SegmentFiles {
   StatusOr<std::optional<Reserved>> ReserveLocked(std::string_view bytes, bool sync) DS41_REQUIRES(mu_);
   // A pooled staging buffer is free again.
   void ReturnBufferLocked(IoBuffer buf) DS41_REQUIRES(mu_);
-  // Returns once `b` is written (mu_ held by `l`).
-  void AwaitLocked(std::unique_lock<std::mutex>& l, const std::shared_ptr<Batch>& b) DS41_REQUIRES(mu_);
+  // Returns once `b` is written (waiting lets go of mu_).
+  void AwaitLocked(const std::shared_ptr<Batch>& b) DS41_REQUIRES(mu_);
   // The writer thread: writes batches in order until the destructor stops it.
   void WriterLoop() DS41_EXCLUDES(mu_);
   // Counts `copies` of the copies reserved in `b` done (its writer waits for all of them).
@@ -179,24 +178,24 @@ class SegmentFiles {
   void ReadRun(const std::vector<SegmentLocation>& locs, const size_t* idx, size_t n, uint64_t end,
                std::vector<StatusOr<std::string>>* out) const;
   // Buffered appends: each unit's bytes go from the caller's buffer to its reserved offset, with no
-  // staging copy and concurrently with other appenders (page-cache writes need no order). mu_ held
-  // by `l` (released while writing).
-  std::vector<StatusOr<SegmentLocation>> AppendBuffered(std::unique_lock<std::mutex>& l,
-                                                        const std::vector<std::string_view>& units, bool sync)
+  // staging copy and concurrently with other appenders (page-cache writes need no order). mu_ is
+  // released while writing.
+  std::vector<StatusOr<SegmentLocation>> AppendBuffered(const std::vector<std::string_view>& units, bool sync)
       DS41_REQUIRES(mu_);
   Status WriteAt(int fd, std::string_view bytes, uint64_t offset, uint32_t segment) const;
   // A direct read's buffer from the pool (a new one while the pool holds fewer than
   // kMaxReadBuffers; else it waits for one), and back.
   IoBuffer TakeReadBuffer() const DS41_EXCLUDES(read_buffers_mu_);
   void ReturnReadBuffer(IoBuffer buf) const DS41_EXCLUDES(read_buffers_mu_);
-  // Returns once a flush of `f` begun after this caller's buffered writes has finished (mu_ held by `l`).
-  Status SyncBufferedLocked(std::unique_lock<std::mutex>& l, File& f, uint32_t segment) DS41_REQUIRES(mu_);
+  // Returns once a flush of `f` begun after this caller's buffered writes has finished (mu_ is
+  // released while waiting and flushing).
+  Status SyncBufferedLocked(File& f, uint32_t segment) DS41_REQUIRES(mu_);
 
   std::string dir_;
   uint64_t segment_bytes_ = 0;
   bool direct_io_ DS41_GUARDED_BY(mu_) = true;  // cleared for good once a segment refuses O_DIRECT
   WriteObserver on_write_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::map<uint32_t, Segment> segments_ DS41_GUARDED_BY(mu_);
   uint32_t active_ DS41_GUARDED_BY(mu_) = 0;
   uint64_t file_bytes_ DS41_GUARDED_BY(mu_) = 0;
@@ -209,17 +208,17 @@ class SegmentFiles {
   std::deque<std::shared_ptr<Batch>> sealed_ DS41_GUARDED_BY(mu_);
   std::vector<IoBuffer> spare_buffers_ DS41_GUARDED_BY(mu_);  // the pool's free staging buffers
   size_t pool_buffers_ DS41_GUARDED_BY(mu_) = 0;              // the pool's staging buffers, free or held
-  std::condition_variable buffer_cv_;    // appenders wait here for a free one
-  std::condition_variable done_cv_;  // buffered appends' flushes (SyncBufferedLocked)
+  CondVar buffer_cv_;    // appenders wait here for a free one
+  CondVar done_cv_;  // buffered appends' flushes (SyncBufferedLocked)
   bool writing_ DS41_GUARDED_BY(mu_) = false;
   bool stop_ DS41_GUARDED_BY(mu_) = false;
-  std::condition_variable writer_cv_;  // the writer waits here for a batch to write
-  std::condition_variable copied_cv_;  // and here for the copies into the one it took
-  mutable std::mutex read_buffers_mu_;
+  CondVar writer_cv_;  // the writer waits here for a batch to write
+  CondVar copied_cv_;  // and here for the copies into the one it took
+  mutable Mutex read_buffers_mu_;
   // Direct reads' free buffers, the last returned at the back.
   mutable std::vector<IoBuffer> read_buffers_ DS41_GUARDED_BY(read_buffers_mu_);
   mutable size_t read_pool_ DS41_GUARDED_BY(read_buffers_mu_) = 0;  // free or in use
-  mutable std::condition_variable read_buffer_cv_;  // readers wait here when all are in use
+  mutable CondVar read_buffer_cv_;  // readers wait here when all are in use
   mutable std::atomic<uint64_t> buffer_bytes_{0};  // both pools' buffers, free or in use
   std::thread writer_;                 // (last: started once the rest is set up, joined first)
 };

@@ -20,6 +20,7 @@
 #include "unit/reply_record.h"
 #include "unit/unit_format.h"
 #include "unit/unit_key.h"
+#include "util/mutex.h"
 
 namespace ds41 {
 namespace {
@@ -250,7 +251,7 @@ std::vector<std::unique_lock<std::mutex>> UnitStore::LockStripes(const std::vect
 Status UnitStore::FlushTouches() {
   std::vector<std::pair<std::string, int64_t>> t;
   {
-    std::lock_guard<std::mutex> l(touch_mu_);
+    MutexLock l(&touch_mu_);
     t.swap(touches_);
   }
   if (t.empty()) return Status::Ok();
@@ -500,7 +501,7 @@ std::vector<StatusOr<std::optional<std::string>>> UnitStore::GetMany(const Key32
   {
     constexpr size_t kTouchBatch = 64;
     const int64_t now = clock_->NowMs();
-    std::lock_guard<std::mutex> l(touch_mu_);
+    MutexLock l(&touch_mu_);
     for (size_t i = 0; i < n; ++i)
       if (found[i] && RefreshDue(metas[i], now)) touches_.emplace_back(ks[i], now);
     flush = !touches_.empty() && (touches_.size() >= kTouchBatch || now - touches_.front().second >= 1000);
@@ -549,7 +550,7 @@ StatusOr<std::vector<Presence>> UnitStore::Lookup(const Key32& ns, const std::ve
 
 StatusOr<uint64_t> UnitStore::EvictWhile(const std::function<bool(int64_t)>& pred, prometheus::Counter* reason) {
   DS41_RETURN_IF_ERROR(FlushTouches());  // recency of every read so far counts
-  std::lock_guard<std::mutex> el(evict_mu_);
+  MutexLock el(&evict_mu_);
   uint64_t removed = 0;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kLru]));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -596,7 +597,7 @@ StatusOr<uint64_t> UnitStore::EvictExpired() {
 }
 
 StatusOr<uint64_t> UnitStore::DeleteNamespace(const Key32& ns) {
-  std::lock_guard<std::mutex> el(evict_mu_);
+  MutexLock el(&evict_mu_);
   const std::string lo = KeyString(ns);
   uint64_t removed = 0;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_[kIndex]));
@@ -628,7 +629,7 @@ Status UnitStore::CompactSegments(double max_live_fraction) {
   });
   // One compaction at a time; puts, reads and evictions go on (each move rechecks its unit under
   // the unit's stripe lock).
-  std::lock_guard<std::mutex> cl(compact_mu_);
+  MutexLock cl(&compact_mu_);
   // Victims are emptied one after another, each file deleted with its last live unit before the next
   // is copied, so the disk holds at most one victim's live bytes more than before. (Moved in the
   // index's key order, every victim drained at once and kept its file until the end of the scan:

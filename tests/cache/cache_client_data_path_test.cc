@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -23,6 +22,8 @@
 #include "tests/cache/test_units.h"
 #include "tests/support/test_checkpoint.h"
 #include "unit/unit_format.h"
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace ds41 {
 namespace {
@@ -74,7 +75,7 @@ class CuttingRelay {
     accepter_.join();
     std::vector<std::thread> relays;
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       for (int fd : fds_) shutdown(fd, SHUT_RDWR);
       relays.swap(relays_);
     }
@@ -92,7 +93,7 @@ class CuttingRelay {
       const int client = accept(listen_fd_, nullptr, nullptr);
       if (client < 0) return;
       const int server = ConnectLoopback(target_);
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       fds_.push_back(client);
       if (server < 0) {
         shutdown(client, SHUT_RDWR);
@@ -130,9 +131,9 @@ class CuttingRelay {
   std::atomic<bool> cut_{false};
   std::atomic<int> cuts_{0};
   std::thread accepter_;
-  std::mutex mu_;
-  std::vector<int> fds_;               // guarded by mu_; closed once every relay has ended
-  std::vector<std::thread> relays_;    // guarded by mu_
+  Mutex mu_;
+  std::vector<int> fds_ DS41_GUARDED_BY(mu_);  // closed once every relay has ended
+  std::vector<std::thread> relays_ DS41_GUARDED_BY(mu_);
 };
 
 // A real store, data server and gRPC service on loopback; the service advertises `data_port`, so a

@@ -2,7 +2,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <mutex>
 #include <random>
 #include <vector>
 
@@ -10,14 +9,17 @@
 #include "ckpt/writer.h"
 #include "engine/config/presets.h"
 #include "util/check.h"
+#include "util/mutex.h"
+#include "util/thread_annotations.h"
 
 namespace ds41::testing {
 namespace {
 
-std::mutex mu;
-std::vector<std::string>* dirs = nullptr;
+Mutex mu;
+std::vector<std::string>* dirs DS41_GUARDED_BY(mu) = nullptr;
 
 void RemoveAll() {
+  MutexLock l(&mu);
   if (dirs == nullptr) return;
   for (const auto& d : *dirs) {
     std::error_code ec;
@@ -33,7 +35,7 @@ std::string TempDir(const std::string& tag) {
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   DS41_CHECK(mkdtemp(buf.data()) != nullptr, "mkdtemp failed for " << tmpl);
-  std::lock_guard<std::mutex> l(mu);
+  MutexLock l(&mu);
   if (dirs == nullptr) {
     dirs = new std::vector<std::string>();
     std::atexit(RemoveAll);
