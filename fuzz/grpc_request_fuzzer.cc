@@ -6,19 +6,24 @@
 //     protocol's checks, then the nodes' admission checks against the tiny model
 //     (CheckPrefillInput, CheckGenerateInput); SwaState's GetSwaState;
 //   Router (router/router_service.h): ApiRequest (tenant, body, session) then the OpenAiApi call
-//     the service makes (fuzz/front_door.h: no node, so it ends refused), RegisterNode's role;
+//     the service makes (fuzz/front_door.h: no node, so it ends refused); RouterAdmin's
+//     RegisterNode (its role and address: router/node_table.h's CheckNodeAddress);
 // and, the other way, what a caller reads back from a node it does not control: the router
 // reads NodeStatus, a decoder reads a PrefillResponse (whose units it decodes).
 //
 // Input: byte 0 picks the message (modulo 12); the rest is its protobuf encoding.
 // Properties: no crash or exception; a refusal is INVALID_ARGUMENT or FAILED_PRECONDITION (or
 // UNAUTHENTICATED for an unknown API key); what passes respects the bounds the checks promise.
+#include <cctype>
+#include <cstring>
+
 #include "cache_service/grpc_requests.h"
 #include "engine/config/presets.h"
 #include "fuzz/front_door.h"
 #include "fuzz/fuzz_support.h"
 #include "node_client/node_codec.h"
 #include "node_client/node_protocol.h"
+#include "router/node_table.h"
 #include "router/router_service.h"
 #include "unit/reply_record.h"
 #include "unit/unit_format.h"
@@ -157,6 +162,14 @@ void Router(int which, const uint8_t* data, size_t size) {
     if (!Parse(&req, data, size)) return;
     auto role = ds41::CheckRegisterNodeRole(req);
     if (!role.ok()) DS41_FUZZ_CHECK(IsRefusal(role.status()));
+    // An address that passes is printable host:port text: nothing else reaches a dial or a log.
+    const ds41::Status addr = ds41::CheckNodeAddress(req.address());
+    if (addr.ok()) {
+      DS41_FUZZ_CHECK(!req.address().empty() && req.address().size() <= 255);
+      for (char c : req.address()) DS41_FUZZ_CHECK(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-.:[]", c) != nullptr);
+    } else {
+      DS41_FUZZ_CHECK(addr.code() == ds41::StatusCode::kInvalidArgument);
+    }
     return;
   }
   rpb::ApiRequest req;

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
   ds41::StartHeapTrimmer();
   CLI::App app{"ds41 router"};
-  std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, cache_ack_log, api_keys,
+  std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, cache_ack_log, api_keys, admin_token_file,
               model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost", cost_profile;
   bool reply_splice = true;
   double max_queue_s = 60;
@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
   app.add_option("--poll-ms", poll_ms, "node health-check interval")->check(CLI::Range(10, 3600000));
   app.add_option("--header-timeout-ms", header_timeout_ms, "slow clients: time allowed to send the headers")
       ->check(CLI::Range(10, 600000));
+  app.add_option("--admin-token-file", admin_token_file,
+                 "file holding the operator's token for the RouterAdmin service (node registration); without it "
+                 "every admin call is refused")
+      ->envname("DS41_ADMIN_TOKEN_FILE");
   app.add_option("--max-connections", max_connections,
                  "open HTTP connections beyond which new ones get 503 (keep it under the process's file limit)")
       ->check(CLI::Range(1, 10000000));
@@ -208,10 +212,21 @@ int main(int argc, char** argv) {
     std::cerr << "http: " << s.ToString() << "\n";
     return 1;
   }
-  ds41::RouterService service(&api, &tenants, &nodes, &pool);
+  ds41::RouterService service(&api, &tenants, &pool);
+  std::string admin_token;
+  if (!admin_token_file.empty()) {
+    auto token = ds41::ReadAdminToken(admin_token_file);
+    if (!token.ok()) {
+      std::cerr << "--admin-token-file: " << token.status().ToString() << "\n";
+      return 2;
+    }
+    admin_token = std::move(*token);
+  }
+  // The control plane: its own service, every call refused without the admin token.
+  ds41::RouterAdminService admin(&nodes, ds41::AdminToken(admin_token));
   ds41::RpcServerOptions go;
   go.address = grpc_listen;
-  auto rpc = ds41::StartRpcServer(go, {&service});
+  auto rpc = ds41::StartRpcServer(go, {&service, &admin});
   if (!rpc.ok()) {
     std::cerr << "grpc: " << rpc.status().ToString() << "\n";
     return 1;

@@ -4,6 +4,7 @@
 #include <netdb.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 
 namespace ds41 {
@@ -48,11 +49,62 @@ void NodeTable::AddLocked(NodeRole role, const std::string& address) {
   it->second.role = role;
 }
 
-Status NodeTable::Register(NodeRole role, const std::string& address) {
-  if (address.empty() || address.size() > 255 || address.rfind("dns:///", 0) == 0) {
-    return InvalidArgumentError("a node registers with its host:port (1..255 bytes)");
+Status CheckNodeAddress(const std::string& address) {
+  const Status bad = InvalidArgumentError("a node registers with its own host:port (a DNS name, an IPv4 address or a "
+                                          "bracketed IPv6 one; port 1..65535; at most 255 bytes)");
+  if (address.empty() || address.size() > 255) return bad;
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size() || address.size() - colon - 1 > 5) return bad;
+  int port = 0;
+  for (size_t i = colon + 1; i < address.size(); ++i) {
+    if (address[i] < '0' || address[i] > '9') return bad;
+    port = port * 10 + (address[i] - '0');
   }
-  Add(role, address);
+  if (port < 1 || port > 65535) return bad;
+  std::string_view host(address.data(), colon);
+  if (host.front() == '[') {  // IPv6
+    if (host.size() < 3 || host.back() != ']') return bad;
+    for (char c : host.substr(1, host.size() - 2)) {
+      if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.') return bad;
+    }
+    return Status::Ok();
+  }
+  for (char c : host) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') return bad;
+  }
+  return Status::Ok();
+}
+
+Status NodeTable::Register(NodeRole role, const std::string& address) {
+  DS41_RETURN_IF_ERROR(CheckNodeAddress(address));
+  // Under the lock: an address keeps its role, and the table its bound; `add` adds a new one.
+  auto admit = [&](bool add) -> StatusOr<bool> {  // true: already held (as `role`)
+    MutexLock l(&mu_);
+    auto it = nodes_.find(address);
+    if (it != nodes_.end()) {
+      if (it->second.role != role) {
+        return FailedPreconditionError(address + " is registered as " + NodeRoleName(it->second.role) + ": a node has one role");
+      }
+      return true;
+    }
+    if (nodes_.size() >= opt_.max_nodes) {
+      return ResourceExhaustedError("the router holds " + std::to_string(opt_.max_nodes) + " nodes, its limit");
+    }
+    if (add) {
+      discovered_.erase(address);
+      AddLocked(role, address);
+    }
+    return false;
+  };
+  DS41_ASSIGN_OR_RETURN(const bool known, admit(/*add=*/false));
+  if (known) return Poll(address);  // registered again: checked again
+  // It proves its role before it is used: asked first, added only as what it answers it is.
+  const StatusOr<NodeStatusReport> st = client_->Status(role, address, opt_.poll_deadline);
+  if (!st.ok()) return UnavailableError(address + " does not answer: " + st.status().ToString());
+  if (st->fingerprint != client_->fingerprint() || st->role != NodeRoleName(role)) {
+    return FailedPreconditionError(address + " does not serve " + NodeRoleName(role) + " of the router's model");
+  }
+  DS41_RETURN_IF_ERROR(admit(/*add=*/true).status());
   return Poll(address);
 }
 

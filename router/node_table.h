@@ -46,7 +46,14 @@ struct NodeTableOptions {
   // Told of each change of a node's state (the view as it is now, the state before), outside the
   // table's lock; the router logs them, so a node going down and back shows in its log.
   std::function<void(const NodeView& now, NodeState before)> on_change;
+  // Nodes the table holds at most once registration (Register) would add one more.
+  size_t max_nodes = 1024;
 };
+
+// A node's own address as registration accepts it: host:port, the host a DNS name, an IPv4 address
+// or a bracketed IPv6 one, the port 1..65535, 255 bytes at most; INVALID_ARGUMENT otherwise (the
+// message never echoes the bytes given).
+Status CheckNodeAddress(const std::string& address);
 
 class NodeTable {
  public:
@@ -55,8 +62,11 @@ class NodeTable {
   ~NodeTable();
 
   void Add(NodeRole role, const std::string& address);  // "host:port" or "dns:///name:port"
-  // Adds the node and checks it now; FAILED_PRECONDITION on a fingerprint mismatch, UNAVAILABLE when
-  // it does not answer (it stays in the table and joins when it does).
+  // A node registering itself (the admin service): `address` must pass CheckNodeAddress, and the
+  // node must prove its role first: it is asked for its Status and joins only when it answers as
+  // `role` of the router's model (UNAVAILABLE when it does not answer, FAILED_PRECONDITION when it
+  // is something else; neither is added). An address already held under another role is refused
+  // (FAILED_PRECONDITION) and left as it is; a new one beyond max_nodes is RESOURCE_EXHAUSTED.
   Status Register(NodeRole role, const std::string& address);
   void PollAll();                       // one round of Status calls
   // A round every poll_interval on a thread of its own, the first one interval from now (the caller

@@ -1,12 +1,17 @@
 #include "router/router_service.h"
 
+#include <algorithm>
+#include <cctype>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <optional>
+#include <sstream>
 
 #include "router/http_front.h"
 #include "rpc/status_map.h"
 #include "util/mutex.h"
+#include "util/sha256.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -128,8 +133,8 @@ StatusOr<NodeRole> CheckRegisterNodeRole(const pb::RegisterNodeRequest& req) {
   return InvalidArgumentError("role must be \"encoder\" or \"decoder\"");
 }
 
-RouterService::RouterService(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes, ThreadPool* workers)
-    : api_(api), tenants_(tenants), nodes_(nodes), workers_(workers) {}
+RouterService::RouterService(OpenAiApi* api, const TenantTable* tenants, ThreadPool* workers)
+    : api_(api), tenants_(tenants), workers_(workers) {}
 
 grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServerContext* call, bool chat,
                                                              const pb::ApiRequest* req) {
@@ -190,14 +195,57 @@ grpc::Status RouterService::ListModels(grpc::ServerContext*, const pb::ListModel
   return grpc::Status::OK;
 }
 
-grpc::Status RouterService::RegisterNode(grpc::ServerContext*, const pb::RegisterNodeRequest* req, pb::RegisterNodeResponse* resp) {
+AdminToken::AdminToken(const std::string& token) : set_(!token.empty()) {
+  if (!set_) return;
+  Sha256 h;
+  h.Update(token);
+  digest_ = h.Digest();
+}
+
+Status AdminToken::Check(const std::string& authorization) const {
+  if (!set_) return PermissionDeniedError("the router's admin calls are off (no --admin-token-file)");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization.compare(0, kBearer.size(), kBearer) != 0) return UnauthenticatedError("missing or wrong admin token");
+  Sha256 h;
+  h.Update(std::string_view(authorization).substr(kBearer.size()));
+  const std::array<uint8_t, 32> got = h.Digest();
+  uint8_t diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) diff |= static_cast<uint8_t>(got[i] ^ digest_[i]);  // no early exit
+  if (diff != 0) return UnauthenticatedError("missing or wrong admin token");
+  return Status::Ok();
+}
+
+StatusOr<std::string> ReadAdminToken(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return NotFoundError("cannot read the admin token file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string token = ss.str();
+  const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  while (!token.empty() && space(static_cast<unsigned char>(token.back()))) token.pop_back();
+  size_t start = 0;
+  while (start < token.size() && space(static_cast<unsigned char>(token[start]))) ++start;
+  token.erase(0, start);
+  if (token.size() < 16 || std::any_of(token.begin(), token.end(), [&](char c) { return space(static_cast<unsigned char>(c)); })) {
+    return InvalidArgumentError("the admin token in " + path + " must be one word of at least 16 bytes");
+  }
+  return token;
+}
+
+RouterAdminService::RouterAdminService(NodeTable* nodes, AdminToken token) : nodes_(nodes), token_(std::move(token)) {}
+
+grpc::Status RouterAdminService::RegisterNode(grpc::ServerContext* ctx, const pb::RegisterNodeRequest* req,
+                                              pb::RegisterNodeResponse* resp) {
+  std::string authorization;
+  const auto& md = ctx->client_metadata();
+  if (auto it = md.find("authorization"); it != md.end()) authorization.assign(it->second.data(), it->second.size());
+  if (const Status s = token_.Check(authorization); !s.ok()) return ToGrpc(s);
   const StatusOr<NodeRole> role = CheckRegisterNodeRole(*req);
   if (!role.ok()) return ToGrpc(role.status());
   const Status s = nodes_->Register(*role, req->address());
-  if (s.code() == StatusCode::kInvalidArgument) return ToGrpc(s);
-  resp->set_state(s.ok() ? "healthy" : s.code() == StatusCode::kFailedPrecondition ? "refused" : "down");
-  resp->set_error(s.ok() ? "" : s.message());
-  return s.code() == StatusCode::kFailedPrecondition ? ToGrpc(s) : grpc::Status::OK;
+  if (!s.ok()) return ToGrpc(s);
+  resp->set_state("healthy");
+  return grpc::Status::OK;
 }
 
 }  // namespace ds41

@@ -5,6 +5,10 @@
 // OnCancel.
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <string>
+
 #include "router.grpc.pb.h"
 #include "router/node_table.h"
 #include "router/openai_api.h"
@@ -32,23 +36,49 @@ using RouterServiceBase = ds41::router::v1::Router::WithCallbackMethod_ChatCompl
 class RouterService final : public RouterServiceBase {
  public:
   // `workers` checks and tokenizes the requests (shared with the HTTP front door).
-  RouterService(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes, ThreadPool* workers);
+  RouterService(OpenAiApi* api, const TenantTable* tenants, ThreadPool* workers);
   grpc::ServerWriteReactor<ds41::router::v1::ApiChunk>* ChatCompletions(grpc::CallbackServerContext* ctx,
                                                                          const ds41::router::v1::ApiRequest* req) override;
   grpc::ServerWriteReactor<ds41::router::v1::ApiChunk>* Completions(grpc::CallbackServerContext* ctx,
                                                                      const ds41::router::v1::ApiRequest* req) override;
   grpc::Status ListModels(grpc::ServerContext* ctx, const ds41::router::v1::ListModelsRequest* req,
                           ds41::router::v1::ListModelsResponse* resp) override;
-  grpc::Status RegisterNode(grpc::ServerContext* ctx, const ds41::router::v1::RegisterNodeRequest* req,
-                            ds41::router::v1::RegisterNodeResponse* resp) override;
 
  private:
   grpc::ServerWriteReactor<ds41::router::v1::ApiChunk>* Start(grpc::CallbackServerContext* call, bool chat,
                                                               const ds41::router::v1::ApiRequest* req);
   OpenAiApi* api_;
   const TenantTable* tenants_;
-  NodeTable* nodes_;
   ThreadPool* workers_;
+};
+
+// The admin token's check: constant-time over SHA-256 digests, as API keys are. An empty token
+// refuses every call (PERMISSION_DENIED: registration is off); a call whose "authorization" metadata
+// is not "Bearer <token>" is UNAUTHENTICATED.
+class AdminToken {
+ public:
+  explicit AdminToken(const std::string& token);
+  Status Check(const std::string& authorization) const;
+
+ private:
+  bool set_ = false;
+  std::array<uint8_t, 32> digest_{};
+};
+
+// Reads an admin token file (the token, surrounding whitespace dropped): INVALID_ARGUMENT when it
+// is shorter than 16 bytes or holds whitespace inside, NOT_FOUND when unreadable.
+StatusOr<std::string> ReadAdminToken(const std::string& path);
+
+// RouterAdmin: the control plane (proto/router.proto), its own service, refused without the token.
+class RouterAdminService final : public ds41::router::v1::RouterAdmin::Service {
+ public:
+  RouterAdminService(NodeTable* nodes, AdminToken token);
+  grpc::Status RegisterNode(grpc::ServerContext* ctx, const ds41::router::v1::RegisterNodeRequest* req,
+                            ds41::router::v1::RegisterNodeResponse* resp) override;
+
+ private:
+  NodeTable* nodes_;
+  const AdminToken token_;
 };
 
 }  // namespace ds41

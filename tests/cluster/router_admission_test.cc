@@ -18,14 +18,19 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "router.grpc.pb.h"
 #include "tests/support/child_process.h"
 #include "tests/support/test_checkpoint.h"
 
 namespace ds41 {
 namespace {
 
+using nlohmann::json;
 using testing::ChildProcess;
 using Clock = std::chrono::steady_clock;
 
@@ -185,6 +190,62 @@ TEST(RouterAdmissionTest, LivenessStaysUpWhileTheDecoderPoolIsDown) {
   }
   EXPECT_EQ(health, 503) << "readiness reports the pools";
   EXPECT_EQ(GetStatus(c.http, "/livez"), 200) << "liveness must not: a pool outage would restart every router";
+}
+
+// RouterAdmin.RegisterNode through a real gRPC channel, with `authorization` as its metadata.
+grpc::StatusCode RegisterNode(const std::string& router_grpc, const std::string& authorization, const std::string& role,
+                              const std::string& address) {
+  auto stub = router::v1::RouterAdmin::NewStub(grpc::CreateChannel(router_grpc, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+  router::v1::RegisterNodeRequest req;
+  req.set_role(role);
+  req.set_address(address);
+  router::v1::RegisterNodeResponse resp;
+  return stub->RegisterNode(&ctx, req, &resp).error_code();
+}
+
+TEST(RouterAdmissionTest, NodeRegistrationNeedsTheAdminTokenAndAProvenRole) {
+  const std::string dir = testing::TempDir("admin");
+  std::ofstream(dir + "/token") << "adm-0123456789abcdef\n";
+  std::ofstream(dir + "/keys.json") << R"({"keys": {"sk-tenant-0123456789": {"tenant": "t"}}})";
+  PacedCluster c({"--admin-token-file", dir + "/token", "--api-keys", dir + "/keys.json"});
+  ASSERT_TRUE(c.router->ready());
+  const std::string grpc_addr = c.router->fields()["grpc"];
+  ChildProcess spare({Bin("bench/pace_node"), "--model", c.model, "--token-ms", "60000"}, "pace_node ready");
+  const std::string spare_addr = spare.fields()["grpc"];
+  const std::string token = "Bearer adm-0123456789abcdef";
+  using grpc::StatusCode;
+  EXPECT_EQ(RegisterNode(grpc_addr, "", "encoder", spare_addr), StatusCode::UNAUTHENTICATED);
+  // A tenant's API key is no admin credential.
+  EXPECT_EQ(RegisterNode(grpc_addr, "Bearer sk-tenant-0123456789", "encoder", spare_addr), StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(RegisterNode(grpc_addr, "Bearer adm-0123456789abcdeX", "encoder", spare_addr), StatusCode::UNAUTHENTICATED);
+  // Addresses are checked, not dialled or logged as given.
+  for (const char* bad : {"evil\nline:80", "host", "host:0", "host:70000", "dns:///svc:80", "a b:80", ""}) {
+    EXPECT_EQ(RegisterNode(grpc_addr, token, "encoder", bad), StatusCode::INVALID_ARGUMENT) << bad;
+  }
+  EXPECT_EQ(RegisterNode(grpc_addr, token, "router", spare_addr), StatusCode::INVALID_ARGUMENT);
+  // Nothing answers there: not added (a node proves its role first).
+  EXPECT_EQ(RegisterNode(grpc_addr, token, "encoder", "127.0.0.1:1"), StatusCode::UNAVAILABLE);
+  // The live decoder registered again as an encoder: refused, and it stays a healthy decoder.
+  const std::string decoder_addr = c.decoder->fields()["grpc"];
+  EXPECT_EQ(RegisterNode(grpc_addr, token, "encoder", decoder_addr), StatusCode::FAILED_PRECONDITION);
+  // With the token, a node that answers as the role it names joins.
+  EXPECT_EQ(RegisterNode(grpc_addr, token, "encoder", spare_addr), StatusCode::OK);
+  const json health = json::parse(testing::HttpGet(c.http, "/health"));
+  std::map<std::string, std::pair<std::string, std::string>> nodes;  // address -> role, state
+  for (const json& n : health["nodes"]) nodes[n["address"]] = {n["role"], n["state"]};
+  EXPECT_EQ(nodes[decoder_addr], std::make_pair(std::string("decoder"), std::string("healthy")));
+  EXPECT_EQ(nodes[spare_addr], std::make_pair(std::string("encoder"), std::string("healthy")));
+  EXPECT_EQ(nodes.count("127.0.0.1:1"), 0u);
+}
+
+TEST(RouterAdmissionTest, WithoutAnAdminTokenEveryAdminCallIsRefused) {
+  PacedCluster c({});
+  ASSERT_TRUE(c.router->ready());
+  EXPECT_EQ(RegisterNode(c.router->fields()["grpc"], "Bearer anything-at-all-here", "encoder", c.encoder->fields()["grpc"]),
+            grpc::StatusCode::PERMISSION_DENIED);
 }
 
 }  // namespace
