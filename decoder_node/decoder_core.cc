@@ -269,9 +269,7 @@ std::shared_ptr<TokenStream> DecoderCore::Generate(GenerateInput in) {
   ScratchReleaser release_scratch;  // the replay's scratch, on the caller's thread
   auto stream = std::make_shared<TokenStream>();
   ++waiting_;
-  StatusOr<std::unique_ptr<Admission>> a =
-      stream->cancelled() ? StatusOr<std::unique_ptr<Admission>>(CancelledError("cancelled before admission"))
-                          : AdmitBegin(std::move(in), stream);
+  StatusOr<std::unique_ptr<Admission>> a = AdmitBegin(std::move(in), stream);
   if (!a.ok()) {
     EndAdmission(a.status(), stream);
     return stream;
@@ -288,9 +286,7 @@ std::shared_ptr<TokenStream> DecoderCore::Generate(GenerateInput in) {
 void DecoderCore::Start(GenerateInput in, std::shared_ptr<TokenStream> stream) {
   ++waiting_;
   admissions_->Schedule([this, in = std::move(in), stream = std::move(stream)]() mutable {
-    StatusOr<std::unique_ptr<Admission>> a =
-        stream->cancelled() ? StatusOr<std::unique_ptr<Admission>>(CancelledError("cancelled before admission"))
-                            : AdmitBegin(std::move(in), stream);
+    StatusOr<std::unique_ptr<Admission>> a = AdmitBegin(std::move(in), stream);
     if (!a.ok()) return EndAdmission(a.status(), stream);
     // Shared: std::function wants a copyable callback. No thread waits for the encoder; its answer
     // comes back to the admission threads for the replay.
@@ -322,6 +318,7 @@ void DecoderCore::EndAdmission(const Status& s, const std::shared_ptr<TokenStrea
 
 StatusOr<std::unique_ptr<DecoderCore::Admission>> DecoderCore::AdmitBegin(GenerateInput in,
                                                                             const std::shared_ptr<TokenStream>& stream) {
+  if (stream->cancelled()) return CancelledError("cancelled before admission");
   const ModelConfig& c = model_.config();
   auto a = std::make_unique<Admission>();
   a->t0 = std::chrono::steady_clock::now();

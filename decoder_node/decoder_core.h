@@ -141,8 +141,8 @@ class DecoderCore {
  private:
   struct Sequence;
   struct Admission;  // a request from its arrival to its first token
-  // The admission up to the encoder's prefill: the request checked, its prefix from the warm
-  // session or the store, the prefill's input built.
+  // The admission up to the encoder's prefill: the request checked (CANCELLED when its stream
+  // already is), its prefix from the warm session or the store, the prefill's input built.
   StatusOr<std::unique_ptr<Admission>> AdmitBegin(GenerateInput in, const std::shared_ptr<TokenStream>& stream);
   // The rest, once the prefill answered: its units applied, the replay, the first token; the
   // sequence then joins the batch loop.

@@ -210,9 +210,7 @@ void EncoderCore::PrefillAsync(PrefillInput in, std::shared_ptr<CancelToken> can
 StatusOr<PrefillOutput> EncoderCore::Prefill(const PrefillInput& in, CancelToken* cancel) {
   std::promise<StatusOr<PrefillOutput>> answered;
   std::future<StatusOr<PrefillOutput>> out = answered.get_future();
-  // Not owned: the caller keeps `cancel` alive until this returns, which is after the answer.
-  std::shared_ptr<CancelToken> borrowed(std::shared_ptr<void>(), cancel);
-  PrefillAsync(in, cancel ? borrowed : nullptr,
+  PrefillAsync(in, Borrowed(cancel),
                [&answered](StatusOr<PrefillOutput> o) { answered.set_value(std::move(o)); });
   return out.get();
 }

@@ -68,9 +68,7 @@ StatusOr<PrefillOutput> NodeClient::Prefill(const std::string& encoder, const Pr
                                             std::chrono::steady_clock::time_point deadline, CancelToken* cancel) const {
   std::promise<StatusOr<PrefillOutput>> ended;
   std::future<StatusOr<PrefillOutput>> result = ended.get_future();
-  // Not owned: the caller keeps `cancel` alive until this returns, which is after the call's end.
-  std::shared_ptr<CancelToken> borrowed(std::shared_ptr<void>(), cancel);
-  PrefillAsync(encoder, in, deadline, cancel ? borrowed : nullptr,
+  PrefillAsync(encoder, in, deadline, Borrowed(cancel),
                [&ended](StatusOr<PrefillOutput> out) { ended.set_value(std::move(out)); });
   return result.get();
 }
@@ -171,9 +169,7 @@ GenerateCallResult NodeClient::Generate(const std::string& decoder, const Genera
                                         const TokenBatchSink& sink) const {
   std::promise<GenerateCallResult> ended;
   std::future<GenerateCallResult> result = ended.get_future();
-  // Not owned: the caller keeps `cancel` alive until this returns, which is after the call's end.
-  std::shared_ptr<CancelToken> borrowed(std::shared_ptr<void>(), cancel);
-  GenerateAsync(decoder, in, cancel ? borrowed : nullptr, sink,
+  GenerateAsync(decoder, in, Borrowed(cancel), sink,
                 [&ended](GenerateCallResult r) { ended.set_value(std::move(r)); });
   return result.get();
 }

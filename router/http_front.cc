@@ -85,18 +85,7 @@ void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::sh
       resp->Finish();
       if (metrics_) metrics_->Request(endpoint, out.http_status);
     };
-    try {
-      if (endpoint == "chat") {
-        api_->ChatCompletions(ctx, body, std::move(sink), done);
-      } else {
-        api_->Completions(ctx, body, std::move(sink), done);
-      }
-    } catch (const std::exception& e) {
-      // A bug must cost one request, never the router. (Thrown while the request was checked or
-      // tokenized: its ApiDone has not run.)
-      ctx.admission->Release();
-      done(OpenAiApi::Error(StatusCode::kInternal, std::string("internal error: ") + e.what()));
-    }
+    api_->Serve(endpoint == "chat", ctx, body, std::move(sink), std::move(done));
   });
 }
 

@@ -663,6 +663,19 @@ void OpenAiApi::Completions(const ApiContext& ctx, const Json& body, ChunkSink s
   Run(ctx, body, std::move(p), std::move(sink), std::move(done));
 }
 
+void OpenAiApi::Serve(bool chat, const ApiContext& ctx, const Json& body, ChunkSink sink, ApiDone done) {
+  try {
+    if (chat) {
+      ChatCompletions(ctx, body, std::move(sink), done);
+    } else {
+      Completions(ctx, body, std::move(sink), done);
+    }
+  } catch (const std::exception& e) {
+    // Thrown while the request was checked or tokenized: its ApiDone has not run.
+    Refuse(ctx, Error(StatusCode::kInternal, std::string("internal error: ") + e.what()), done);
+  }
+}
+
 void OpenAiApi::Refuse(const ApiContext& ctx, ApiOutcome out, const ApiDone& done) {
   if (ctx.admission) ctx.admission->Release();
   done(std::move(out));

@@ -96,6 +96,9 @@ class OpenAiApi {
   // router's worker threads (`done` on this one when it is refused first). Neither may block.
   void ChatCompletions(const ApiContext& ctx, const Json& body, ChunkSink sink, ApiDone done);
   void Completions(const ApiContext& ctx, const Json& body, ChunkSink sink, ApiDone done);
+  // The front doors' entry: ChatCompletions (chat) or Completions, and a bug's exception costs this
+  // request only (its admission given back, `done` told INTERNAL), never the router.
+  void Serve(bool chat, const ApiContext& ctx, const Json& body, ChunkSink sink, ApiDone done);
   // The same, waited for on this thread (tests, fuzzers).
   ApiOutcome ChatCompletions(const ApiContext& ctx, const Json& body, const ChunkSink& sink);
   // Image inputs (off by default: image parts are then answered 400 "this model does not accept

@@ -166,16 +166,7 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServe
   workers_->Schedule([this, chat, reactor, ctx = std::move(ctx), body = std::move(checked->body)] {
     ChunkSink sink = [reactor](const Json& chunk) { return reactor->Write(chunk); };
     ApiDone done = [reactor](ApiOutcome out) { reactor->End(ToGrpc(out.status)); };
-    try {
-      if (chat) {
-        api_->ChatCompletions(ctx, body, std::move(sink), done);
-      } else {
-        api_->Completions(ctx, body, std::move(sink), done);
-      }
-    } catch (const std::exception& e) {
-      ctx.admission->Release();
-      done(OpenAiApi::Error(StatusCode::kInternal, std::string("internal error: ") + e.what()));
-    }
+    api_->Serve(chat, ctx, body, std::move(sink), std::move(done));
   });
   return reactor;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 
 #include "util/mutex.h"
 #include "util/thread_annotations.h"
@@ -64,5 +65,11 @@ class CancelToken {
   uint64_t next_id_ DS41_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, std::function<void()>> callbacks_ DS41_GUARDED_BY(mu_);
 };
+
+// A non-owning shared_ptr to `token` (null for null), for an asynchronous call whose caller waits
+// for its end and so keeps the token alive past it (the synchronous wrappers of async calls).
+inline std::shared_ptr<CancelToken> Borrowed(CancelToken* token) {
+  return token ? std::shared_ptr<CancelToken>(std::shared_ptr<void>(), token) : nullptr;
+}
 
 }  // namespace ds41
