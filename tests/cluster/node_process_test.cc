@@ -221,7 +221,13 @@ TEST(NodeProcessTest, ACancelledPrefillStopsAtTheNextStepAndKeepsItsUnits) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   EXPECT_EQ(running(), 0);
   EXPECT_LT(std::chrono::steady_clock::now() - cancelled_at, std::chrono::seconds(1));
-  const std::string metrics = testing::HttpGet(enc.fields()["metrics"], "/metrics");
+  // The outcome is counted once the prefill's answer is sent, after its encoded units are built (on
+  // the encoder's request threads, a moment after the slot freed).
+  std::string metrics = testing::HttpGet(enc.fields()["metrics"], "/metrics");
+  for (int i = 0; i < 250 && metrics.find("ds41_encoder_requests_total{status=\"cancelled\"} 1") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    metrics = testing::HttpGet(enc.fields()["metrics"], "/metrics");
+  }
   EXPECT_NE(metrics.find("ds41_encoder_requests_total{status=\"cancelled\"} 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("ds41_encoder_requests_cancelled_total{reason=\"client\"} 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("ds41_encoder_requests_cancelled_total{reason=\"deadline\"} 0"), std::string::npos) << metrics;
