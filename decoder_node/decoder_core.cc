@@ -410,7 +410,7 @@ Status DecoderCore::AdmitEnd(Admission& a, StatusOr<PrefillOutput> prefilled) {
       return FailedPreconditionError("decoder: constrained decoding needs the model's tokenizer, which this decoder lacks");
     }
     DS41_ASSIGN_OR_RETURN(std::shared_ptr<const grammar::Grammar> g,
-                          in.sampling.response_json ? grammars_.Get(in.sampling.response_schema)
+                          in.sampling.response_json ? grammars_.Get(in.sampling.response_schema, in.sampling.response_after_reasoning)
                                                     : grammars_.GetToolCalls(in.sampling.tool_calls));
     seq->matcher.emplace(std::move(g));
     seq->masker = opt_.masker;

@@ -6,13 +6,19 @@
 
 namespace ds41::grammar {
 
-StatusOr<std::shared_ptr<const Grammar>> GrammarCache::Get(std::string_view schema_text) {
-  if (schema_text.empty()) return JsonObjectGrammar();
-  return GetOrCompile("schema", schema_text, [](std::string_view text) -> StatusOr<std::shared_ptr<const Grammar>> {
-    const auto json = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (json.is_discarded()) return InvalidArgumentError("the response schema is not JSON");
-    return CompileJsonSchema(json);
-  });
+StatusOr<std::shared_ptr<const Grammar>> GrammarCache::Get(std::string_view schema_text, bool reasoning_first) {
+  if (schema_text.empty() && !reasoning_first) return JsonObjectGrammar();
+  return GetOrCompile(reasoning_first ? "reasoning+schema" : "schema", schema_text,
+                      [reasoning_first](std::string_view text) -> StatusOr<std::shared_ptr<const Grammar>> {
+                        std::shared_ptr<const Grammar> document = JsonObjectGrammar();
+                        if (!text.empty()) {
+                          const auto json = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+                          if (json.is_discarded()) return InvalidArgumentError("the response schema is not JSON");
+                          DS41_ASSIGN_OR_RETURN(document, CompileJsonSchema(json));
+                        }
+                        if (reasoning_first) return ReasoningFirst(*document);
+                        return document;
+                      });
 }
 
 StatusOr<std::shared_ptr<const Grammar>> GrammarCache::GetToolCalls(std::string_view spec_text) {

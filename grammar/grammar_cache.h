@@ -20,8 +20,9 @@ class GrammarCache {
   explicit GrammarCache(size_t capacity = 256) : capacity_(capacity) {}
 
   // The grammar of `schema_text` (a JSON Schema as JSON text; "" for any JSON object), compiled on
-  // a miss; INVALID_ARGUMENT when the text is not JSON or the schema is refused (not cached).
-  StatusOr<std::shared_ptr<const Grammar>> Get(std::string_view schema_text);
+  // a miss, after free reasoning when `reasoning_first` (json_grammar.h ReasoningFirst);
+  // INVALID_ARGUMENT when the text is not JSON or the schema is refused (not cached).
+  StatusOr<std::shared_ptr<const Grammar>> Get(std::string_view schema_text, bool reasoning_first = false);
   // The same for a tool-call spec (tool_call_grammar.h ToolCallSpecText).
   StatusOr<std::shared_ptr<const Grammar>> GetToolCalls(std::string_view spec_text);
 

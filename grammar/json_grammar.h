@@ -79,6 +79,10 @@ Status FinishGrammar(Grammar* g);
 // Any JSON object at the top, any JSON values inside.
 std::shared_ptr<const Grammar> JsonObjectGrammar();
 
+// `reply` after free reasoning that ends with "</think>" (thinking mode: the reasoning is the
+// model's own; only what follows it is held to the grammar).
+StatusOr<std::shared_ptr<const Grammar>> ReasoningFirst(const Grammar& reply);
+
 // `text` as a JSON string's contents, escaped, without the quotes.
 std::string JsonEscape(std::string_view text);
 

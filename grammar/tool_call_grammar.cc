@@ -140,8 +140,8 @@ StatusOr<std::shared_ptr<const Grammar>> CompileToolCalls(const std::vector<Tool
   const int32_t rest = b.Seq({b.Lit("\n"), body, b.Lit("\n</｜DSML｜ calls>")});
   int32_t root = options.optional ? b.AnyOf({b.Raw(kOpen, NodeKind::kTextWithout), b.Seq({b.Raw(kOpen), rest})})
                                   : b.Seq({b.Lit("\n\n" + std::string(kOpen)), rest});
-  if (options.thinking) root = b.Seq({b.Raw("</think>"), root});
   b.g.root = root;
+  if (options.thinking) return ReasoningFirst(b.g);
   auto g = std::make_shared<Grammar>(std::move(b.g));
   DS41_RETURN_IF_ERROR(FinishGrammar(g.get()));
   return std::shared_ptr<const Grammar>(std::move(g));

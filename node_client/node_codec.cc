@@ -122,6 +122,7 @@ void EncodeGenerateRequest(const GenerateInput& in, const std::string& fingerpri
   s->set_top_logprobs(in.sampling.top_logprobs);
   s->set_response_json(in.sampling.response_json);
   s->set_response_schema(in.sampling.response_schema);
+  s->set_response_after_reasoning(in.sampling.response_after_reasoning);
   s->set_tool_call_spec(in.sampling.tool_calls);
   EncodeImages(in.images, req);
 }
@@ -139,6 +140,9 @@ Status DecodeGenerateRequest(const pb::GenerateRequest& req, const std::string& 
   if (s.response_schema().size() > kMaxResponseSchemaBytes) return InvalidArgumentError("response_schema too large");
   if (!s.response_schema().empty() && !s.response_json()) {
     return InvalidArgumentError("response_schema is set without response_json");
+  }
+  if (s.response_after_reasoning() && !s.response_json()) {
+    return InvalidArgumentError("response_after_reasoning is set without response_json");
   }
   if (s.tool_call_spec().size() > kMaxResponseSchemaBytes) return InvalidArgumentError("tool_call_spec too large");
   if (!s.tool_call_spec().empty() && s.response_json()) {
@@ -166,6 +170,7 @@ Status DecodeGenerateRequest(const pb::GenerateRequest& req, const std::string& 
   in->sampling.top_logprobs = s.top_logprobs();
   in->sampling.response_json = s.response_json();
   in->sampling.response_schema = s.response_schema();
+  in->sampling.response_after_reasoning = s.response_after_reasoning();
   in->sampling.tool_calls = s.tool_call_spec();
   in->unit_tokens = req.unit_tokens() == 0 ? kDefaultUnitTokens : req.unit_tokens();
   in->resumed = req.resumed_tokens();

@@ -63,6 +63,7 @@ struct GenerateSampling {
   // Schema `response_schema` (JSON text) or, when that is empty, any JSON object.
   bool response_json = false;
   std::string response_schema;
+  bool response_after_reasoning = false;  // with response_json: free reasoning up to "</think>" first
   // Or: the reply is a DSML tool-call block of these tools (grammar/tool_call_grammar.h spec text).
   std::string tool_calls;
 };

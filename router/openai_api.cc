@@ -311,8 +311,13 @@ std::optional<ApiOutcome> ParseAgentControls(const Json& body, RequestSampling* 
     if (!f.is_object() || !f.contains("type") || !f["type"].is_string()) {
       return refuse("\"response_format\" must be {\"type\": \"text\"|\"json_object\"|\"json_schema\", ...}", "response_format");
     }
-    if (f["type"] == "json_object" || f["type"] == "json_schema") {
+    const bool json = f["type"] == "json_object" || f["type"] == "json_schema";
+    if (json && forced) {
+      // The reply is tool calls and carries no content for the format to shape (as OpenAI's): the
+      // format is checked below and the tool grammar alone holds the reply.
+    } else if (json) {
       s->decode.response_json = true;
+      s->decode.response_after_reasoning = ThinkingEnabled(body);  // the reasoning stays free
       s->tool_calls = false;  // the reply is the document
     } else if (f["type"] != "text") {
       return refuse("\"response_format\" type must be \"text\", \"json_object\" or \"json_schema\"", "response_format");
@@ -328,22 +333,18 @@ std::optional<ApiOutcome> ParseAgentControls(const Json& body, RequestSampling* 
       if (js.contains("schema") && !js["schema"].is_null()) {
         auto compiled = grammar::CompileJsonSchema(js["schema"]);
         if (!compiled.ok()) return refuse("response_format.json_schema." + compiled.status().message(), "response_format");
-        s->decode.response_schema = js["schema"].dump();
-        if (s->decode.response_schema.size() > kMaxResponseSchemaBytes) {
+        const std::string text = js["schema"].dump();
+        if (text.size() > kMaxResponseSchemaBytes) {
           return refuse("\"response_format.json_schema.schema\" is larger than " + std::to_string(kMaxResponseSchemaBytes) +
                             " bytes",
                         "response_format");
         }
+        if (s->decode.response_json) s->decode.response_schema = text;
       }
     }
     if (s->decode.response_json && !s->decode.tool_calls.empty()) {
-      return refuse("\"response_format\" and tool calls held to their schemas (a required tool call, strict tools) "
-                    "cannot both shape the reply yet",
-                    "response_format");
-    }
-    if (s->decode.response_json && ThinkingEnabled(body)) {
-      return refuse("\"response_format\" with thinking enabled is not supported yet: the grammar would hold the "
-                    "reasoning too",
+      return refuse("\"response_format\" and tools held to their schemas under \"tool_choice\": \"auto\" (strict "
+                    "tools, parallel_tool_calls false) cannot both shape the reply yet",
                     "response_format");
     }
   }

@@ -195,6 +195,9 @@ TEST_F(RefusedRequestTest, DocumentedIgnoredFieldsAreAccepted) {
 
 const Json kTools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
     "properties": {"x": {"type": "string"}}, "required": ["x"]}}}])");
+const Json kStrictTool = Json::parse(R"([{"type": "function", "function": {"name": "t", "strict": true,
+    "parameters": {"type": "object", "properties": {"x": {"type": "boolean"}}, "required": ["x"],
+    "additionalProperties": false}}}])");
 const Json kStrictPatternTool = Json::parse(R"([{"type": "function", "function": {"name": "s", "strict": true,
     "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "a"}}, "required": ["x"],
     "additionalProperties": false}}}])");
@@ -229,8 +232,13 @@ TEST_F(RefusedRequestTest, BadAgentFieldsAre400NamingTheField) {
       {true, {{"tool_choice", {{"type", "function"}}}, {"tools", kTools}}, "must name a function", "tool_choice"},
       {true, {{"tool_choice", "required"}, {"tools", kStrictPatternTool}}, "tools: tool s parameters: schema at /properties/x",
        "tools"},
-      {true, {{"tool_choice", "required"}, {"tools", kTools}, {"response_format", {{"type", "json_object"}}}},
+      {true, {{"tools", kStrictTool}, {"response_format", {{"type", "json_object"}}}}, "cannot both shape the reply",
+       "response_format"},
+      {true, {{"tools", kTools}, {"parallel_tool_calls", false}, {"response_format", {{"type", "json_object"}}}},
        "cannot both shape the reply", "response_format"},
+      {true, {{"tool_choice", "required"}, {"tools", kTools},
+              {"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "string"}, {"format", "email"}}}}}}}},
+       "keyword \"format\" is outside the supported subset", "response_format"},
       {true, {{"tools", kStrictPatternTool}}, "tools: tool s parameters: schema at /properties/x", "tools"},
       {true, {{"tool_choice", "required"}, {"tools", kTools}, {"ignore_eos", true}}, "cannot go with a constrained reply",
        "ignore_eos"},
@@ -243,8 +251,6 @@ TEST_F(RefusedRequestTest, BadAgentFieldsAre400NamingTheField) {
       {true, {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", {{"type", "string"}, {"format", "email"}}}}}}}},
        "response_format.json_schema.schema at /: keyword \"format\" is outside the supported subset", "response_format"},
       {true, {{"response_format", {{"type", "json_schema"}, {"json_schema", {{"strict", "yes"}}}}}}, "strict", "response_format"},
-      {true, {{"response_format", {{"type", "json_object"}}}, {"thinking", {{"type", "enabled"}}}}, "thinking enabled",
-       "response_format"},
       {true, {{"response_format", {{"type", "json_object"}}}, {"ignore_eos", true}}, "cannot go with a constrained reply",
        "ignore_eos"},
       {true, {{"response_format", "json"}}, "\"response_format\" must be", "response_format"},

@@ -431,6 +431,46 @@ describe('ds41-serve with the official openai client', { skip }, () => {
     }
   });
 
+  // Thinking mode: the reasoning stays the model's own and only the content is held to the schema.
+  // Random weights seldom write "</think>" (one id of the vocabulary), so logit_bias makes it likely;
+  // inside the document the grammar refuses it whatever its bias.
+  test('response_format with thinking: free reasoning, then content that validates', async (t) => {
+    if (!process.env.DS41_MODEL_DIR) return t.skip('DS41_MODEL_DIR (tests/client/with_cluster.sh) names the tokenizer');
+    const { readFileSync } = await import('node:fs');
+    const tokenizer = JSON.parse(readFileSync(`${process.env.DS41_MODEL_DIR}/tokenizer.json`, 'utf8'));
+    const thinkEnd = tokenizer.added_tokens.find((a) => a.content === '</think>').id;
+    const validate = new (Ajv.default || Ajv)().compile(ITEM_SCHEMA);
+    let reasoned = 0, documents = 0;
+    for (let i = 0; i < 8; i++) {
+      const r = await client.chat.completions.create({
+        model: MODEL, messages: [{ role: 'user', content: `Think, then describe item ${i}.` }], max_tokens: 200,
+        temperature: 1, seed: 900 + i, thinking: { type: 'enabled' }, logit_bias: { [thinkEnd]: 6 },
+        response_format: { type: 'json_schema', json_schema: { name: 'item', schema: ITEM_SCHEMA, strict: true } },
+      });
+      const c = r.choices[0];
+      if (c.finish_reason === 'length' && !c.message.content) continue;  // still reasoning at max_tokens
+      assert.equal(c.finish_reason, 'stop', JSON.stringify(c.message));
+      assert.ok(validate(JSON.parse(c.message.content)), `${c.message.content}: ${JSON.stringify(validate.errors)}`);
+      reasoned += (c.message.reasoning_content ?? '').length > 0;
+      documents += 1;
+    }
+    assert.ok(documents >= 6, `${documents} of 8 replies reached their document`);
+    assert.ok(reasoned > 0, 'some replies reasoned before their document');
+  });
+
+  test('response_format with a required tool call: the reply is the call (no content to shape)', async () => {
+    const r = await client.chat.completions.create({
+      model: MODEL, tools: AGENT_TOOLS, max_tokens: 300, temperature: 1, seed: 950,
+      tool_choice: { type: 'function', function: { name: 'set_level' } }, parallel_tool_calls: false,
+      response_format: { type: 'json_schema', json_schema: { name: 'item', schema: ITEM_SCHEMA } },
+      messages: [{ role: 'user', content: 'Set the level.' }],
+    });
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c.message));
+    assert.equal(c.message.tool_calls.length, 1);
+    assert.equal(c.message.tool_calls[0].function.name, 'set_level');
+  });
+
   test('invalid params raise BadRequestError (400)', async () => {
     await assert.rejects(
       client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'hi' }], temperature: 5, max_tokens: 4 }),

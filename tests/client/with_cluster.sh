@@ -121,10 +121,11 @@ until grep -q " ready " "$tmp/run/logs/router2.log" 2>/dev/null; do
   sleep 0.1
 done
 # DS41_CLUSTER_PID: run.sh, leader of the cluster's process group (a CMD may stop the cluster itself);
-# DS41_CLUSTER_RUN_DIR: its run directory (logs, pids, restart counts); DS41_CLUSTER_LOG: its output.
+# DS41_CLUSTER_RUN_DIR: its run directory (logs, pids, restart counts); DS41_CLUSTER_LOG: its output;
+# DS41_MODEL_DIR: the checkpoint it serves (as run.sh places it), for tests that read its tokenizer.
 export DS41_BASE_URL="http://127.0.0.1:$((8000 + offset))/v1" DS41_BASE_URL_2="http://127.0.0.1:$((8001 + offset))/v1"
 export DS41_PORT_OFFSET=$offset DS41_CLUSTER_PID=$cluster_pid DS41_CLUSTER_RUN_DIR="$tmp/run" \
-  DS41_CLUSTER_LOG="$tmp/cluster.log"
+  DS41_CLUSTER_LOG="$tmp/cluster.log" DS41_MODEL_DIR="$build/models/${DS41_MODEL_PRESET:-small}"
 echo "cluster up at $DS41_BASE_URL; running ${cmd[*]}"
 status=0
 (cd "$root" && "${cmd[@]}") || status=$?

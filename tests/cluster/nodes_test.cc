@@ -645,6 +645,49 @@ TEST_F(NodesTest, AMigratedConstrainedReplyContinuesAsTheUninterruptedOne) {
             StatusCode::kInvalidArgument);
 }
 
+// Thinking mode (response_after_reasoning): the reasoning is the model's own, so its first token is
+// the unconstrained one (not the document's '{'); once "</think>" is written (here as resumed
+// tokens, which random weights would take long to spell), the rest is one document of the schema.
+TEST_F(NodesTest, AResponseFormatAfterReasoningLeavesTheReasoningFree) {
+  const JsonVocab vocab = MakeJsonVocab();
+  DecoderOptions o;
+  o.masker = vocab.masker.get();
+  DecoderServer d(*model_, client_.get(), nodes_.get(), &pool_, o);
+  const std::vector<int32_t> prompt = Tokens(36, 41);
+  GenerateInput plain = ConstrainedInput(prompt, 0.0f, 0);
+  plain.sampling.response_json = false;
+  plain.sampling.response_schema.clear();
+  plain.sampling.max_tokens = 1;
+  GenerateInput reasoning = ConstrainedInput(prompt, 0.0f, 0);
+  reasoning.sampling.response_after_reasoning = true;
+  reasoning.sampling.max_tokens = 1;
+  GenerateInput document = ConstrainedInput(prompt, 0.0f, 0);
+  document.sampling.max_tokens = 1;
+  const std::vector<int32_t> free_first = GeneratedIds(&d, plain);
+  const std::vector<int32_t> document_first = GeneratedIds(&d, document);
+  ASSERT_EQ(free_first.size(), 1u);
+  ASSERT_EQ(document_first.size(), 1u);
+  ASSERT_EQ(vocab.Text(document_first).substr(0, 1), "{");
+  ASSERT_NE(free_first, document_first) << "this prompt cannot tell the two apart";
+  EXPECT_EQ(GeneratedIds(&d, reasoning), free_first);
+
+  const std::string thought = "Let me see.</think>";
+  for (int round = 0; round < 3; ++round) {
+    GenerateInput in = ConstrainedInput(prompt, round == 0 ? 0.0f : 1.0f, static_cast<uint64_t>(round));
+    in.sampling.response_after_reasoning = true;
+    for (char c : thought) in.tokens.push_back(3 + static_cast<unsigned char>(c));
+    in.resumed = static_cast<int64_t>(thought.size());
+    const std::vector<int32_t> ids = GeneratedIds(&d, in);
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids.back(), kEosId);
+    const std::string doc = vocab.Text(ids);
+    const auto v = nlohmann::json::parse(doc, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(v.is_discarded()) << doc;
+    EXPECT_TRUE(v["ok"].is_boolean()) << doc;
+    EXPECT_TRUE(v["mode"] == "read" || v["mode"] == "write") << doc;
+  }
+}
+
 TEST_F(NodesTest, AResponseFormatNeedsATokenizerAndAValidSchema) {
   GenerateInput in;
   in.ns = ns_.id;
