@@ -23,12 +23,17 @@ void HttpFront::Reply(const std::string& endpoint, HttpResponder& resp, const Ap
 
 void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::shared_ptr<HttpResponder> resp) {
   const auto arrival = std::chrono::steady_clock::now();
-  // Admitted first, on arrival: a request over --max-running is answered now, on this io thread,
-  // before its body is parsed and without waiting for a worker; one admitted counts from now (a
-  // request refused below gives its place back at once).
-  auto admission = api_->Admit();
-  if (!admission.ok()) {
-    Reply(endpoint, *resp, OpenAiApi::FromStatus(admission.status()));
+  auto tenant = tenants_->Resolve(std::string(req.headers.Get("authorization").value_or("")));
+  if (!tenant.ok()) {
+    Reply(endpoint, *resp, OpenAiApi::FromStatus(tenant.status()));
+    return;
+  }
+  // Admitted first, on arrival: a request over its tenant's quota or --max-running is answered now,
+  // on this io thread, before its body is parsed and without waiting for a worker; one admitted
+  // counts from now (a request refused below gives its place back at once).
+  std::shared_ptr<RouteAdmission> admission;
+  if (std::optional<ApiOutcome> refused = api_->Admit(*tenant, &admission)) {
+    Reply(endpoint, *resp, *refused);
     return;
   }
   std::optional<Json> parsed = ParseRequestJson(req.body);
@@ -37,11 +42,6 @@ void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::sh
     return;
   }
   Json body = std::move(*parsed);
-  auto tenant = tenants_->Resolve(std::string(req.headers.Get("authorization").value_or("")));
-  if (!tenant.ok()) {
-    Reply(endpoint, *resp, OpenAiApi::FromStatus(tenant.status()));
-    return;
-  }
   ApiContext ctx;
   ctx.tenant = *tenant;
   ctx.session_id = std::string(req.headers.Get("x-session-id").value_or(""));
@@ -59,7 +59,7 @@ void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::sh
   }
   ctx.deadline = *deadline;
   ctx.arrival = arrival;
-  ctx.admission = std::move(*admission);
+  ctx.admission = std::move(admission);
   ctx.cancel = std::make_shared<CancelToken>();
   resp->OnClose([cancel = ctx.cancel] { cancel->Cancel(CancelReason::kClient); });
   const bool stream = body.contains("stream") && body["stream"] == true;

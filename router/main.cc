@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
                  "append every cache unit (reply record) a shard acknowledged to this file (an audit for tests; "
                  "docs/chaos.md)")
       ->envname("DS41_CACHE_ACK_LOG");
-  app.add_option("--api-keys", api_keys, "tenant file: {\"keys\": {key: {tenant, salt}}} (empty: open)")->envname("DS41_API_KEYS");
+  app.add_option("--api-keys", api_keys, "tenant file: {\"keys\": {key: {tenant, salt, max_prompt_tokens}}, \"tenants\": {name: {max_running, tokens_per_minute}}} (empty: open)")->envname("DS41_API_KEYS");
   app.add_option("--model-id", model_id, "the model name clients use")->envname("DS41_MODEL_ID");
   app.add_option("--unit-tokens", unit_tokens, "cache unit size (even)")->check(CLI::Range(2, 4096))->envname("DS41_UNIT_TOKENS");
   app.add_option("--max-queue-seconds", max_queue_s,
@@ -138,6 +138,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<ds41::CacheClient> cache_client = std::move(*connected);
   auto registry = std::make_shared<prometheus::Registry>();
   ds41::RouterMetrics metrics(*registry);
+  // Each tenant's quota from the tenant file (its "tenants" section), with metrics per tenant name;
+  // made before the core and the API, so it outlives every request that holds a tenant's place.
+  ds41::TenantLimits tenant_limits(tenants, registry.get());
   ds41::NodeClient node_client(std::make_shared<ds41::ChannelSet>(), fp);
   ds41::NodeTableOptions no;
   no.poll_interval = std::chrono::milliseconds(poll_ms);
@@ -197,6 +200,7 @@ int main(int argc, char** argv) {
     }
     api.SetImageInput(images);
   }
+  api.SetTenantLimits(&tenant_limits);
   ds41::HttpFront front(&api, &tenants, &nodes, &metrics, registry, &pool);
   ds41::HttpServerOptions ho;
   const auto colon = listen.rfind(':');

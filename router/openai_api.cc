@@ -677,6 +677,25 @@ void OpenAiApi::Serve(bool chat, const ApiContext& ctx, const Json& body, ChunkS
   }
 }
 
+std::optional<ApiOutcome> OpenAiApi::Admit(const Tenant& tenant, std::shared_ptr<RouteAdmission>* admission) {
+  std::shared_ptr<TenantLimits::Place> place;
+  if (limits_ != nullptr) {
+    int retry_after_s = 1;
+    auto p = limits_->Admit(tenant.name, &retry_after_s);
+    if (!p.ok()) {
+      ApiOutcome refused = FromStatus(p.status());
+      refused.retry_after_s = retry_after_s;
+      return refused;
+    }
+    place = std::move(*p);
+  }
+  auto admitted = core_->Admit();  // a refusal gives the tenant's place back (place goes)
+  if (!admitted.ok()) return FromStatus(admitted.status());
+  if (place) (*admitted)->AlsoRelease([place] { place->Release(); });
+  *admission = std::move(*admitted);
+  return std::nullopt;
+}
+
 void OpenAiApi::Refuse(const ApiContext& ctx, ApiOutcome out, const ApiDone& done) {
   if (ctx.admission) ctx.admission->Release();
   done(std::move(out));
@@ -1020,6 +1039,7 @@ void OpenAiApi::Run(const ApiContext& ctx, const Json& body, PreparedRequest p, 
     bool return_ids = false;
     std::vector<int32_t> shown_prompt;  // for return_token_ids: the model's ids (image spans hold the image token)
     std::string tenant_salt;
+    std::string tenant;
   };
   auto run = std::make_shared<Running>();
   run->sink = std::move(sink);
@@ -1033,10 +1053,13 @@ void OpenAiApi::Run(const ApiContext& ctx, const Json& body, PreparedRequest p, 
       if (t < 0) t = images_.image_token_id;
   }
   run->tenant_salt = ctx.tenant.salt;
+  run->tenant = ctx.tenant.name;
+  if (limits_ != nullptr) limits_->Charge(run->tenant, "prompt", static_cast<int64_t>(rq.tokens.size()));
   run->reply.emplace(*tok_, s, p.chat_mode, p.thinking, run->sink, rq.request_id, model_id_);
   core_->Start(
       std::move(rq), [run](const GeneratedTokens& got) { return run->reply->Add(got); },
       [this, run](RouteResult r) {
+        if (limits_ != nullptr) limits_->Charge(run->tenant, "completion", r.usage.completion_tokens);
         ApiOutcome out;
         try {
           out = FinishReply(run->reply.value(), r, replies_, run->record_reply ? &run->rendered : nullptr,

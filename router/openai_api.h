@@ -19,6 +19,7 @@
 #include "router/image_inputs.h"
 #include "router/reply_records.h"
 #include "router/router_core.h"
+#include "router/tenant_limits.h"
 #include "router/tenants.h"
 #include "tokenizer/tokenizer.h"
 #include "util/status.h"
@@ -87,8 +88,12 @@ class OpenAiApi {
   OpenAiApi(RouterCore* core, const Tokenizer* tokenizer, std::string model_id, int64_t max_context_tokens,
             int32_t model_vocab, const ReplyRecords* replies = nullptr);
 
-  // A place among the router's max_running for a request that has just arrived (RouterCore::Admit).
-  StatusOr<std::shared_ptr<RouteAdmission>> Admit() { return core_->Admit(); }
+  // A place for a request of `tenant` that has just arrived: one of its tenant's own (SetTenantLimits)
+  // and one among the router's max_running (RouterCore::Admit); or its refusal (429 with Retry-After
+  // naming the limit, 503 while the router drains).
+  std::optional<ApiOutcome> Admit(const Tenant& tenant, std::shared_ptr<RouteAdmission>* admission);
+  // Per-tenant quotas (nullptr: none). REQUIRES: called before serving, not concurrently with requests.
+  void SetTenantLimits(TenantLimits* limits) { limits_ = limits; }
 
   // `sink` is used when the body asks for "stream": true; the outcome then carries the status (and,
   // on success, the usage) and its body is not sent. The request is checked, rendered and
@@ -149,6 +154,7 @@ class OpenAiApi {
   int32_t model_vocab_;
   const ReplyRecords* replies_;
   ImageInputOptions images_;
+  TenantLimits* limits_ = nullptr;
   int64_t created_;
 };
 

@@ -35,6 +35,7 @@ struct RouterCore::Call {
 
 void RouteAdmission::Release() {
   if (released_.exchange(true)) return;
+  if (also_) also_();
   if (core_->metrics_) core_->metrics_->running.Decrement();
   core_->EndRunning();
 }

@@ -62,10 +62,14 @@ class RouteAdmission {
   RouteAdmission& operator=(const RouteAdmission&) = delete;
   ~RouteAdmission() { Release(); }
   void Release();  // idempotent
+  // Something else held for the request's life (its tenant's place), given back with it.
+  // REQUIRES: called once, before the admission is shared.
+  void AlsoRelease(std::function<void()> release) { also_ = std::move(release); }
 
  private:
   RouterCore* const core_;
   std::atomic<bool> released_{false};
+  std::function<void()> also_;
 };
 
 struct RouteRequest {

@@ -150,10 +150,12 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServe
     reactor->Finish(s);
     return reactor;
   };
-  // Admitted on arrival, as the HTTP front door does: over --max-running is refused now, before the
-  // body is parsed (a request refused below gives its place back at once).
-  auto admission = api_->Admit();
-  if (!admission.ok()) return refuse(ToGrpc(admission.status()));
+  // Admitted on arrival, as the HTTP front door does: over its tenant's quota or --max-running is
+  // refused now, before the body is parsed (a request refused below gives its place back at once).
+  StatusOr<Tenant> tenant = tenants_->Resolve(req->api_key());
+  if (!tenant.ok()) return refuse(ToGrpc(tenant.status()));
+  std::shared_ptr<RouteAdmission> admission;
+  if (std::optional<ApiOutcome> refused = api_->Admit(*tenant, &admission)) return refuse(ToGrpc(refused->status));
   StatusOr<CheckedApiRequest> checked = CheckApiRequest(*tenants_, *req);
   if (!checked.ok()) return refuse(ToGrpc(checked.status()));
   ApiContext ctx;
@@ -162,7 +164,7 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServe
   ctx.cancel = reactor->cancel();
   ctx.deadline = deadline;
   ctx.arrival = arrival;
-  ctx.admission = std::move(*admission);
+  ctx.admission = std::move(admission);
   workers_->Schedule([this, chat, reactor, ctx = std::move(ctx), body = std::move(checked->body)] {
     ChunkSink sink = [reactor](const Json& chunk) { return reactor->Write(chunk); };
     ApiDone done = [reactor](ApiOutcome out) { reactor->End(ToGrpc(out.status)); };

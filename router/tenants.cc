@@ -45,9 +45,37 @@ StatusOr<TenantTable> TenantTable::FromJson(const std::string& text) {
       }
       tenant.max_prompt_tokens = v["max_prompt_tokens"].get<int64_t>();
     }
+    t.quotas_.emplace(tenant.name, TenantQuota{});
     t.keys_.emplace_back(KeyDigest(key), std::move(tenant));
   }
+  if (!j.contains("tenants")) return t;
+  if (!j["tenants"].is_object()) return InvalidArgumentError("tenant file: \"tenants\" must be an object");
+  for (const auto& [name, v] : j["tenants"].items()) {
+    auto it = t.quotas_.find(name);
+    if (it == t.quotas_.end()) {
+      return InvalidArgumentError("tenant file: \"tenants\" names \"" + name.substr(0, 64) + "\", which no key names");
+    }
+    if (!v.is_object()) return InvalidArgumentError("tenant file: the quota of " + name + " must be an object");
+    for (const auto& [field, value] : v.items()) {
+      int64_t* target = field == "max_running"         ? &it->second.max_running
+                        : field == "tokens_per_minute" ? &it->second.tokens_per_minute
+                                                       : nullptr;
+      if (target == nullptr) {
+        return InvalidArgumentError("tenant file: unknown quota \"" + field.substr(0, 64) + "\" of " + name +
+                                    " (max_running, tokens_per_minute)");
+      }
+      if (!value.is_number_integer() || value.get<int64_t>() < 1) {
+        return InvalidArgumentError("tenant file: \"" + field + "\" of " + name + " must be a positive integer");
+      }
+      *target = value.get<int64_t>();
+    }
+  }
   return t;
+}
+
+std::vector<std::pair<std::string, TenantQuota>> TenantTable::Quotas() const {
+  if (open()) return {{"default", TenantQuota{}}};
+  return {quotas_.begin(), quotas_.end()};
 }
 
 StatusOr<TenantTable> TenantTable::Load(const std::string& path) {

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,10 +23,18 @@ struct Tenant {
   int64_t max_prompt_tokens = 0;  // longest prompt this tenant may send (0: the model's context)
 };
 
+// A tenant's share of the router (tenant_limits.h enforces it); 0: no limit of its own.
+struct TenantQuota {
+  int64_t max_running = 0;        // its requests in flight at once, within the router's --max-running
+  int64_t tokens_per_minute = 0;  // prompt and completion tokens, as a bucket of one minute's worth
+};
+
 class TenantTable {
  public:
-  // JSON: {"keys": {"<api key>": {"tenant": "acme", "salt": "...", "max_prompt_tokens": 32768}}}; salt
-  // defaults to the tenant name, max_prompt_tokens to the model's context.
+  // JSON: {"keys": {"<api key>": {"tenant": "acme", "salt": "...", "max_prompt_tokens": 32768}},
+  //        "tenants": {"acme": {"max_running": 64, "tokens_per_minute": 200000}}}; salt defaults to
+  // the tenant name, max_prompt_tokens to the model's context; "tenants" (optional) gives quotas to
+  // tenants its keys name (a quota for a tenant no key names is refused: a typo would limit nobody).
   static StatusOr<TenantTable> FromJson(const std::string& json);
   // A tenant file must hold at least one key (INVALID_ARGUMENT otherwise): no file is how a router
   // serves without keys.
@@ -36,10 +45,14 @@ class TenantTable {
   // key is missing or unknown.
   StatusOr<Tenant> Resolve(const std::string& authorization) const;
   bool open() const { return keys_.empty(); }
+  // Every tenant a request can resolve to ("default" when open), each once, with its quota: a fixed
+  // set, so metrics may be labelled by these names.
+  std::vector<std::pair<std::string, TenantQuota>> Quotas() const;
 
  private:
   using Digest = std::array<uint8_t, 32>;
   std::vector<std::pair<Digest, Tenant>> keys_;
+  std::map<std::string, TenantQuota> quotas_;  // every tenant its keys name
 };
 
 }  // namespace ds41

@@ -37,5 +37,11 @@ if out=$(helm template ds41 "$chart" 2>&1); then
 elif ! printf '%s' "$out" | grep -q "apiKeys"; then
   echo "FAIL: refusing auth without keys does not name auth.apiKeys: $out"; status=1
 fi
+# A quota for a tenant no key names would limit nobody (a typo): refused, naming it.
+if out=$(helm template ds41 "$chart" -f "$chart/ci/values-default.yaml" --set auth.quotas.nobody.maxRunning=4 2>&1); then
+  echo "FAIL: helm rendered a quota for a tenant without a key"; status=1
+elif ! printf '%s' "$out" | grep -q '"nobody"'; then
+  echo "FAIL: refusing a stray quota does not name its tenant: $out"; status=1
+fi
 [ $status -eq 0 ] && echo "helm checks: ok"
 exit $status

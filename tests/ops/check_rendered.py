@@ -195,6 +195,11 @@ if V["auth"]["enabled"] and not V["auth"]["existingSecret"]:
         check({v["tenant"] for v in keys.values()} == {k["tenant"] for k in V["auth"]["apiKeys"]},
               "auth Secret tenants differ from values")
         check(all(set(v) == {"tenant", "salt"} for v in keys.values()), "auth Secret entries need tenant and salt")
+        # Quotas as the router's tenant file names them (router/tenants.h).
+        tenants = json.loads(auth_secrets[0]["stringData"]["api-keys.json"]).get("tenants", {})
+        as_router = {"maxRunning": "max_running", "tokensPerMinute": "tokens_per_minute"}
+        want = {name: {as_router[k]: v for k, v in q.items()} for name, q in V["auth"].get("quotas", {}).items()}
+        check(tenants == want, f"auth Secret quotas {tenants} differ from values {want}")
 else:
     check(not auth_secrets, "auth Secret rendered although not wanted")
 tls_secrets = [s for s in secrets.values() if "tls.crt" in s.get("data", {})]

@@ -78,6 +78,8 @@ typos = {
     "bad pull policy": {"image": {"pullPolicy": "Sometimes"}},
     "auth on without keys or a secret": {"auth": {"enabled": True, "existingSecret": "", "apiKeys": []}},
     "misspelt network policy key": {"networkPolicy": {"metricFrom": []}},
+    "misspelt quota": {"auth": {"quotas": {"t": {"maxRuning": 4}}}},
+    "zero quota": {"auth": {"quotas": {"t": {"tokensPerMinute": 0}}}},
 }
 for what, over in typos.items():
     if not errors(merge(keyed, over)):
