@@ -3,6 +3,8 @@
 // clients (and the openai npm client test) expect.
 #include "router/openai_api.h"
 
+#include <algorithm>
+#include <chrono>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -107,6 +109,46 @@ TEST(TenantTableTest, KeysResolveExactlyAndNothingElseDoes) {
   ASSERT_TRUE(open.ok());
   EXPECT_TRUE(open->open());
   EXPECT_EQ(open->Resolve("anything")->name, "default");
+}
+
+// Resolving a key takes the same time however much of a real key it shares, and wherever the match
+// sits in the table: measured, not inferred from the code. A plain string comparison with an early
+// exit (or a loop that stops at its match) fails this: a key equal to a real one but for its last
+// byte, or the first key of 2,000, would resolve measurably faster or slower than one that differs
+// at its first byte. Each case's time is a low percentile of many interleaved rounds, so a busy
+// host slows every case alike instead of one.
+TEST(TenantTableTest, ResolvingTakesTheSameTimeWhateverPartOfAKeyMatches) {
+  constexpr int kKeys = 2000;
+  std::string file = R"({"keys": {)";
+  auto key = [](int i) {
+    std::string k = "sk-" + std::string(56, 'q') + std::to_string(10000 + i);
+    return k;
+  };
+  for (int i = 0; i < kKeys; ++i) file += (i ? ",\"" : "\"") + key(i) + R"(": {"tenant": "t)" + std::to_string(i % 7) + "\"}";
+  file += "}}";
+  auto table = TenantTable::FromJson(file);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  std::string near_last = key(kKeys - 1);
+  near_last.back() = near_last.back() == '0' ? '1' : '0';  // all but its last byte
+  std::string far = key(kKeys - 1);
+  far[0] = 'x';  // differs at the first byte
+  const std::vector<std::string> cases = {key(0), key(kKeys - 1), near_last, far};
+  std::vector<std::vector<double>> ns(cases.size());
+  for (int round = 0; round < 300; ++round) {
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < 4; ++i) (void)table->Resolve(cases[c]);
+      ns[c].push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / 4);
+    }
+  }
+  std::vector<double> low;
+  for (auto& v : ns) {
+    std::sort(v.begin(), v.end());
+    low.push_back(v[v.size() / 10]);
+  }
+  const auto [lo, hi] = std::minmax_element(low.begin(), low.end());
+  EXPECT_LT(*hi / *lo, 1.25) << "first key " << low[0] << " ns, last key " << low[1] << " ns, all but the last byte "
+                             << low[2] << " ns, another first byte " << low[3] << " ns";
 }
 
 TEST(TenantTableTest, AKeyFileWithoutKeysIsRefusedNotOpen) {
@@ -375,6 +417,34 @@ TEST(RequestImagesTest, DecodedPlannedAndExpanded) {
   EXPECT_EQ(request->tokens.back(), 8);
   vision.max_images = 0;
   EXPECT_EQ(DecodeRequestImages(parts, vision).status().message(), "messages[0].content[1]: at most 0 images per request");
+}
+
+}  // namespace
+}  // namespace ds41
+
+namespace ds41 {
+namespace {
+
+std::string Nested(int depth, const std::string& inside = "1") {
+  std::string s;
+  for (int i = 0; i < depth; ++i) s += i % 2 ? "{\"k\":" : "[";
+  s += inside;
+  for (int i = depth - 1; i >= 0; --i) s += i % 2 ? "}" : "]";
+  return s;
+}
+
+// The depth limit refuses well-formed JSON one level over it and takes it at the limit (a test of
+// unterminated brackets would pass with or without the limit: the parser refuses those anyway).
+TEST(ParseRequestJsonTest, WellFormedJsonDeeperThanTheLimitIsRefusedAndAtTheLimitTaken) {
+  ASSERT_TRUE(Json::parse(Nested(kMaxJsonDepth + 1), nullptr, false).is_array()) << "well-formed";
+  EXPECT_FALSE(ParseRequestJson(Nested(kMaxJsonDepth + 1)).has_value());
+  EXPECT_TRUE(ParseRequestJson(Nested(kMaxJsonDepth)).has_value());
+  EXPECT_TRUE(ParseRequestJson(Nested(kMaxJsonDepth - 1)).has_value());
+  // Brackets inside strings (escaped quotes included) are text, not nesting.
+  const std::string text = "\"" + std::string(1000, '[') + "\\\"" + std::string(1000, '{') + "\"";
+  EXPECT_TRUE(ParseRequestJson(Nested(kMaxJsonDepth, text)).has_value());
+  // Far deeper, well-formed: refused before the parser recurses.
+  EXPECT_FALSE(ParseRequestJson(Nested(200000)).has_value());
 }
 
 }  // namespace
