@@ -22,11 +22,28 @@ StatusOr<std::vector<RequestImage>> DecodeRequestImages(const std::vector<chat::
     return InvalidArgumentError(parts[options.max_images].field + ": at most " + std::to_string(options.max_images) +
                                 " images per request");
   }
-  images.reserve(parts.size());
+  // Every file and header first: a request over its pixel budget is refused before any decoding.
+  std::vector<std::string> files;
+  files.reserve(parts.size());
+  int64_t pixels = 0;
   for (const chat::ChatImage& part : parts) {
     auto bytes = image::ParseImageDataUrl(part.url, options.limits);
     if (!bytes.ok()) return PartError(part.field, bytes.status());
-    auto rgb = image::DecodeImage(*bytes, options.limits);
+    auto header = image::ReadImageHeader(*bytes, options.limits);
+    if (!header.ok()) return PartError(part.field, header.status());
+    pixels += static_cast<int64_t>(header->width) * header->height;
+    if (pixels > options.max_request_pixels) {
+      return InvalidArgumentError(part.field + ": the request's images hold " + std::to_string(pixels) +
+                                  " pixels up to here, over the " + std::to_string(options.max_request_pixels) +
+                                  " one request may have decoded");
+    }
+    files.push_back(std::move(*bytes));
+  }
+  images.reserve(parts.size());
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const chat::ChatImage& part = parts[k];
+    auto rgb = image::DecodeImage(files[k], options.limits);
+    files[k] = {};
     if (!rgb.ok()) return PartError(part.field, rgb.status());
     auto plan = image::PlanImageGrid(rgb->width, rgb->height, options.geometry);
     if (!plan.ok()) return PartError(part.field, plan.status());

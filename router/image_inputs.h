@@ -28,6 +28,9 @@ struct ImageInputOptions {
   image::ImageGeometry geometry;     // the config's vision_* keys (the integration maps them)
   image::ImageLimits limits;
   size_t max_images = 16;            // per request
+  // Decoded pixels of all of a request's images together, summed from their headers before any is
+  // decoded: 16 images of limits.max_pixels each would be 1.7 GB of RGB and seconds of CPU.
+  int64_t max_request_pixels = 72'000'000;
 };
 
 // One decoded image of a request, in prompt order.
@@ -50,7 +53,8 @@ struct ImagePrompt {
 
 // Decodes, validates and plans every image. InvalidArgument whose message starts with the part's
 // field: "this model does not accept images" when !options.enabled, too many images, remote or
-// non-data URLs, unsupported formats, corrupt files and images over the limits.
+// non-data URLs, unsupported formats, corrupt files and images over the limits; every header is
+// read (and the request's pixels summed against max_request_pixels) before any image is decoded.
 StatusOr<std::vector<RequestImage>> DecodeRequestImages(const std::vector<chat::ChatImage>& parts,
                                                         const ImageInputOptions& options);
 

@@ -419,6 +419,31 @@ TEST(RequestImagesTest, DecodedPlannedAndExpanded) {
   EXPECT_EQ(DecodeRequestImages(parts, vision).status().message(), "messages[0].content[1]: at most 0 images per request");
 }
 
+// A 6000x6000 gray PNG (36 MP, within one image's limit) whose pixel data is cut short after 40
+// bytes: decoding it would allocate 108 MB of RGB before finding out.
+constexpr const char* kHugeHeaderPng =
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAF3AAABdwCAAAAADGP9ifAAAAKElEQVR4nO3BAQEAAACCIP+vbkhAAQAAAAAAAAAAAAAAAAAAAAAAAAA"
+    "AAAAAXEUqcgAAAABJRU5ErkJggg==";
+
+// The request's pixels are summed from the headers before any image is decoded: two such images
+// (72 MP) are within the budget and fail on their data; a third is refused for the budget, which
+// names the part that tips it, before the first is decoded.
+TEST(RequestImagesTest, ARequestsPixelsAreBoundedBeforeAnyImageIsDecoded) {
+  ImageInputOptions vision;
+  vision.enabled = true;
+  vision.image_token_id = 99;
+  std::vector<chat::ChatImage> parts;
+  for (int i = 0; i < 2; ++i) parts.push_back({kHugeHeaderPng, "", "messages[0].content[" + std::to_string(i) + "]"});
+  const Status within = DecodeRequestImages(parts, vision).status();
+  EXPECT_EQ(within.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(within.message().rfind("messages[0].content[0]: ", 0), 0u) << within.message();  // its data, when decoded
+  EXPECT_EQ(within.message().find("pixels"), std::string::npos) << within.message();
+  parts.push_back({kHugeHeaderPng, "", "messages[0].content[2]"});
+  const Status over = DecodeRequestImages(parts, vision).status();
+  EXPECT_EQ(over.message(), "messages[0].content[2]: the request's images hold 108000000 pixels up to here, over the 72000000 "
+                            "one request may have decoded");
+}
+
 }  // namespace
 }  // namespace ds41
 

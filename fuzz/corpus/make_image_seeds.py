@@ -5,6 +5,8 @@ Needs python3-pil. Run from the repository root: python3 fuzz/corpus/make_image_
 import base64
 import io
 import os
+import struct
+import zlib
 
 from PIL import Image
 
@@ -15,6 +17,31 @@ def encode(im, fmt, **kw):
     b = io.BytesIO()
     im.save(b, format=fmt, **kw)
     return b.getvalue()
+
+
+def png_chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def png_of(width, height, idat):
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)  # 8-bit gray
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", ihdr) + png_chunk(b"IDAT", idat) +
+            png_chunk(b"IEND", b""))
+
+
+def hostile(files):
+    """Files an attacker sends: a decompression bomb within the limits, sizes over them, cut files."""
+    # 16384 x 2000 (33 MP) of zeros: a 32 KB file that decodes to 98 MB of RGB.
+    files["png_bomb"] = png_of(16384, 2000, zlib.compress(b"\x00" * (16385 * 2000), 9))
+    files["png_huge_dims"] = png_of(20000, 20000, zlib.compress(b"\x00" * 64))
+    files["png_max_side"] = png_of(2**31 - 1, 1, zlib.compress(b"\x00" * 64))
+    files["png_truncated"] = files["png_rgb"][: len(files["png_rgb"]) // 2]
+    files["png_cut_idat"] = png_of(6000, 6000, zlib.compress(b"\x00" * 6001 * 50)[:40])
+    jpeg = bytearray(files["jpeg_rgb"])
+    sof = jpeg.find(b"\xff\xc0")
+    jpeg[sof + 5:sof + 9] = struct.pack(">HH", 65000, 65000)  # height, width in the frame header
+    files["jpeg_huge_dims"] = bytes(jpeg)
+    files["jpeg_truncated"] = files["jpeg_rgb"][: len(files["jpeg_rgb"]) // 2]
 
 
 def main():
@@ -32,6 +59,7 @@ def main():
         "jpeg_gray": encode(rgb.convert("L"), "JPEG"),
         "jpeg_progressive": encode(rgb.resize((9, 17)), "JPEG", progressive=True),
     }
+    hostile(files)
     for name, data in files.items():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(b"\x00\x03\x02\x1c" + data)
