@@ -89,7 +89,7 @@ void HttpFront::Api(const std::string& endpoint, const HttpRequest& req, std::sh
   });
 }
 
-void HttpFront::Register(HttpRouter* routes) {
+void HttpFront::Register(HttpRouter* routes, bool metrics) {
   routes->Add("POST", "/v1/chat/completions",
                  [this](const HttpRequest& r, std::shared_ptr<HttpResponder> w) { Api("chat", r, std::move(w)); });
   routes->Add("POST", "/v1/completions",
@@ -123,6 +123,10 @@ void HttpFront::Register(HttpRouter* routes) {
     const char* status = draining ? "shutting down" : code == 200 ? "ok" : "no healthy decoder";
     w->Send(code, "application/json", WireJson({{"status", status}, {"nodes", nodes}}));
   });
+  if (metrics) RegisterMetrics(routes);
+}
+
+void HttpFront::RegisterMetrics(HttpRouter* routes) {
   routes->Add("GET", "/metrics", [this](const HttpRequest&, std::shared_ptr<HttpResponder> w) {
     if (metrics_) {
       std::map<std::string, std::map<std::string, int>> counts;

@@ -21,9 +21,12 @@ class HttpFront {
  public:
   HttpFront(OpenAiApi* api, const TenantTable* tenants, NodeTable* nodes, RouterMetrics* metrics,
             std::shared_ptr<prometheus::Registry> registry, ThreadPool* workers);
-  void Register(HttpServer* server) { Register(server->routes()); }
+  // The API, /health, /livez and, unless `metrics` is false (--metrics-listen moves it to a listener
+  // of its own: RegisterMetrics), /metrics.
+  void Register(HttpServer* server, bool metrics = true) { Register(server->routes(), metrics); }
   // The same routes on a bare table: fuzz/http_request_fuzzer.cc drives them without sockets.
-  void Register(HttpRouter* routes);
+  void Register(HttpRouter* routes, bool metrics = true);
+  void RegisterMetrics(HttpRouter* routes);
 
  private:
   void Api(const std::string& endpoint, const HttpRequest& req, std::shared_ptr<HttpResponder> resp);

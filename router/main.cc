@@ -18,14 +18,18 @@ int main(int argc, char** argv) {
   ds41::BlockTerminationSignals();
   ds41::StartHeapTrimmer();
   CLI::App app{"ds41 router"};
-  std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, cache_ack_log, api_keys, admin_token_file,
+  std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, cache_ack_log, api_keys, admin_token_file, metrics_listen,
               model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost", cost_profile;
   bool reply_splice = true;
   double max_queue_s = 60;
   int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 4, poll_ms = 1000, header_timeout_ms = 10000,
       request_timeout_s = 600, grace_s = 20, max_migrations = 2, max_sessions = 100000, max_connections = 10000;
   app.add_option("--model", model_dir, "checkpoint folder (config.json, tokenizer.json)")->required()->envname("DS41_MODEL");
-  app.add_option("--listen", listen, "HTTP address (OpenAI API, /health, /metrics)")->envname("DS41_ROUTER_LISTEN");
+  app.add_option("--listen", listen, "HTTP address (OpenAI API, /health, /livez, and /metrics unless --metrics-listen)")
+      ->envname("DS41_ROUTER_LISTEN");
+  app.add_option("--metrics-listen", metrics_listen,
+                 "serve /metrics on this address instead of --listen (empty: on --listen)")
+      ->envname("DS41_ROUTER_METRICS_LISTEN");
   app.add_option("--grpc-listen", grpc_listen, "gRPC address (Router service)")->envname("DS41_ROUTER_GRPC_LISTEN");
   app.add_option("--encoders", encoders, "encoder node addresses, comma separated")->envname("DS41_ENCODERS");
   app.add_option("--decoders", decoders, "decoder node addresses, comma separated")->envname("DS41_DECODERS");
@@ -211,10 +215,32 @@ int main(int argc, char** argv) {
   ho.header_timeout = std::chrono::milliseconds(header_timeout_ms);
   ho.max_connections = max_connections;
   ds41::HttpServer http(ho);
-  front.Register(&http);
+  front.Register(&http, /*metrics=*/metrics_listen.empty());
   if (ds41::Status s = http.Start(); !s.ok()) {
     std::cerr << "http: " << s.ToString() << "\n";
     return 1;
+  }
+  // /metrics apart (--metrics-listen): a scraper's port that the API's clients need not reach, and
+  // the other way round (the chart's NetworkPolicy admits each from its own sources).
+  std::unique_ptr<ds41::HttpServer> metrics_http;
+  if (!metrics_listen.empty()) {
+    ds41::HttpServerOptions mo;
+    const auto mcolon = metrics_listen.rfind(':');
+    mo.host = metrics_listen.substr(0, mcolon);
+    mo.port = mcolon == std::string::npos ? -1 : std::atoi(metrics_listen.c_str() + mcolon + 1);
+    mo.io_threads = 1;
+    mo.max_body_bytes = 1024;
+    mo.header_timeout = std::chrono::milliseconds(header_timeout_ms);
+    mo.max_connections = 64;
+    metrics_http = std::make_unique<ds41::HttpServer>(mo);
+    front.RegisterMetrics(metrics_http->routes());
+    if (ds41::Status s = mcolon == std::string::npos || mo.port < 0 || mo.port > 65535
+                             ? ds41::InvalidArgumentError("--metrics-listen must be host:port")
+                             : metrics_http->Start();
+        !s.ok()) {
+      std::cerr << "metrics http: " << s.ToString() << "\n";
+      return 1;
+    }
   }
   ds41::RouterService service(&api, &tenants, &pool);
   std::string admin_token;
@@ -236,7 +262,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::cout << "router ready http=" << ho.host << ":" << http.port() << " grpc=" << grpc_listen.substr(0, grpc_listen.rfind(':'))
-            << ":" << rpc->port << " fingerprint=" << fp << " placement=" << placement << std::endl;
+            << ":" << rpc->port
+            << (metrics_http ? " metrics=" + metrics_listen.substr(0, metrics_listen.rfind(':')) + ":" +
+                                   std::to_string(metrics_http->port())
+                             : std::string())
+            << " fingerprint=" << fp << " placement=" << placement << std::endl;
   const int sig = ds41::WaitForTerminationSignal();
   // Drain: /health reports 503 so load balancers stop sending, new requests get 503, in-flight ones
   // get the grace period, then what is left is cancelled (nodes stop it at their next step).
@@ -249,6 +279,7 @@ int main(int argc, char** argv) {
     core.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(5));
   }
   http.Stop();
+  if (metrics_http) metrics_http->Stop();
   rpc->server->Shutdown(std::chrono::system_clock::now());
   return 0;
 }

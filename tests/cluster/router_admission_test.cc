@@ -387,6 +387,19 @@ TEST(RouterAdmissionTest, ATenantOverItsTokenRateIs429NamingTheLimit) {
   EXPECT_EQ(metrics.find("kc-0123456789abcdef"), std::string::npos);
 }
 
+// /metrics on a listener of its own (--metrics-listen): the API port no longer serves it, so a
+// NetworkPolicy can admit scrapers and clients each to their own port.
+TEST(RouterAdmissionTest, MetricsCanMoveOffTheApiPort) {
+  PacedCluster c({"--metrics-listen", "127.0.0.1:0"});
+  ASSERT_TRUE(c.router->ready());
+  const std::string metrics_addr = c.router->fields()["metrics"];
+  ASSERT_FALSE(metrics_addr.empty());
+  EXPECT_NE(testing::HttpGet(metrics_addr, "/metrics").find("\nds41_router_running_requests 0"), std::string::npos);
+  EXPECT_EQ(GetStatus(c.http, "/metrics"), 404);
+  EXPECT_EQ(GetStatus(c.http, "/livez"), 200);
+  EXPECT_EQ(GetStatus(metrics_addr, "/v1/models"), 404);  // and the API is not on the metrics port
+}
+
 TEST(RouterAdmissionTest, WithoutAnAdminTokenEveryAdminCallIsRefused) {
   PacedCluster c({});
   ASSERT_TRUE(c.router->ready());

@@ -153,7 +153,7 @@ for comp in ("encoder", "decoder"):
 router_svc = one("Service", "router")
 if router_svc:
     ports = {p["name"]: p["port"] for p in router_svc["spec"]["ports"]}
-    check(ports == {"http": V["router"]["httpPort"], "grpc": V["router"]["grpcPort"]},
+    check(ports == {"http": V["router"]["httpPort"], "grpc": V["router"]["grpcPort"], "metrics": V["router"]["metricsPort"]},
           f"router service ports {ports}")
 cache = workloads.get("cache")
 headless = [s for s in objs("Service", "cache") if s["spec"].get("clusterIP") == "None"]
@@ -233,6 +233,17 @@ if V["networkPolicy"]["enabled"]:
         check(len(metrics_rule) == 1 and metrics_rule[0]["from"] == V["networkPolicy"]["metricsFrom"],
               f"{comp}: metrics port not admitted from networkPolicy.metricsFrom only")
         check(len(rules) == 2, f"{comp}: unexpected ingress rules")
+    # The router: its API ports from apiFrom, /metrics on its own port from metricsFrom only.
+    pol = [p for p in policies if p["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/component") == "router"]
+    check(len(pol) == 1, "router: NetworkPolicy count")
+    if pol:
+        rules = pol[0]["spec"]["ingress"]
+        api = {V["router"]["httpPort"], V["router"]["grpcPort"]}
+        check(len(rules) == 2, "router: unexpected ingress rules")
+        check(any({p["port"] for p in r["ports"]} == api and r.get("from", []) == V["networkPolicy"]["apiFrom"] for r in rules),
+              "router: API ports not admitted from networkPolicy.apiFrom")
+        check(any([p["port"] for p in r["ports"]] == [V["router"]["metricsPort"]] and r["from"] == V["networkPolicy"]["metricsFrom"]
+                  for r in rules), "router: metrics port not admitted from networkPolicy.metricsFrom only")
 else:
     check(not policies, "NetworkPolicies rendered although networkPolicy.enabled is false")
 
@@ -244,6 +255,9 @@ for comp, key in [("router", "router"), ("encoder", "encoder"), ("decoder", "dec
 # --- monitoring
 m = V["monitoring"]
 check(len(objs("ServiceMonitor")) == int(bool(m["serviceMonitor"]["enabled"])), "ServiceMonitor toggle")
+for sm in objs("ServiceMonitor"):
+    # Every pool, the router included, on its "metrics" port: the API port serves no /metrics.
+    check([e["port"] for e in sm["spec"]["endpoints"]] == ["metrics"], "ServiceMonitor scrapes other ports than metrics")
 rules = objs("PrometheusRule")
 check(len(rules) == int(bool(m["prometheusRule"]["enabled"])), "PrometheusRule toggle")
 if rules:
