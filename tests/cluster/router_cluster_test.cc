@@ -270,6 +270,59 @@ TEST(RouterClusterTest, ATenantsTimeOnAnotherTenantsCachedPromptIsACold) {
   EXPECT_LT(other, 1.25 * cold);
 }
 
+// "Label values are fixed vocabularies" (docs/security.md), checked on every page of a cluster after
+// chat and completion requests carrying distinctive session ids, users, stop strings and message
+// text: no label value holds any of it, and every label value is a short identifier. A label made
+// from request data (a session id, a model name as sent, an error message) fails this.
+TEST(RouterClusterTest, MetricLabelsAreFixedVocabulariesNeverRequestData) {
+  Cluster c;
+  c.StartRouter();
+  for (int i = 0; i < 4; ++i) {
+    const std::string tag = "probe" + std::to_string(7000 + i);
+    const std::string headers = "x-session-id: session-" + tag + "\r\n";
+    ASSERT_EQ(c.Post("/v1/completions", {{"prompt", RandomTokens(90, 40 + i)}, {"max_tokens", 2}, {"user", "user-" + tag},
+                                         {"stop", json::array({"stop-" + tag})}},
+                     headers)
+                  .status,
+              200);
+    ASSERT_EQ(c.Post("/v1/chat/completions",
+                     {{"messages", json::array({{{"role", "user"}, {"content", "text-" + tag}}})}, {"max_tokens", 2}}, headers)
+                  .status,
+              200);
+    // Refused ones too: their errors are counted by code, never by message or field.
+    EXPECT_EQ(c.Post("/v1/completions", {{"prompt", "x"}, {"model", "model-" + tag}}, headers).status, 404);
+    EXPECT_EQ(c.Post("/v1/completions", {{"prompt", "x"}, {"field_" + tag, 1}}, headers).status, 400);
+  }
+  std::vector<std::string> pages = {RouterMetricsText(c), testing::HttpGet(c.cache->fields()["metrics"], "/metrics")};
+  for (auto* group : {&c.encoders, &c.decoders})
+    for (auto& n : *group) pages.push_back(testing::HttpGet(n->fields()["metrics"], "/metrics"));
+  int values = 0;
+  for (const std::string& page : pages) {
+    ASSERT_FALSE(page.empty());
+    EXPECT_EQ(page.find("probe"), std::string::npos);
+    std::istringstream lines(page);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      const size_t open = line.find('{'), close = line.rfind('}');
+      if (open == std::string::npos || close == std::string::npos) continue;
+      // label="value",label="value": values are short identifiers (letters, digits and _.:/+-).
+      const std::string labels = line.substr(open + 1, close - open - 1);
+      for (size_t at = labels.find("=\""); at != std::string::npos; at = labels.find("=\"", at + 1)) {
+        const size_t end = labels.find('"', at + 2);
+        ASSERT_NE(end, std::string::npos) << line;
+        const std::string value = labels.substr(at + 2, end - at - 2);
+        ++values;
+        EXPECT_LE(value.size(), 64u) << line;
+        EXPECT_EQ(value.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:/+-"),
+                  std::string::npos)
+            << line;
+        at = end;
+      }
+    }
+  }
+  EXPECT_GT(values, 100);  // the pages were read and labelled
+}
+
 TEST(RouterClusterTest, MetricsListenersRefuseOversizedRequestsAndStayUp) {
   Cluster c;
   const std::string addr = c.decoders[0]->fields()["metrics"];
