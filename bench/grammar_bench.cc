@@ -6,15 +6,24 @@
 // matcher's state, then the matcher advanced by the token. Batch 1 times one sequence's steps;
 // batch 32 runs 32 sequences at different places of their documents per step on one thread and
 // reports the time per sequence. Rounds are repeated; medians and ranges are printed.
+// With --model (the real-width slice of bench/slice_config.sh), the same run also times that
+// model's decode steps at batch 1 and 32 on every core and prints each row's mask cost as a share
+// of a step: the decoder fills a sequence's mask on the step's thread, so a step of 32 sequences
+// pays 32 masks.
 //
-//   grammar_bench --tokenizer build/models/small/tokenizer.json --tokenizer /tmp/tok129280.json
+//   grammar_bench --tokenizer build/models/small/tokenizer.json --tokenizer /tmp/tok129280.json [--model /tmp/slice]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <random>
+#include <thread>
 
+#include "engine/engine.h"
+#include "engine/loading/weight_packing.h"
+#include "engine/sampling.h"
 #include "grammar/json_sample.h"
 #include "grammar/token_mask.h"
 #include "grammar/tool_call_grammar.h"
@@ -160,6 +169,54 @@ Figures RunRound(const Compile& compile, const TokenMasker& masker, const ds41::
   return f;
 }
 
+// Median milliseconds of a decode step of `model_dir` at `batch` sequences (of `steps` steps, each
+// round), on every core; 0 and a message when the model cannot be opened.
+struct StepTimes {
+  double b1_ms = 0, b32_ms = 0;
+};
+StepTimes DecodeSteps(const std::string& model_dir, int steps, int rounds) {
+  using ds41::SequenceState;
+  ds41::ThreadPool pool(static_cast<int>(std::thread::hardware_concurrency()), ds41::ThreadPool::Idle::kSpinThenSleep);
+  auto tiles = ds41::ParseWeightTiles("file");
+  auto model = ds41::Model::Open(model_dir, {*tiles, ""});
+  if (!model.ok()) {
+    std::cerr << "--model: " << model.status().ToString() << "\n";
+    return {};
+  }
+  const ds41::ModelConfig& c = (*model)->config();
+  ds41::Engine engine(**model, &pool);
+  StepTimes out;
+  for (int batch : {1, 32}) {
+    Sorted ms;
+    std::vector<SequenceState> states;
+    std::vector<std::vector<float>> logits(static_cast<size_t>(batch));
+    std::mt19937 rng(7);
+    for (int b = 0; b < batch; ++b) {
+      states.push_back(SequenceState::Create(c));
+      std::vector<int32_t> prompt(16);
+      for (int32_t& t : prompt) t = 3 + static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size - 3));
+      if (!engine.Prefill(&states.back(), {prompt, {}, {}}, false, &logits[static_cast<size_t>(b)]).ok()) return {};
+    }
+    std::vector<SequenceState*> ptrs;
+    for (SequenceState& s : states) ptrs.push_back(&s);
+    std::vector<int32_t> next(static_cast<size_t>(batch), 5);
+    std::vector<float> lg;
+    if (!engine.DecodeBatch(ptrs, next, &lg).ok()) return {};  // warm-up
+    for (int r = 0; r < rounds; ++r) {
+      const auto t0 = Clock::now();
+      for (int s = 0; s < steps; ++s) {
+        for (int b = 0; b < batch; ++b) next[static_cast<size_t>(b)] = ds41::Argmax(&lg[static_cast<size_t>(b) * c.vocab_size], c.vocab_size);
+        if (!engine.DecodeBatch(ptrs, next, &lg).ok()) return {};
+      }
+      ms.v.push_back(Us(Clock::now() - t0) / 1000 / steps);
+    }
+    std::fprintf(stderr, "decode step, batch %d: %.1f ms [%.1f-%.1f] (%s, %d layers, hidden %d)\n", batch, ms.Median(),
+                 ms.Min(), ms.Max(), model_dir.c_str(), c.n_layers, c.dim);
+    (batch == 1 ? out.b1_ms : out.b32_ms) = ms.Median();
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,13 +226,19 @@ int main(int argc, char** argv) {
   app.add_option("--tokenizer", tokenizers, "tokenizer.json files (byte-level BPE)")->required();
   app.add_option("--rounds", rounds, "rounds per figure (median and range printed)")->check(CLI::Range(1, 100));
   app.add_option("--docs", docs, "documents sampled per schema and round")->check(CLI::Range(1, 1000));
+  std::string model_dir;
+  int steps = 4;
+  app.add_option("--model", model_dir, "also time this model's decode steps (batch 1 and 32) and print shares of a step");
+  app.add_option("--steps", steps, "decode steps per round with --model")->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
+  const StepTimes step = model_dir.empty() ? StepTimes{} : DecodeSteps(model_dir, steps, rounds);
+  if (!model_dir.empty() && step.b1_ms <= 0) return 1;
   const std::pair<const char*, Compile> schemas[] = {{"flat-5", SchemaGrammar(FlatSchema())},
                                                     {"tool-30", SchemaGrammar(ToolSchema())},
                                                     {"recursive", SchemaGrammar(RecursiveSchema())},
                                                     {"tool-calls", ToolCallGrammar()}};
-  std::printf("%-10s %-10s %14s %16s %18s %18s\n", "vocab", "schema", "compile_us", "b1_mean_us", "b1_p99_us",
-              "b32_us_per_seq");
+  std::printf("%-10s %-10s %14s %16s %18s %18s%s\n", "vocab", "schema", "compile_us", "b1_mean_us", "b1_p99_us",
+              "b32_us_per_seq", step.b1_ms > 0 ? "  share_of_step_b1  share_of_step_b32" : "");
   for (const std::string& path : tokenizers) {
     auto tok = ds41::Tokenizer::Load(path);
     if (!tok.ok()) {
@@ -201,8 +264,14 @@ int main(int argc, char** argv) {
         std::snprintf(buf, sizeof buf, "%.1f [%.1f-%.1f]", s.Median(), s.Min(), s.Max());
         return std::string(buf);
       };
-      std::printf("%-10d %-10s %14s %16s %18s %18s\n", V, name, cell(compile).c_str(), cell(mean).c_str(),
+      std::printf("%-10d %-10s %14s %16s %18s %18s", V, name, cell(compile).c_str(), cell(mean).c_str(),
                   cell(p99).c_str(), cell(b32).c_str());
+      if (step.b1_ms > 0) {
+        // A step's masks against the step: one sequence's at batch 1, 32 sequences' at batch 32.
+        std::printf("  %15.5f%% %17.5f%%", 100 * mean.Median() / (step.b1_ms * 1000),
+                    100 * 32 * b32.Median() / (step.b32_ms * 1000));
+      }
+      std::printf("\n");
     }
   }
   return 0;

@@ -439,10 +439,10 @@ struct SseReader {
   bool ended = false;  // the chunked body's last chunk came
   int read_error = 0;  // errno of a failed recv (ECONNRESET: the connection was reset)
 
-  bool Start(int port, const json& body, const std::string& headers) {
+  bool Start(int port, const json& body, const std::string& headers, const std::string& path = "/v1/completions") {
     if (!http.Connect(port)) return false;
     const std::string b = body.dump();
-    return http.SendRaw(testing::FormatRequest("POST", "/v1/completions", b, "Content-Type: application/json\r\n" + headers));
+    return http.SendRaw(testing::FormatRequest("POST", path, b, "Content-Type: application/json\r\n" + headers));
   }
   // Reads until `events` has `n` entries or the response is over; false on timeout.
   bool ReadUntil(size_t n, std::chrono::milliseconds timeout) {
@@ -576,6 +576,52 @@ TEST(RouterClusterTest, ADecoderKilledMidStreamIsReplacedAndTheClientGetsTheWhol
   metrics = RouterMetricsText(c);
   EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"refused\"} 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("ds41_router_migrations_total{outcome=\"completed\"} 1"), std::string::npos) << metrics;
+}
+
+// Constrained decoding through a migration (issue 44 item 7): a greedy chat reply held to a JSON
+// schema, its decoder killed mid-reply; the other decoder reads the streamed tokens into the
+// grammar first and the client's content is the healthy run's, byte for byte (a grammar restarted
+// from nothing would refuse the resumed tokens or write another document).
+TEST(RouterClusterTest, AConstrainedReplyMigratedMidStreamKeepsItsGrammar) {
+  Cluster c;
+  const std::string keys = testing::TempDir("keys") + "/keys.json";
+  std::ofstream(keys) << R"({"keys": {"key-a": {"tenant": "a"}, "key-b": {"tenant": "b"}}})";
+  c.StartRouter({"--api-keys", keys});
+  const json schema = {{"type", "object"},
+                       {"properties", {{"notes", {{"type", "string"}}}, {"done", {{"type", "boolean"}}}}},
+                       {"required", json::array({"notes", "done"})},
+                       {"additionalProperties", false}};
+  json body = {{"messages", json::array({{{"role", "user"}, {"content", "Write long notes on the repository, as JSON."}}})},
+               {"max_tokens", 120},
+               {"temperature", 0},
+               {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "notes"}, {"schema", schema}}}}}};
+  auto healthy = c.Post("/v1/chat/completions", body, "Authorization: Bearer key-b\r\n", std::chrono::seconds(120));
+  ASSERT_EQ(healthy.status, 200) << healthy.body;
+  const std::string expect = json::parse(healthy.body)["choices"][0]["message"]["content"];
+  // json sorts the schema's keys, so "done" comes first; the free string then runs to max_tokens.
+  ASSERT_EQ(expect.rfind("{\"done\":", 0), 0u) << expect;
+  body["stream"] = true;
+  SseReader sse;
+  ASSERT_TRUE(sse.Start(c.http_port, body, "Authorization: Bearer key-a\r\nx-session-id: migrate-json\r\n", "/v1/chat/completions"));
+  ASSERT_TRUE(sse.ReadUntil(25, std::chrono::seconds(60))) << sse.raw;
+  ASSERT_FALSE(sse.ended) << "the reply ended before the kill (" << expect.size() << " bytes): " << expect;
+  const int busy = BusyDecoder(c);
+  ASSERT_GE(busy, 0);
+  c.decoders[busy]->Kill(SIGKILL);
+  ASSERT_TRUE(sse.ReadUntil(100000, std::chrono::seconds(120)));
+  ASSERT_TRUE(sse.ended) << sse.raw;
+  std::string content;
+  json last;
+  for (const auto& [at, payload] : sse.events) {
+    if (payload == "[DONE]") break;
+    last = json::parse(payload);
+    ASSERT_FALSE(last.contains("error")) << payload;
+    if (!last["choices"].empty()) content += last["choices"][0]["delta"].value("content", "");
+  }
+  EXPECT_EQ(content, expect);
+  EXPECT_EQ(last["usage"]["ds41"]["migrations"], 1) << last.dump();
+  std::printf("constrained reply through a migration: %zu bytes, equal to the healthy run's: %s\n", content.size(),
+              content == expect ? "yes" : "no");
 }
 
 // A later turn of an agent session: its decoder, which also held the SWA state at the end of the
