@@ -19,6 +19,10 @@ enum : uint8_t {
   kObjOpen = 0, kObjFirst = 1, kObjKey = 2, kObjAfterValue = 3, kObjAfterComma = 4, kObjValue = 5, kObjColon = 6,
 };
 
+// A string's next UTF-8 continuation byte (Frame::b in kStrText while Frame::a > 0): 80..BF unless
+// the lead narrowed it.
+enum : uint8_t { kUtf8Any = 0, kUtf8From_A0 = 1, kUtf8To_9F = 2, kUtf8From_90 = 3, kUtf8To_8F = 4 };
+
 bool Digit(uint8_t c) { return c >= '0' && c <= '9'; }
 int HexValue(uint8_t c) {
   if (Digit(c)) return c - '0';
@@ -145,9 +149,30 @@ JsonMatcher::Result JsonMatcher::Consume(Frame* f, uint8_t c, int32_t* child) co
           f->phase = kStrText;
           return Result::kStay;
         case kStrText:
+          // JSON text is UTF-8: a character's continuation bytes in the range its lead allows
+          // (a: bytes still to come, b: the range of the next one), so no overlong form, surrogate
+          // or code point past U+10FFFF is ever written.
+          if (f->a > 0) {
+            const uint8_t lo = f->b == kUtf8From_A0 ? 0xA0 : f->b == kUtf8From_90 ? 0x90 : 0x80;
+            const uint8_t hi = f->b == kUtf8To_9F ? 0x9F : f->b == kUtf8To_8F ? 0x8F : 0xBF;
+            if (c < lo || c > hi) return Result::kReject;
+            --f->a;
+            f->b = kUtf8Any;
+            return Result::kStay;
+          }
           if (c == '"') return Result::kDone;
           if (c == '\\') f->phase = kStrEscape;
-          return c < 0x20 ? Result::kReject : Result::kStay;
+          if (c < 0x80) return c < 0x20 ? Result::kReject : Result::kStay;
+          f->b = kUtf8Any;
+          if (c >= 0xC2 && c <= 0xDF) f->a = 1;
+          else if (c == 0xE0) f->a = 2, f->b = kUtf8From_A0;           // no overlong 3-byte forms
+          else if (c == 0xED) f->a = 2, f->b = kUtf8To_9F;             // no surrogates
+          else if (c >= 0xE1 && c <= 0xEF) f->a = 2;
+          else if (c == 0xF0) f->a = 3, f->b = kUtf8From_90;           // no overlong 4-byte forms
+          else if (c >= 0xF1 && c <= 0xF3) f->a = 3;
+          else if (c == 0xF4) f->a = 3, f->b = kUtf8To_8F;             // nothing past U+10FFFF
+          else return Result::kReject;                                 // a continuation byte, C0, C1, F5..FF
+          return Result::kStay;
         case kStrEscape:
           if (c == 'u') {
             f->phase = kStrHex;
@@ -400,7 +425,10 @@ bool JsonMatcher::InsideFreeString() const {
   for (const Stack& s : stacks_) {
     if (s.empty()) return false;
     const Frame& top = s.back();
-    if (grammar_->nodes[static_cast<size_t>(top.node)].kind != NodeKind::kString || top.phase != kStrText) return false;
+    // Between characters only: inside one, the next byte is a continuation byte, not text.
+    if (grammar_->nodes[static_cast<size_t>(top.node)].kind != NodeKind::kString || top.phase != kStrText || top.a > 0) {
+      return false;
+    }
   }
   return !stacks_.empty();
 }

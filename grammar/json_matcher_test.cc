@@ -75,6 +75,25 @@ TEST(JsonMatcherTest, UnicodeEscapesPairTheirSurrogates) {
   EXPECT_FALSE(Matches(g, R"("\u12g4")"));
 }
 
+// Strings are UTF-8: whole characters of 1 to 4 bytes; never a stray continuation byte, an
+// overlong form, a surrogate, a code point past U+10FFFF or a character cut by the closing quote.
+TEST(JsonMatcherTest, StringsHoldWellFormedUtf8Only) {
+  const auto g = Compile(R"({"type": "string"})");
+  EXPECT_TRUE(Matches(g, "\"caf\xC3\xA9 \xE2\x82\xAC \xED\x9F\xBF \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF\""));
+  for (const char* bad : {"\"\x80\"", "\"\xC3\"", "\"\xC0\x80\"", "\"\xC1\xBF\"", "\"\xE0\x80\x80\"",
+                          "\"\xED\xA0\x80\"", "\"\xF0\x80\x80\x80\"", "\"\xF4\x90\x80\x80\"", "\"\xF5\x80\x80\x80\"",
+                          "\"\xFF\"", "\"\xE2\x82\"", "\"\xC3\xC3\xA9\""}) {
+    EXPECT_FALSE(Matches(g, bad)) << testing::PrintToString(std::string(bad));
+  }
+  // Mid-character is not free text: the next byte is judged against the lead.
+  JsonMatcher m(g);
+  ASSERT_TRUE(m.AcceptBytes("\"a\xE2"));
+  EXPECT_FALSE(m.InsideFreeString());
+  EXPECT_FALSE(m.Accept('b'));
+  ASSERT_TRUE(m.AcceptBytes("\x82\xAC"));
+  EXPECT_TRUE(m.InsideFreeString());
+}
+
 TEST(JsonMatcherTest, NumbersStayFiniteDoubles) {
   const auto g = Compile(R"({"type": "number"})");
   EXPECT_TRUE(Matches(g, "123456789012345.123456789012345e-99"));
@@ -149,6 +168,22 @@ std::set<size_t> StringEnd(std::string_view t, size_t pos) {
     const auto c = static_cast<uint8_t>(t[i]);
     if (c == '"') return {i + 1};
     if (c < 0x20) return {};
+    if (c >= 0x80) {
+      // One UTF-8 character, decoded: its length from the lead, continuation bytes 10xxxxxx, and a
+      // code point that is not overlong, not a surrogate and not past U+10FFFF.
+      const int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+      if (len == 0 || i + len > t.size()) return {};
+      uint32_t cp = c & (0x7F >> len);
+      for (int k = 1; k < len; ++k) {
+        const auto cont = static_cast<uint8_t>(t[i + k]);
+        if ((cont & 0xC0) != 0x80) return {};
+        cp = cp << 6 | (cont & 0x3F);
+      }
+      const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+      if (cp < least[len] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return {};
+      i += static_cast<size_t>(len) - 1;
+      continue;
+    }
     if (c == '\\') {
       if (i + 1 >= t.size()) return {};
       const char e = t[i + 1];
@@ -323,7 +358,7 @@ TEST(JsonMatcherPropertyTest, RandomDocumentsAreAcceptedAndMutationsJudgedAsTheO
                     {"type": "object", "properties": {"a": {"type": "string"}, "b": {"const": true}}, "additionalProperties": false}]})",
   };
   std::mt19937 rng(2026);
-  const std::string noise = "{}[]\",:0123456789.eE+-truefalsenul\\ ax";
+  const std::string noise = "{}[]\",:0123456789.eE+-truefalsenul\\ ax\xC3\xA9\x80\xE2";
   int mutants = 0, valid_mutants = 0;
   for (const char* schema : schemas) {
     SCOPED_TRACE(schema);

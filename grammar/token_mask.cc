@@ -8,7 +8,9 @@
 namespace ds41::grammar {
 namespace {
 
-bool BreaksString(uint8_t c) { return c == '"' || c == '\\' || c < 0x20; }
+// Bytes that change a string's state: its end, an escape, control bytes, and every byte of a
+// multi-byte UTF-8 character (the matcher checks each against its lead).
+bool BreaksString(uint8_t c) { return c == '"' || c == '\\' || c < 0x20 || c >= 0x80; }
 
 void SetBit(TokenBitmask* m, int32_t id) { (*m)[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }
 
@@ -72,7 +74,11 @@ TokenMasker::TokenMasker(const std::vector<std::string>& token_bytes, const std:
     g->root = 0;
     return std::shared_ptr<const Grammar>(std::move(g));
   }();
-  constexpr std::string_view kBytes = "\"\\/bfnrtu0123456789abcdefABCDEF-+.eExD8C";
+  // ASCII that opens, escapes and ends values, and UTF-8 leads and continuations, so every place
+  // inside a character (each lead's range of its next byte) has its table too.
+  constexpr std::string_view kBytes =
+      "\"\\/bfnrtu0123456789abcdefABCDEF-+.eExD8C"
+      "\xC3\xE0\xE1\xED\xF0\xF1\xF4\x80\x90\xA0";
   for (int32_t node = 0; node < 3; ++node) {
     std::vector<JsonMatcher> todo = {JsonMatcher::Probe(kValues, Frame{node, 0, 0, 0})};
     std::set<std::string> seen;
