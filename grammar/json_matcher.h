@@ -22,8 +22,10 @@ inline constexpr int kMaxStacks = 4096;  // stacks followed at once; more are dr
 struct Frame {
   int32_t node = 0;
   uint8_t phase = 0;
-  int32_t a = 0;  // literal: bytes matched; object: the next property; number: digits in this part; string: hex left
-  int32_t b = 0;  // object: the property whose key is being matched; string: a \u escape's code unit
+  int32_t a = 0;  // literal: bytes matched; object: the next property; number: digits in this part;
+                  // string: hex digits left in a \u escape, or a UTF-8 character's bytes still to come
+  int32_t b = 0;  // object: the property whose key is being matched; string: a \u escape's code unit, or
+                  // the range of a UTF-8 character's next byte
   bool operator==(const Frame&) const = default;
   auto operator<=>(const Frame&) const = default;
 };

@@ -80,6 +80,8 @@ TEST(JsonMatcherTest, UnicodeEscapesPairTheirSurrogates) {
 TEST(JsonMatcherTest, StringsHoldWellFormedUtf8Only) {
   const auto g = Compile(R"({"type": "string"})");
   EXPECT_TRUE(Matches(g, "\"caf\xC3\xA9 \xE2\x82\xAC \xED\x9F\xBF \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF\""));
+  // Each lead's narrowest legal next byte, and the edges of the ranges.
+  EXPECT_TRUE(Matches(g, "\"\xC2\x80\xDF\xBF\xE0\xA0\x80\xEE\x80\x80\xEF\xBF\xBF\xF0\x90\x80\x80\xF3\xBF\xBF\xBF\xF4\x80\x80\x80\""));
   for (const char* bad : {"\"\x80\"", "\"\xC3\"", "\"\xC0\x80\"", "\"\xC1\xBF\"", "\"\xE0\x80\x80\"",
                           "\"\xED\xA0\x80\"", "\"\xF0\x80\x80\x80\"", "\"\xF4\x90\x80\x80\"", "\"\xF5\x80\x80\x80\"",
                           "\"\xFF\"", "\"\xE2\x82\"", "\"\xC3\xC3\xA9\""}) {
@@ -171,7 +173,7 @@ std::set<size_t> StringEnd(std::string_view t, size_t pos) {
     if (c >= 0x80) {
       // One UTF-8 character, decoded: its length from the lead, continuation bytes 10xxxxxx, and a
       // code point that is not overlong, not a surrogate and not past U+10FFFF.
-      const int len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+      const int len = c >= 0xF8 ? 0 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
       if (len == 0 || i + len > t.size()) return {};
       uint32_t cp = c & (0x7F >> len);
       for (int k = 1; k < len; ++k) {

@@ -32,7 +32,7 @@ Vocab MakeVocab() {
   }
   for (const char* m : {"{\"", "\":", "\",\"", "\"}", "true", "false", "null", "12", "0.", "e+", "read", "wri", "te\"",
                         "ab", "a\"b", "\\\"", "\\u00", "é", "  ", "}]", "[\"", "\"path\":\"", "count",
-                        "\xE2\x82", "\xAC\"", "\xF0\x9F\x98", "\x80a", "\xC3\xA9\"", "<think>"}) {
+                        "\xE2\x82", "\xAC\"", "\xF0\x9F\x98", "\x80" "a", "\xC3\xA9\"", "<think>"}) {
     v.bytes.push_back(m);
     v.control.push_back(std::string(m) == "<think>");
   }

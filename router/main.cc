@@ -227,7 +227,10 @@ int main(int argc, char** argv) {
     ds41::HttpServerOptions mo;
     const auto mcolon = metrics_listen.rfind(':');
     mo.host = metrics_listen.substr(0, mcolon);
-    mo.port = mcolon == std::string::npos ? -1 : std::atoi(metrics_listen.c_str() + mcolon + 1);
+    const std::string mport = mcolon == std::string::npos ? "" : metrics_listen.substr(mcolon + 1);
+    mo.port = !mport.empty() && mport.size() <= 5 && mport.find_first_not_of("0123456789") == std::string::npos
+                  ? std::stoi(mport)
+                  : -1;
     mo.io_threads = 1;
     mo.max_body_bytes = 1024;
     mo.header_timeout = std::chrono::milliseconds(header_timeout_ms);

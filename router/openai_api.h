@@ -89,8 +89,9 @@ class OpenAiApi {
             int32_t model_vocab, const ReplyRecords* replies = nullptr);
 
   // A place for a request of `tenant` that has just arrived: one of its tenant's own (SetTenantLimits)
-  // and one among the router's max_running (RouterCore::Admit); or its refusal (429 with Retry-After
-  // naming the limit, 503 while the router drains).
+  // and one among the router's max_running (RouterCore::Admit); or its refusal (429 naming the
+  // limit, with Retry-After as the error table gives it or, for a tenant's quota, as long as it
+  // lasts; 503 while the router drains).
   std::optional<ApiOutcome> Admit(const Tenant& tenant, std::shared_ptr<RouteAdmission>* admission);
   // Per-tenant quotas (nullptr: none). REQUIRES: called before serving, not concurrently with requests.
   void SetTenantLimits(TenantLimits* limits) { limits_ = limits; }

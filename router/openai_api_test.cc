@@ -112,7 +112,8 @@ TEST(TenantTableTest, KeysResolveExactlyAndNothingElseDoes) {
 }
 
 // Resolving a key takes the same time however much of a real key it shares, and wherever the match
-// sits in the table: measured, not inferred from the code. A plain string comparison with an early
+// sits in the table: measured, not inferred from the code (bound 1.5x: the early exit it guards
+// against shows 12x). A plain string comparison with an early
 // exit (or a loop that stops at its match) fails this: a key equal to a real one but for its last
 // byte, or the first key of 2,000, would resolve measurably faster or slower than one that differs
 // at its first byte. Each case's time is a low percentile of many interleaved rounds, so a busy
@@ -147,7 +148,7 @@ TEST(TenantTableTest, ResolvingTakesTheSameTimeWhateverPartOfAKeyMatches) {
     low.push_back(v[v.size() / 10]);
   }
   const auto [lo, hi] = std::minmax_element(low.begin(), low.end());
-  EXPECT_LT(*hi / *lo, 1.25) << "first key " << low[0] << " ns, last key " << low[1] << " ns, all but the last byte "
+  EXPECT_LT(*hi / *lo, 1.5) << "first key " << low[0] << " ns, last key " << low[1] << " ns, all but the last byte "
                              << low[2] << " ns, another first byte " << low[3] << " ns";
 }
 

@@ -62,9 +62,14 @@ class RouteAdmission {
   RouteAdmission& operator=(const RouteAdmission&) = delete;
   ~RouteAdmission() { Release(); }
   void Release();  // idempotent
-  // Something else held for the request's life (its tenant's place), given back with it.
-  // REQUIRES: called once, before the admission is shared.
-  void AlsoRelease(std::function<void()> release) { also_ = std::move(release); }
+  // Something else held for the request's life (its tenant's place), given back with it (after
+  // anything given before). REQUIRES: called before the admission is shared.
+  void AlsoRelease(std::function<void()> release) {
+    also_ = [before = std::move(also_), release = std::move(release)] {
+      if (before) before();
+      release();
+    };
+  }
 
  private:
   RouterCore* const core_;

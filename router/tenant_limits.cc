@@ -104,7 +104,9 @@ void TenantLimits::Charge(const std::string& tenant, const char* kind, int64_t t
   if (s.quota.tokens_per_minute <= 0) return;
   MutexLock l(&s.mu);
   s.Refill(now);
-  s.bucket -= static_cast<double>(tokens);
+  // Debt is floored at one minute's worth: a burst admitted together (each checked before its
+  // prompt was charged) locks the tenant out for at most a minute, which Retry-After can say.
+  s.bucket = std::max(s.bucket - static_cast<double>(tokens), -static_cast<double>(s.quota.tokens_per_minute));
 }
 
 void TenantLimits::Place::Release() {

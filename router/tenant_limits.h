@@ -41,7 +41,8 @@ class TenantLimits {
   StatusOr<std::unique_ptr<Place>> Admit(const std::string& tenant, int* retry_after_s, Clock::time_point now = Clock::now());
   // Tokens `tenant` used (a prompt when it is routed, a reply's tokens when it ends), taken from its
   // bucket: a request is admitted while the bucket is not in debt, so a long prompt costs the next
-  // ones, not itself.
+  // ones, not itself, and requests arriving together are all admitted before any is charged (within
+  // max_running). The debt stops at one minute's worth.
   void Charge(const std::string& tenant, const char* kind, int64_t tokens, Clock::time_point now = Clock::now());
 
  private:

@@ -69,6 +69,12 @@ TEST(TenantLimitsTest, TokensPerMinuteRefusesInDebtUntilTheBucketRefills) {
   const Clock::time_point later = t0 + std::chrono::hours(1);
   limits.Charge("b", "prompt", 601, later);
   EXPECT_EQ(limits.Admit("b", &retry, later).status().code(), StatusCode::kResourceExhausted);
+  // Debt stops at one minute's worth: a huge burst locks the tenant out for a minute, no longer.
+  const Clock::time_point burst = later + std::chrono::hours(1);
+  limits.Charge("b", "prompt", 1'000'000, burst);
+  EXPECT_EQ(limits.Admit("b", &retry, burst).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(retry, 60);
+  EXPECT_TRUE(limits.Admit("b", &retry, burst + std::chrono::seconds(60)).ok());
   // A tenant without a rate is never refused for tokens.
   limits.Charge("c", "prompt", 1'000'000, t0);
   EXPECT_TRUE(limits.Admit("c", &retry, t0).ok());

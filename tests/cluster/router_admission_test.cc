@@ -66,22 +66,29 @@ class RawRequest {
   }
   // The response's head (status line and headers), "" when none came by `timeout`.
   std::string Head(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    const auto end = Clock::now() + timeout;
-    while (connected_ && in_.find("\r\n\r\n") == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
-      pollfd p{fd_, POLLIN, 0};
-      if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) return "";
-      char buf[4096];
-      const ssize_t n = read(fd_, buf, sizeof buf);
-      if (n <= 0) return "";
-      in_.append(buf, static_cast<size_t>(n));
-    }
+    if (!WaitFor("\r\n\r\n", timeout)) return "";
     return in_.substr(0, in_.find("\r\n\r\n"));
   }
   // Reads until `text` has come (true) or `timeout` passes (false).
   bool WaitFor(const std::string& text, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    const auto end = Clock::now() + timeout;
-    while (connected_ && in_.find(text) == std::string::npos) {
+    return ReadUntil([&] { return in_.find(text) != std::string::npos; }, Clock::now() + timeout);
+  }
+  // A plain (not streamed) response's body, after Head(): Content-Length bytes ("" if they never came).
+  std::string Body(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    const std::string head = Head(timeout);
+    const size_t at = head.find("Content-Length: ");
+    if (at == std::string::npos) return "";
+    const size_t length = std::stoul(head.substr(at + 16));
+    const size_t start = head.size() + 4;
+    if (!ReadUntil([&] { return in_.size() >= start + length; }, Clock::now() + timeout)) return "";
+    return in_.substr(start, length);
+  }
+
+ private:
+  // Reads what comes until `done()` holds (true) or `end` passes, or the connection fails (false).
+  template <typename Done>
+  bool ReadUntil(const Done& done, Clock::time_point end) {
+    while (connected_ && !done()) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
       pollfd p{fd_, POLLIN, 0};
       if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) return false;
@@ -92,27 +99,7 @@ class RawRequest {
     }
     return connected_;
   }
-  // A plain (not streamed) response's body, after Head(): Content-Length bytes ("" if they never came).
-  std::string Body(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-    const std::string head = Head(timeout);
-    const size_t at = head.find("Content-Length: ");
-    if (at == std::string::npos) return "";
-    const size_t length = std::stoul(head.substr(at + 16));
-    const size_t start = head.size() + 4;
-    const auto end = Clock::now() + timeout;
-    while (in_.size() < start + length) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
-      pollfd p{fd_, POLLIN, 0};
-      if (left <= 0 || poll(&p, 1, static_cast<int>(left)) <= 0) return "";
-      char buf[4096];
-      const ssize_t n = read(fd_, buf, sizeof buf);
-      if (n <= 0) return "";
-      in_.append(buf, static_cast<size_t>(n));
-    }
-    return in_.substr(start, length);
-  }
 
- private:
   std::string api_key_;
   int fd_ = -1;
   bool connected_ = false;

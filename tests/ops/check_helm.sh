@@ -43,5 +43,10 @@ if out=$(helm template ds41 "$chart" -f "$chart/ci/values-default.yaml" --set au
 elif ! printf '%s' "$out" | grep -q '"nobody"'; then
   echo "FAIL: refusing a stray quota does not name its tenant: $out"; status=1
 fi
+# Quotas the chart could not apply (its own tenant file is not used) are refused, not ignored.
+if helm template ds41 "$chart" -f "$chart/ci/values-default.yaml" --set auth.existingSecret=keys \
+    --set auth.quotas.ci.maxRunning=4 >/dev/null 2>&1; then
+  echo "FAIL: helm rendered auth.quotas beside auth.existingSecret"; status=1
+fi
 [ $status -eq 0 ] && echo "helm checks: ok"
 exit $status

@@ -150,11 +150,19 @@ for comp in ("encoder", "decoder"):
         check(w is None or w["spec"].get("replicas") == V[comp]["replicas"], f"{comp}: replicas differ from values")
 
 # --- services
-router_svc = one("Service", "router")
+router_svcs = objs("Service", "router")
+api_svcs = [s for s in router_svcs if not s["metadata"]["name"].endswith("-metrics")]
+metrics_svcs = [s for s in router_svcs if s["metadata"]["name"].endswith("-metrics")]
+check(len(api_svcs) == 1 and len(metrics_svcs) == 1, f"router: want an API Service and a metrics Service, found {len(router_svcs)}")
+router_svc = api_svcs[0] if api_svcs else None
 if router_svc:
     ports = {p["name"]: p["port"] for p in router_svc["spec"]["ports"]}
-    check(ports == {"http": V["router"]["httpPort"], "grpc": V["router"]["grpcPort"], "metrics": V["router"]["metricsPort"]},
-          f"router service ports {ports}")
+    check(ports == {"http": V["router"]["httpPort"], "grpc": V["router"]["grpcPort"]}, f"router service ports {ports}")
+if metrics_svcs:
+    # The counters never ride the (possibly public) API Service.
+    m_spec = metrics_svcs[0]["spec"]
+    check(m_spec["type"] == "ClusterIP" and [(p["name"], p["port"]) for p in m_spec["ports"]] == [("metrics", V["router"]["metricsPort"])],
+          f"router metrics Service: {m_spec}")
 cache = workloads.get("cache")
 headless = [s for s in objs("Service", "cache") if s["spec"].get("clusterIP") == "None"]
 check(len(headless) == 1, "cache: headless Service missing")
