@@ -27,8 +27,8 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
   // A client this far behind is treated as gone (as the HTTP front door's write queue limit).
   static constexpr size_t kMaxQueuedBytes = 8 << 20;
 
-  explicit ApiCallReactor(std::chrono::system_clock::time_point deadline)
-      : deadline_(deadline), cancel_(std::make_shared<CancelToken>()) {}
+  explicit ApiCallReactor(grpc::CallbackServerContext* call)
+      : call_(call), deadline_(call->deadline()), cancel_(std::make_shared<CancelToken>()) {}
 
   const std::shared_ptr<CancelToken>& cancel() const { return cancel_; }
 
@@ -58,8 +58,10 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
     return true;
   }
 
-  // Finishes the RPC with `status` once the queued chunks are written.
-  void End(grpc::Status status) {
+  // Finishes the RPC with `status` once the queued chunks are written; a refusal for load carries
+  // its Retry-After as the trailing metadata "retry-after" (seconds), as HTTP's header.
+  void End(grpc::Status status, int retry_after_s = 0) {
+    if (retry_after_s > 0) call_->AddTrailingMetadata("retry-after", std::to_string(retry_after_s));
     {
       MutexLock l(&mu_);
       if (writing_) {
@@ -102,6 +104,7 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
   void OnDone() override { delete this; }
 
  private:
+  grpc::CallbackServerContext* const call_;
   const std::chrono::system_clock::time_point deadline_;
   std::shared_ptr<CancelToken> cancel_;
   Mutex mu_;
@@ -116,8 +119,13 @@ class ApiCallReactor final : public grpc::ServerWriteReactor<pb::ApiChunk> {
 }  // namespace
 
 StatusOr<CheckedApiRequest> CheckApiRequest(const TenantTable& tenants, const pb::ApiRequest& req) {
+  DS41_ASSIGN_OR_RETURN(Tenant tenant, tenants.Resolve(req.api_key()));
+  return CheckApiBody(std::move(tenant), req);
+}
+
+StatusOr<CheckedApiRequest> CheckApiBody(Tenant tenant, const pb::ApiRequest& req) {
   CheckedApiRequest c;
-  DS41_ASSIGN_OR_RETURN(c.tenant, tenants.Resolve(req.api_key()));
+  c.tenant = std::move(tenant);
   std::optional<Json> parsed = ParseRequestJson(req.body_json());
   if (!parsed || !parsed->is_object()) return InvalidArgumentError("body_json is not a JSON object");
   if (req.session_id().size() > 256) return InvalidArgumentError("session_id too long");
@@ -139,15 +147,15 @@ RouterService::RouterService(OpenAiApi* api, const TenantTable* tenants, ThreadP
 grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServerContext* call, bool chat,
                                                              const pb::ApiRequest* req) {
   const auto arrival = std::chrono::steady_clock::now();
-  auto* reactor = new ApiCallReactor(call->deadline());
+  auto* reactor = new ApiCallReactor(call);
   // The call's deadline, as the router's steady clock reads it (none: infinite).
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   const auto left = call->deadline() - std::chrono::system_clock::now();
   if (left < std::chrono::hours(24 * 365)) {
     deadline = arrival + std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
   }
-  auto refuse = [reactor](const grpc::Status& s) {
-    reactor->Finish(s);
+  auto refuse = [reactor](const grpc::Status& s, int retry_after_s = 0) {
+    reactor->End(s, retry_after_s);
     return reactor;
   };
   // Admitted on arrival, as the HTTP front door does: over its tenant's quota or --max-running is
@@ -155,8 +163,10 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServe
   StatusOr<Tenant> tenant = tenants_->Resolve(req->api_key());
   if (!tenant.ok()) return refuse(ToGrpc(tenant.status()));
   std::shared_ptr<RouteAdmission> admission;
-  if (std::optional<ApiOutcome> refused = api_->Admit(*tenant, &admission)) return refuse(ToGrpc(refused->status));
-  StatusOr<CheckedApiRequest> checked = CheckApiRequest(*tenants_, *req);
+  if (std::optional<ApiOutcome> refused = api_->Admit(*tenant, &admission)) {
+    return refuse(ToGrpc(refused->status), refused->retry_after_s);
+  }
+  StatusOr<CheckedApiRequest> checked = CheckApiBody(std::move(*tenant), *req);
   if (!checked.ok()) return refuse(ToGrpc(checked.status()));
   ApiContext ctx;
   ctx.tenant = std::move(checked->tenant);
@@ -167,7 +177,7 @@ grpc::ServerWriteReactor<pb::ApiChunk>* RouterService::Start(grpc::CallbackServe
   ctx.admission = std::move(admission);
   workers_->Schedule([this, chat, reactor, ctx = std::move(ctx), body = std::move(checked->body)] {
     ChunkSink sink = [reactor](const Json& chunk) { return reactor->Write(chunk); };
-    ApiDone done = [reactor](ApiOutcome out) { reactor->End(ToGrpc(out.status)); };
+    ApiDone done = [reactor](ApiOutcome out) { reactor->End(ToGrpc(out.status), out.retry_after_s); };
     api_->Serve(chat, ctx, body, std::move(sink), std::move(done));
   });
   return reactor;

@@ -26,6 +26,8 @@ struct CheckedApiRequest {
   Json body;
 };
 StatusOr<CheckedApiRequest> CheckApiRequest(const TenantTable& tenants, const ds41::router::v1::ApiRequest& req);
+// The same for a request whose tenant is already resolved (the service resolves it first, to admit it).
+StatusOr<CheckedApiRequest> CheckApiBody(Tenant tenant, const ds41::router::v1::ApiRequest& req);
 
 // The role a RegisterNodeRequest names, or INVALID_ARGUMENT.
 StatusOr<NodeRole> CheckRegisterNodeRole(const ds41::router::v1::RegisterNodeRequest& req);

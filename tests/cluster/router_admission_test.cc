@@ -368,8 +368,25 @@ TEST(RouterAdmissionTest, ATenantOverItsTokenRateIs429NamingTheLimit) {
   EXPECT_NE(refused_body.find("tenant c is over its tokens_per_minute (30)"), std::string::npos) << refused_body;
   RawRequest other(c.port, body, "kd-0123456789abcdef");
   EXPECT_EQ(other.Head().substr(0, 12), "HTTP/1.1 200");
+  // The gRPC front door refuses the same way: RESOURCE_EXHAUSTED, its Retry-After as trailing metadata.
+  auto stub = router::v1::Router::NewStub(grpc::CreateChannel(c.router->fields()["grpc"], grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  router::v1::ApiRequest req;
+  req.set_api_key("kc-0123456789abcdef");
+  req.set_body_json(body);
+  auto reader = stub->ChatCompletions(&ctx, req);
+  router::v1::ApiChunk chunk;
+  while (reader->Read(&chunk)) {
+  }
+  const grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  EXPECT_NE(s.error_message().find("tenant c is over its tokens_per_minute (30)"), std::string::npos) << s.error_message();
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  const auto retry = trailers.find("retry-after");
+  ASSERT_NE(retry, trailers.end());
+  EXPECT_GE(std::stoi(std::string(retry->second.data(), retry->second.size())), 1);
   const std::string metrics = c.Metrics();
-  EXPECT_NE(metrics.find(R"(ds41_router_tenant_rejections_total{reason="tokens_per_minute",tenant="c"} 1)"), std::string::npos);
+  EXPECT_NE(metrics.find(R"(ds41_router_tenant_rejections_total{reason="tokens_per_minute",tenant="c"} 2)"), std::string::npos);  // HTTP and gRPC
   EXPECT_NE(metrics.find(R"(ds41_router_tenant_tokens_total{kind="prompt",tenant="d"})"), std::string::npos);
   EXPECT_EQ(metrics.find("kc-0123456789abcdef"), std::string::npos);
 }
