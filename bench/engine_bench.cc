@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <random>
 
+#include "bench/decode_batch.h"
 #include "bench/machine_limits.h"
 #include "engine/engine.h"
 #include "engine/kernels/matmul.h"
@@ -166,26 +167,12 @@ int main(int argc, char** argv) {
   if (want("batched")) {
     double tps1 = 0;
     for (int batch : batches) {
-      std::vector<SequenceState> states;
-      std::vector<std::vector<float>> logits(batch);
-      for (int b = 0; b < batch; ++b) {
-        states.push_back(SequenceState::Create(c));
-        Check(engine.Prefill(&states.back(), {Prompt(16, c.vocab_size, 100 + b), {}, {}}, false, &logits[b]));
-      }
-      std::vector<SequenceState*> ptrs;
-      std::vector<int32_t> next(batch);
-      for (int b = 0; b < batch; ++b) {
-        ptrs.push_back(&states[b]);
-        next[b] = Argmax(logits[b].data(), c.vocab_size);
-      }
-      std::vector<float> lg;
-      Check(engine.DecodeBatch(ptrs, next, &lg));  // warm-up
+      auto seqs = DecodeBatch::Create(engine, c, batch, 100);
+      Check(seqs.status());
+      Check(seqs->Step());  // warm-up
       ResetWorkCounters();
       const auto t0 = Steady::now();
-      for (int s = 0; s < steps; ++s) {
-        for (int b = 0; b < batch; ++b) next[b] = Argmax(&lg[static_cast<size_t>(b) * c.vocab_size], c.vocab_size);
-        Check(engine.DecodeBatch(ptrs, next, &lg));
-      }
+      for (int s = 0; s < steps; ++s) Check(seqs->Step());
       const double secs = Seconds(t0), tps = batch * steps / secs;
       const WorkCounters wc = ReadWorkCounters();
       const double bytes = static_cast<double>(wc.weight_bytes) / steps, flops = 2.0 * static_cast<double>(wc.macs);

@@ -18,12 +18,10 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <random>
 #include <thread>
 
-#include "engine/engine.h"
+#include "bench/decode_batch.h"
 #include "engine/loading/weight_packing.h"
-#include "engine/sampling.h"
 #include "grammar/json_sample.h"
 #include "grammar/token_mask.h"
 #include "grammar/tool_call_grammar.h"
@@ -169,13 +167,12 @@ Figures RunRound(const Compile& compile, const TokenMasker& masker, const ds41::
   return f;
 }
 
-// Median milliseconds of a decode step of `model_dir` at `batch` sequences (of `steps` steps, each
-// round), on every core; 0 and a message when the model cannot be opened.
+// Median milliseconds of a decode step of `model_dir` at batch 1 and 32 (`steps` steps a round), on
+// every core; zeros and a message when the model cannot be opened or decoded.
 struct StepTimes {
   double b1_ms = 0, b32_ms = 0;
 };
 StepTimes DecodeSteps(const std::string& model_dir, int steps, int rounds) {
-  using ds41::SequenceState;
   ds41::ThreadPool pool(static_cast<int>(std::thread::hardware_concurrency()), ds41::ThreadPool::Idle::kSpinThenSleep);
   auto tiles = ds41::ParseWeightTiles("file");
   auto model = ds41::Model::Open(model_dir, {*tiles, ""});
@@ -188,27 +185,16 @@ StepTimes DecodeSteps(const std::string& model_dir, int steps, int rounds) {
   StepTimes out;
   for (int batch : {1, 32}) {
     Sorted ms;
-    std::vector<SequenceState> states;
-    std::vector<std::vector<float>> logits(static_cast<size_t>(batch));
-    std::mt19937 rng(7);
-    for (int b = 0; b < batch; ++b) {
-      states.push_back(SequenceState::Create(c));
-      std::vector<int32_t> prompt(16);
-      for (int32_t& t : prompt) t = 3 + static_cast<int32_t>(rng() % static_cast<uint32_t>(c.vocab_size - 3));
-      if (!engine.Prefill(&states.back(), {prompt, {}, {}}, false, &logits[static_cast<size_t>(b)]).ok()) return {};
-    }
-    std::vector<SequenceState*> ptrs;
-    for (SequenceState& s : states) ptrs.push_back(&s);
-    std::vector<int32_t> next(static_cast<size_t>(batch), 5);
-    std::vector<float> lg;
-    if (!engine.DecodeBatch(ptrs, next, &lg).ok()) return {};  // warm-up
-    for (int r = 0; r < rounds; ++r) {
+    auto seqs = ds41::DecodeBatch::Create(engine, c, batch, 7);
+    ds41::Status s = seqs.ok() ? seqs->Step() : seqs.status();  // a warm-up step
+    for (int r = 0; r < rounds && s.ok(); ++r) {
       const auto t0 = Clock::now();
-      for (int s = 0; s < steps; ++s) {
-        for (int b = 0; b < batch; ++b) next[static_cast<size_t>(b)] = ds41::Argmax(&lg[static_cast<size_t>(b) * c.vocab_size], c.vocab_size);
-        if (!engine.DecodeBatch(ptrs, next, &lg).ok()) return {};
-      }
+      for (int i = 0; i < steps && s.ok(); ++i) s = seqs->Step();
       ms.v.push_back(Us(Clock::now() - t0) / 1000 / steps);
+    }
+    if (!s.ok()) {
+      std::cerr << "--model: decode at batch " << batch << ": " << s.ToString() << "\n";
+      return {};
     }
     std::fprintf(stderr, "decode step, batch %d: %.1f ms [%.1f-%.1f] (%s, %d layers, hidden %d)\n", batch, ms.Median(),
                  ms.Min(), ms.Max(), model_dir.c_str(), c.n_layers, c.dim);

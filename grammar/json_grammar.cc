@@ -357,15 +357,16 @@ std::shared_ptr<const Grammar> JsonObjectGrammar() {
   return g;
 }
 
-StatusOr<std::shared_ptr<const Grammar>> ReasoningFirst(const Grammar& reply) {
-  auto g = std::make_shared<Grammar>(reply);
+StatusOr<std::shared_ptr<const Grammar>> ReasoningFirst(Grammar reply) {
+  const int32_t document = reply.root;
+  auto g = std::make_shared<Grammar>(std::move(reply));
   Node reasoning;
   reasoning.kind = NodeKind::kRawUntil;
   reasoning.literal = "</think>";
   g->nodes.push_back(std::move(reasoning));
   Node seq;
   seq.kind = NodeKind::kSequence;
-  seq.alternatives = {static_cast<int32_t>(g->nodes.size() - 1), reply.root};
+  seq.alternatives = {static_cast<int32_t>(g->nodes.size() - 1), document};
   g->nodes.push_back(std::move(seq));
   g->root = static_cast<int32_t>(g->nodes.size() - 1);
   DS41_RETURN_IF_ERROR(FinishGrammar(g.get()));

@@ -81,7 +81,7 @@ std::shared_ptr<const Grammar> JsonObjectGrammar();
 
 // `reply` after free reasoning that ends with "</think>" (thinking mode: the reasoning is the
 // model's own; only what follows it is held to the grammar).
-StatusOr<std::shared_ptr<const Grammar>> ReasoningFirst(const Grammar& reply);
+StatusOr<std::shared_ptr<const Grammar>> ReasoningFirst(Grammar reply);
 
 // `text` as a JSON string's contents, escaped, without the quotes.
 std::string JsonEscape(std::string_view text);

@@ -141,7 +141,7 @@ StatusOr<std::shared_ptr<const Grammar>> CompileToolCalls(const std::vector<Tool
   int32_t root = options.optional ? b.AnyOf({b.Raw(kOpen, NodeKind::kTextWithout), b.Seq({b.Raw(kOpen), rest})})
                                   : b.Seq({b.Lit("\n\n" + std::string(kOpen)), rest});
   b.g.root = root;
-  if (options.thinking) return ReasoningFirst(b.g);
+  if (options.thinking) return ReasoningFirst(std::move(b.g));
   auto g = std::make_shared<Grammar>(std::move(b.g));
   DS41_RETURN_IF_ERROR(FinishGrammar(g.get()));
   return std::shared_ptr<const Grammar>(std::move(g));

@@ -206,10 +206,22 @@ int main(int argc, char** argv) {
   }
   api.SetTenantLimits(&tenant_limits);
   ds41::HttpFront front(&api, &tenants, &nodes, &metrics, registry, &pool);
+  // host:port of an HTTP listener (port 0: any free one).
+  auto listen_on = [](const std::string& address, ds41::HttpServerOptions* o) -> ds41::Status {
+    const auto colon = address.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
+      return ds41::InvalidArgumentError("\"" + address + "\" is not host:port");
+    }
+    o->host = address.substr(0, colon);
+    o->port = std::stoi(port);
+    return ds41::Status::Ok();
+  };
   ds41::HttpServerOptions ho;
-  const auto colon = listen.rfind(':');
-  ho.host = listen.substr(0, colon);
-  ho.port = std::stoi(listen.substr(colon + 1));
+  if (ds41::Status s = listen_on(listen, &ho); !s.ok()) {
+    std::cerr << "--listen: " << s.ToString() << "\n";
+    return 2;
+  }
   ho.io_threads = io_threads;
   ho.max_body_bytes = *body_bytes;
   ho.header_timeout = std::chrono::milliseconds(header_timeout_ms);
@@ -223,24 +235,21 @@ int main(int argc, char** argv) {
   // /metrics apart (--metrics-listen): a scraper's port that the API's clients need not reach, and
   // the other way round (the chart's NetworkPolicy admits each from its own sources).
   std::unique_ptr<ds41::HttpServer> metrics_http;
+  std::string metrics_host;
   if (!metrics_listen.empty()) {
     ds41::HttpServerOptions mo;
-    const auto mcolon = metrics_listen.rfind(':');
-    mo.host = metrics_listen.substr(0, mcolon);
-    const std::string mport = mcolon == std::string::npos ? "" : metrics_listen.substr(mcolon + 1);
-    mo.port = !mport.empty() && mport.size() <= 5 && mport.find_first_not_of("0123456789") == std::string::npos
-                  ? std::stoi(mport)
-                  : -1;
+    if (ds41::Status s = listen_on(metrics_listen, &mo); !s.ok()) {
+      std::cerr << "--metrics-listen: " << s.ToString() << "\n";
+      return 2;
+    }
+    metrics_host = mo.host;
     mo.io_threads = 1;
     mo.max_body_bytes = 1024;
     mo.header_timeout = std::chrono::milliseconds(header_timeout_ms);
     mo.max_connections = 64;
     metrics_http = std::make_unique<ds41::HttpServer>(mo);
     front.RegisterMetrics(metrics_http->routes());
-    if (ds41::Status s = mcolon == std::string::npos || mo.port < 0 || mo.port > 65535
-                             ? ds41::InvalidArgumentError("--metrics-listen must be host:port")
-                             : metrics_http->Start();
-        !s.ok()) {
+    if (ds41::Status s = metrics_http->Start(); !s.ok()) {
       std::cerr << "metrics http: " << s.ToString() << "\n";
       return 1;
     }
@@ -266,9 +275,7 @@ int main(int argc, char** argv) {
   }
   std::cout << "router ready http=" << ho.host << ":" << http.port() << " grpc=" << grpc_listen.substr(0, grpc_listen.rfind(':'))
             << ":" << rpc->port
-            << (metrics_http ? " metrics=" + metrics_listen.substr(0, metrics_listen.rfind(':')) + ":" +
-                                   std::to_string(metrics_http->port())
-                             : std::string())
+            << (metrics_http ? " metrics=" + metrics_host + ":" + std::to_string(metrics_http->port()) : std::string())
             << " fingerprint=" << fp << " placement=" << placement << std::endl;
   const int sig = ds41::WaitForTerminationSignal();
   // Drain: /health reports 503 so load balancers stop sending, new requests get 503, in-flight ones

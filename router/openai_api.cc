@@ -1054,12 +1054,12 @@ void OpenAiApi::Run(const ApiContext& ctx, const Json& body, PreparedRequest p, 
   }
   run->tenant_salt = ctx.tenant.salt;
   run->tenant = ctx.tenant.name;
-  if (limits_ != nullptr) limits_->Charge(run->tenant, "prompt", static_cast<int64_t>(rq.tokens.size()));
+  if (limits_ != nullptr) limits_->Charge(run->tenant, TenantLimits::Tokens::kPrompt, static_cast<int64_t>(rq.tokens.size()));
   run->reply.emplace(*tok_, s, p.chat_mode, p.thinking, run->sink, rq.request_id, model_id_);
   core_->Start(
       std::move(rq), [run](const GeneratedTokens& got) { return run->reply->Add(got); },
       [this, run](RouteResult r) {
-        if (limits_ != nullptr) limits_->Charge(run->tenant, "completion", r.usage.completion_tokens);
+        if (limits_ != nullptr) limits_->Charge(run->tenant, TenantLimits::Tokens::kCompletion, r.usage.completion_tokens);
         ApiOutcome out;
         try {
           out = FinishReply(run->reply.value(), r, replies_, run->record_reply ? &run->rendered : nullptr,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string_view>
 
 namespace ds41 {
 
@@ -17,12 +16,13 @@ struct TenantLimits::State {
   prometheus::Counter *prompt_tokens = nullptr, *completion_tokens = nullptr;
   prometheus::Counter *refused_running = nullptr, *refused_tokens = nullptr;
 
+  double PerSecond() const { return static_cast<double>(quota.tokens_per_minute) / 60.0; }
+
   // The bucket filled for the time since it last was (capacity: one minute's worth).
   void Refill(Clock::time_point now) DS41_REQUIRES(mu) {
-    const double per_second = static_cast<double>(quota.tokens_per_minute) / 60.0;
     const double elapsed = std::chrono::duration<double>(now - refilled).count();
     if (elapsed > 0) {
-      bucket = std::min(static_cast<double>(quota.tokens_per_minute), bucket + elapsed * per_second);
+      bucket = std::min(static_cast<double>(quota.tokens_per_minute), bucket + elapsed * PerSecond());
       refilled = now;
     }
   }
@@ -78,8 +78,7 @@ StatusOr<std::unique_ptr<TenantLimits::Place>> TenantLimits::Admit(const std::st
     s.Refill(now);
     if (s.bucket < 0) {
       if (s.refused_tokens) s.refused_tokens->Increment();
-      const double per_second = static_cast<double>(s.quota.tokens_per_minute) / 60.0;
-      *retry_after_s = static_cast<int>(std::clamp(std::ceil(-s.bucket / per_second), 1.0, 60.0));
+      *retry_after_s = static_cast<int>(std::clamp(std::ceil(-s.bucket / s.PerSecond()), 1.0, 60.0));
       return ResourceExhaustedError("tenant " + s.name + " is over its tokens_per_minute (" +
                                     std::to_string(s.quota.tokens_per_minute) + ")");
     }
@@ -95,11 +94,11 @@ StatusOr<std::unique_ptr<TenantLimits::Place>> TenantLimits::Admit(const std::st
   return std::make_unique<Place>(&s);
 }
 
-void TenantLimits::Charge(const std::string& tenant, const char* kind, int64_t tokens, Clock::time_point now) {
+void TenantLimits::Charge(const std::string& tenant, Tokens kind, int64_t tokens, Clock::time_point now) {
   auto it = tenants_.find(tenant);
   if (it == tenants_.end() || tokens <= 0) return;
   State& s = *it->second;
-  prometheus::Counter* counter = std::string_view(kind) == "prompt" ? s.prompt_tokens : s.completion_tokens;
+  prometheus::Counter* counter = kind == Tokens::kPrompt ? s.prompt_tokens : s.completion_tokens;
   if (counter) counter->Increment(static_cast<double>(tokens));
   if (s.quota.tokens_per_minute <= 0) return;
   MutexLock l(&s.mu);

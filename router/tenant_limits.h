@@ -39,11 +39,12 @@ class TenantLimits {
   // (max_running: 1; tokens_per_minute: until the bucket is out of debt, 1..60). A tenant the file
   // does not name (none can resolve to one) has no quota.
   StatusOr<std::unique_ptr<Place>> Admit(const std::string& tenant, int* retry_after_s, Clock::time_point now = Clock::now());
+  enum class Tokens { kPrompt, kCompletion };
   // Tokens `tenant` used (a prompt when it is routed, a reply's tokens when it ends), taken from its
   // bucket: a request is admitted while the bucket is not in debt, so a long prompt costs the next
   // ones, not itself, and requests arriving together are all admitted before any is charged (within
   // max_running). The debt stops at one minute's worth.
-  void Charge(const std::string& tenant, const char* kind, int64_t tokens, Clock::time_point now = Clock::now());
+  void Charge(const std::string& tenant, Tokens kind, int64_t tokens, Clock::time_point now = Clock::now());
 
  private:
   struct State;

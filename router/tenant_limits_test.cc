@@ -54,9 +54,9 @@ TEST(TenantLimitsTest, TokensPerMinuteRefusesInDebtUntilTheBucketRefills) {
   const Clock::time_point t0 = Clock::now();
   int retry = 0;
   ASSERT_TRUE(limits.Admit("b", &retry, t0).ok());
-  limits.Charge("b", "prompt", 500, t0);
+  limits.Charge("b", TenantLimits::Tokens::kPrompt, 500, t0);
   ASSERT_TRUE(limits.Admit("b", &retry, t0).ok());  // 100 left
-  limits.Charge("b", "completion", 400, t0);       // 300 in debt: 30 s at 10 tokens a second
+  limits.Charge("b", TenantLimits::Tokens::kCompletion, 400, t0);       // 300 in debt: 30 s at 10 tokens a second
   auto refused = limits.Admit("b", &retry, t0);
   ASSERT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("tenant b is over its tokens_per_minute (600)"), std::string::npos)
@@ -67,16 +67,16 @@ TEST(TenantLimitsTest, TokensPerMinuteRefusesInDebtUntilTheBucketRefills) {
   EXPECT_TRUE(limits.Admit("b", &retry, t0 + std::chrono::seconds(30)).ok());
   // Refilled to one minute's worth at most, however long it rested.
   const Clock::time_point later = t0 + std::chrono::hours(1);
-  limits.Charge("b", "prompt", 601, later);
+  limits.Charge("b", TenantLimits::Tokens::kPrompt, 601, later);
   EXPECT_EQ(limits.Admit("b", &retry, later).status().code(), StatusCode::kResourceExhausted);
   // Debt stops at one minute's worth: a huge burst locks the tenant out for a minute, no longer.
   const Clock::time_point burst = later + std::chrono::hours(1);
-  limits.Charge("b", "prompt", 1'000'000, burst);
+  limits.Charge("b", TenantLimits::Tokens::kPrompt, 1'000'000, burst);
   EXPECT_EQ(limits.Admit("b", &retry, burst).status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(retry, 60);
   EXPECT_TRUE(limits.Admit("b", &retry, burst + std::chrono::seconds(60)).ok());
   // A tenant without a rate is never refused for tokens.
-  limits.Charge("c", "prompt", 1'000'000, t0);
+  limits.Charge("c", TenantLimits::Tokens::kPrompt, 1'000'000, t0);
   EXPECT_TRUE(limits.Admit("c", &retry, t0).ok());
 }
 
@@ -87,8 +87,8 @@ TEST(TenantLimitsTest, MetricsAreLabelledByTenantNamesNeverKeys) {
   auto held = limits.Admit("a", &retry);
   auto held2 = limits.Admit("a", &retry);
   EXPECT_FALSE(limits.Admit("a", &retry).ok());
-  limits.Charge("b", "prompt", 7);
-  limits.Charge("b", "completion", 3);
+  limits.Charge("b", TenantLimits::Tokens::kPrompt, 7);
+  limits.Charge("b", TenantLimits::Tokens::kCompletion, 3);
   const std::string page = prometheus::TextSerializer().Serialize(registry.Collect());
   EXPECT_NE(page.find(R"(ds41_router_tenant_running_requests{tenant="a"} 2)"), std::string::npos) << page;
   EXPECT_NE(page.find(R"(ds41_router_tenant_rejections_total{reason="max_running",tenant="a"} 1)"), std::string::npos) << page;
