@@ -118,15 +118,12 @@ int main(int argc, char** argv) {
     std::cerr << node.status().ToString() << "\n";
     return 1;
   }
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
-  } catch (const std::exception& e) {
-    std::cerr << "cannot serve metrics on " << metrics_listen << ": " << e.what() << "\n";
+  auto served = ds41::ServeMetrics(metrics_listen, registry);
+  if (!served.ok()) {
+    std::cerr << served.status().message() << "\n";
     return 1;
   }
-  exposer->RegisterCollectable(registry);
-  exposer->RegisterCollectable(ds41::SharedProcessMetrics());
+  const std::unique_ptr<prometheus::Exposer> exposer = std::move(*served);
   const std::string dhost = data_listen.empty() || data_listen == "off" ? host : data_listen.substr(0, data_listen.rfind(':'));
   const std::string mhost = metrics_listen.substr(0, metrics_listen.rfind(':'));
   ds41::DataServer* data = (*node)->data();

@@ -69,6 +69,12 @@ TEST(JsonGrammarTest, RefusesWhatLiesOutsideTheSubsetNamingWhere) {
   }
   chain["$defs"]["a200"] = {{"type", "null"}};
   EXPECT_NE(CompileJsonSchema(chain).status().message().find("nests deeper than 64"), std::string::npos);
+  // A grammar is bounded in nodes: 20,001 alternatives are refused, 5,000 compile.
+  Json many = {{"anyOf", Json::array()}};
+  for (int i = 0; i < kMaxNodes + 1; ++i) many["anyOf"].push_back({{"const", i}});
+  EXPECT_NE(CompileJsonSchema(many).status().message().find("the schema is too large"), std::string::npos);
+  many["anyOf"].erase(many["anyOf"].begin() + 5000, many["anyOf"].end());
+  EXPECT_TRUE(CompileJsonSchema(many).ok());
   Json wide = {{"enum", Json::array()}};
   for (int i = 0; i <= kMaxEnum; ++i) wide["enum"].push_back(i);
   EXPECT_NE(CompileJsonSchema(wide).status().message().find("at most 1000 members"), std::string::npos);

@@ -126,6 +126,19 @@ TEST(JsonMatcherTest, RecursiveSchemasNestUpToTheLimit) {
   EXPECT_FALSE(Matches(g, deep));
 }
 
+// However many choices a schema leaves open, the matcher follows at most kMaxStacks at once: the
+// rest are dropped and counted, so one byte's work stays bounded (docs/security.md).
+TEST(JsonMatcherTest, OpenChoicesAreBoundedAndTheDroppedCounted) {
+  Json wide = {{"anyOf", Json::array()}};
+  for (int i = 0; i < kMaxStacks + 904; ++i) wide["anyOf"].push_back({{"const", "k" + std::to_string(10000 + i)}});
+  auto g = CompileJsonSchema(wide);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  JsonMatcher m(*g);
+  ASSERT_TRUE(m.AcceptBytes("\"k1"));  // every alternative is still open here
+  EXPECT_EQ(m.stacks().size(), static_cast<size_t>(kMaxStacks));
+  EXPECT_EQ(m.dropped_stacks(), 904);
+}
+
 // At the nesting limit the matcher refuses to begin a value rather than accept a key it cannot
 // give one: every prefix it accepts can still be completed.
 TEST(JsonMatcherTest, NoDeadEndAtTheNestingLimit) {

@@ -18,14 +18,12 @@ int NodeRuntime::Run(const std::string& name, const std::string& listen, const s
     std::cerr << name << ": " << server.status().ToString() << "\n";
     return 1;
   }
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
-  } catch (const std::exception& e) {
-    std::cerr << name << ": cannot serve metrics on " << metrics_listen << ": " << e.what() << "\n";
+  auto metrics = ServeMetrics(metrics_listen, registry);
+  if (!metrics.ok()) {
+    std::cerr << name << ": " << metrics.status().message() << "\n";
     return 1;
   }
-  exposer->RegisterCollectable(registry);
-  exposer->RegisterCollectable(SharedProcessMetrics());
+  exposer = std::move(*metrics);
   const std::string host = listen.substr(0, listen.rfind(':'));
   const std::string mhost = metrics_listen.substr(0, metrics_listen.rfind(':'));
   std::cout << name << " ready grpc=" << host << ":" << server->port << " metrics=" << mhost << ":"

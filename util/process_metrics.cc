@@ -104,4 +104,19 @@ std::shared_ptr<ProcessMetrics> SharedProcessMetrics() {
   return instance;
 }
 
+StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(const std::string& listen,
+                                                            const std::shared_ptr<prometheus::Collectable>& registry) {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", listen, "num_threads", "2", "max_request_size", std::to_string(kMetricsMaxRequestBytes),
+        "request_timeout_ms", "10000"});
+  } catch (const std::exception& e) {
+    return UnavailableError("cannot serve metrics on " + listen + ": " + e.what());
+  }
+  exposer->RegisterCollectable(registry);
+  exposer->RegisterCollectable(SharedProcessMetrics());
+  return exposer;
+}
+
 }  // namespace ds41

@@ -134,22 +134,34 @@ TEST(CacheTlsTest, TheDataPathIsTlsWithTheSameCertificates) {
     raw.Send(wire::EncodeGet(1, {std::string(32, 'n'), kFp, kUnitFormatVersion}, std::string(32, 'k')));
     EXPECT_FALSE(raw.Read(std::chrono::milliseconds(3000)).has_value());
   }
-  // A certificate from another CA is refused (at the handshake or at the first exchange).
+  // Refused at the handshake or at the first exchange, whichever side's check it is.
+  const auto answers = [&](const std::shared_ptr<asio::ssl::context>& ctx, const TransportSecurity& security) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    auto ch = DataChannel::Connect("127.0.0.1", std::stoi(data.substr(data.rfind(':') + 1)), ctx, security, deadline);
+    std::vector<std::optional<std::string>> out;
+    size_t answered = 0;
+    const std::string key(32, 'k');
+    return ch.ok() && (*ch)->Get({std::string_view(key), kFp, kUnitFormatVersion}, {key}, deadline, &out, &answered).ok();
+  };
+  EXPECT_TRUE(answers(*MakeClientTlsContext(good), good));  // the control: the cluster's certificate and name
+  // A certificate from another CA.
   const TransportSecurity rogue = Load({pki.rogue_cert, pki.rogue_key, pki.ca, true, name});
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  auto ch = DataChannel::Connect("127.0.0.1", std::stoi(data.substr(data.rfind(':') + 1)), *MakeClientTlsContext(rogue), rogue,
-                                 deadline);
-  std::vector<std::optional<std::string>> out;
-  size_t answered = 0;
-  const std::string key(32, 'k');
-  EXPECT_TRUE(!ch.ok() || !(*ch)->Get({std::string_view(key), kFp, kUnitFormatVersion}, {key}, deadline, &out, &answered).ok());
+  EXPECT_FALSE(answers(*MakeClientTlsContext(rogue), rogue));
+  // No client certificate at all (mutual TLS is on): a client context that trusts the CA and shows nothing.
+  auto anonymous = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  anonymous->add_certificate_authority(asio::buffer(good.ca_pem()));
+  anonymous->set_verify_mode(asio::ssl::verify_peer);
+  EXPECT_FALSE(answers(anonymous, good));
+  // The server's certificate does not name the host dialled (127.0.0.1): the client refuses it.
+  const TransportSecurity unnamed = Load({pki.cert, pki.key, pki.ca, true, ""});
+  EXPECT_FALSE(answers(*MakeClientTlsContext(unnamed), unnamed));
 
   // The refusals were the server's choice, not a dead server: it still serves the cluster's peers,
   // and it counted the plaintext peer as a TLS failure.
   auto again = client->Get(ns, want);
   for (size_t i = 0; i < units.size(); ++i) EXPECT_EQ(again[i], units[i].bytes) << i;
   const std::string after = testing::HttpGet(server.fields()["metrics"], "/metrics");
-  EXPECT_NE(after.find("ds41_cache_data_frames_total{opcode=\"get\",result=\"ok\"} 2"), std::string::npos) << after;
+  EXPECT_NE(after.find("ds41_cache_data_frames_total{opcode=\"get\",result=\"ok\"} 3"), std::string::npos) << after;
   const std::string tls_errors = "ds41_cache_data_protocol_errors_total{reason=\"tls\"} ";
   const size_t at = after.find(tls_errors);
   ASSERT_NE(at, std::string::npos) << after;

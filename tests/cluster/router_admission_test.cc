@@ -115,12 +115,6 @@ int Threads(pid_t pid) {
   return -1;
 }
 
-// The value of an unlabelled metric in a /metrics page (-1: absent).
-double Metric(const std::string& page, const std::string& name) {
-  const size_t at = page.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(page.substr(at + name.size() + 2));
-}
-
 struct PacedCluster {
   std::string model = testing::SmallServingCheckpoint();
   std::unique_ptr<ChildProcess> encoder, decoder, router;
@@ -162,7 +156,7 @@ TEST(RouterAdmissionTest, StreamsBeyondTheWorkersAreServedAndOneOverTheLimitIs42
   // Every stream gets its head (and its first chunk) while all of them stay open.
   for (int i = 1; i < kLimit; ++i) ASSERT_EQ(open[static_cast<size_t>(i)]->Head().substr(0, 12), "HTTP/1.1 200") << i;
   std::string metrics = c.Metrics();
-  EXPECT_EQ(Metric(metrics, "ds41_router_running_requests"), kLimit);
+  EXPECT_EQ(testing::Metric(metrics, "ds41_router_running_requests"), kLimit);
   // The thread count does not follow the streams (gRPC's own pools may add a poller or two).
   EXPECT_NEAR(Threads(c.router->pid()), threads_at_one, 2);
 
@@ -181,7 +175,7 @@ TEST(RouterAdmissionTest, StreamsBeyondTheWorkersAreServedAndOneOverTheLimitIs42
   double running = -1;
   for (int i = 0; i < 100 && running != 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    running = Metric(c.Metrics(), "ds41_router_running_requests");
+    running = testing::Metric(c.Metrics(), "ds41_router_running_requests");
   }
   EXPECT_EQ(running, 0);
   RawRequest again(c.port, StreamBody(kLimit + 1));

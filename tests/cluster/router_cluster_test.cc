@@ -29,6 +29,7 @@
 #include "rpc/transport_security.h"
 #include "tests/support/test_checkpoint.h"
 #include "tests/support/test_pki.h"
+#include "util/process_metrics.h"
 
 namespace ds41 {
 namespace {
@@ -217,6 +218,34 @@ TEST(RouterClusterTest, TenantsNeverSeeEachOthersHitsWorkOrSecrets) {
   }
 }
 
+// A reply a client sends back is spliced from its record (the ids the model generated) only for the
+// tenant that generated it: tenant b sending tenant a's reply, after the very same context, finds no
+// record and its prompt is the reply's re-tokenized text (docs/security.md, docs/session_reuse.md).
+TEST(RouterClusterTest, AReplyIsSplicedOnlyForTheTenantThatGeneratedIt) {
+  Cluster c;
+  const std::string keys = testing::TempDir("keys") + "/keys.json";
+  std::ofstream(keys) << R"({"keys": {"key-a": {"tenant": "a", "salt": "sa"}, "key-b": {"tenant": "b", "salt": "sb"}}})";
+  c.StartRouter({"--api-keys", keys});
+  const std::string a = "Authorization: Bearer key-a\r\n", b = "Authorization: Bearer key-b\r\n";
+  json body = {{"messages", json::array({{{"role", "user"}, {"content", "List three files of the repository."}}})},
+               {"max_tokens", 12},
+               {"temperature", 0}};
+  auto first = c.Post("/v1/chat/completions", body, a);
+  ASSERT_EQ(first.status, 200) << first.body;
+  body["messages"].push_back(json::parse(first.body)["choices"][0]["message"]);
+  body["messages"].push_back({{"role", "user"}, {"content", "And the fourth?"}});
+  body["max_tokens"] = 1;
+  const auto splices = [&](const char* outcome) {
+    return testing::Metric(RouterMetricsText(c), std::string("ds41_router_reply_splices_total{outcome=\"") + outcome + "\"}");
+  };
+  const double spliced0 = splices("spliced"), missed0 = splices("not_found");
+  ASSERT_EQ(c.Post("/v1/chat/completions", body, b).status, 200);
+  EXPECT_EQ(splices("spliced"), spliced0) << "tenant b was given tenant a's generated ids";
+  EXPECT_EQ(splices("not_found"), missed0 + 1);
+  ASSERT_EQ(c.Post("/v1/chat/completions", body, a).status, 200);  // the control: a's own reply is found
+  EXPECT_EQ(splices("spliced"), spliced0 + 1);
+}
+
 // The same line in time (docs/security.md): tenant b's time to first token on prompts tenant a has
 // cached is the time of cold prompts of the same length (medians of 8 each, interleaved), while a's
 // own repeats are measurably faster, so this test would see a hit that leaked across tenants.
@@ -325,19 +354,36 @@ TEST(RouterClusterTest, MetricLabelsAreFixedVocabulariesNeverRequestData) {
 
 TEST(RouterClusterTest, MetricsListenersRefuseOversizedRequestsAndStayUp) {
   Cluster c;
-  const std::string addr = c.decoders[0]->fields()["metrics"];
-  // A request line and headers far over the listener's limit (civetweb's 16 KiB request size):
-  // refused or cut, never buffered without bound; the listener goes on serving.
-  {
+  // A request whose line and headers are `header_bytes` long, on a listener of each kind (a node's
+  // and the cache's): its status, or 0 when the listener closed the connection instead.
+  const auto status_of = [](const std::string& addr, size_t header_bytes) {
     testing::HttpTestClient h;
-    ASSERT_TRUE(h.Connect(PortOf(addr)));
-    std::string flood = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
-    for (int i = 0; i < 4096; ++i) flood += "X-Pad-" + std::to_string(i) + ": " + std::string(200, 'a') + "\r\n";
-    h.SendRaw(flood);  // may fail part way once the listener closes
+    if (!h.Connect(PortOf(addr))) return -1;
+    std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Pad: ";
+    req += std::string(header_bytes - req.size() - 4, 'a') + "\r\n\r\n";
+    h.SendRaw(req);  // may fail part way once the listener closes
     auto r = h.ReadResponse();
-    EXPECT_TRUE(!r.has_value() || r->status >= 400) << r->status;
+    return r ? r->status : 0;
+  };
+  for (const std::string& addr : {c.decoders[0]->fields()["metrics"], c.cache->fields()["metrics"]}) {
+    SCOPED_TRACE(addr);
+    // The limit is ours (kMetricsMaxRequestBytes, 16 KiB), not civetweb's default: a request under
+    // it is served, one over it is refused or cut, never buffered without bound.
+    EXPECT_EQ(status_of(addr, kMetricsMaxRequestBytes / 2), 200);
+    const int over = status_of(addr, kMetricsMaxRequestBytes + 4096);
+    EXPECT_TRUE(over == 0 || over >= 400) << over;
+    {  // A flood of headers far over it.
+      testing::HttpTestClient h;
+      ASSERT_TRUE(h.Connect(PortOf(addr)));
+      std::string flood = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+      for (int i = 0; i < 4096; ++i) flood += "X-Pad-" + std::to_string(i) + ": " + std::string(200, 'a') + "\r\n";
+      h.SendRaw(flood);
+      auto r = h.ReadResponse();
+      EXPECT_TRUE(!r.has_value() || r->status >= 400) << r->status;
+    }
   }
-  EXPECT_NE(testing::HttpGet(addr, "/metrics").find("ds41_decoder_"), std::string::npos);
+  // The listeners go on serving.
+  EXPECT_NE(testing::HttpGet(c.decoders[0]->fields()["metrics"], "/metrics").find("ds41_decoder_"), std::string::npos);
   EXPECT_NE(testing::HttpGet(c.cache->fields()["metrics"], "/metrics").find("ds41_store_"), std::string::npos);
 }
 

@@ -104,6 +104,30 @@ for comp, kind in [("router", "Deployment"), ("encoder", "Deployment"), ("decode
             probes = json.dumps([c.get("readinessProbe"), c.get("livenessProbe")])
             if not V["tls"]["enabled"] and comp != "router":  # the router's probes are HTTP /health
                 check('"grpc"' in probes, f"{comp}: expected gRPC health probes")
+        # Each declared port is one the process listens on, /metrics on the one named "metrics" (a
+        # port nothing listens on would pass every probe-free check and serve nothing).
+        listens = {}
+        for a in (c.get("args") or []):
+            m = re.fullmatch(r"--([a-z-]*listen)=.*:(\d+)", a)
+            if m:
+                listens[m.group(1)] = int(m.group(2))
+        for e in (c.get("env") or []):
+            m = re.fullmatch(r".*:(\d+)", str(e.get("value", "")))
+            if e["name"].endswith("LISTEN") and m:
+                listens[e["name"].lower().replace("_", "-")] = int(m.group(1))
+        ports = {p["name"]: p["containerPort"] for p in (c.get("ports") or [])}
+        for name, port in ports.items():
+            check(port in listens.values(), f"{comp}: container port {name} ({port}) is not one the process listens on {listens}")
+        if "metrics" in ports:
+            check(any("metrics" in k and v == ports["metrics"] for k, v in listens.items()),
+                  f"{comp}: /metrics is not served on the metrics port ({listens})")
+        for svc in objs("Service", comp):
+            for p in svc["spec"]["ports"]:
+                check(p.get("targetPort", p["port"]) in (set(ports) | set(ports.values())),
+                      f"{comp}: Service {svc['metadata']['name']} targets {p.get('targetPort')}, not a port of the pod")
+                if svc["metadata"]["name"].endswith("-metrics"):
+                    check(p.get("targetPort") in ("metrics", ports.get("metrics")),
+                          f"{comp}: metrics Service targets {p.get('targetPort')}")
         if comp in ("encoder", "decoder"):
             check("model" in mounts, f"{comp}: model not mounted")
             check(("weight-tiles" in mounts) == (V["model"]["weightTiles"] == "file"),
@@ -117,6 +141,13 @@ for comp, kind in [("router", "Deployment"), ("encoder", "Deployment"), ("decode
             # Liveness must not follow the pools (a decoder outage would restart every router).
             check(c["livenessProbe"].get("httpGet", {}).get("path") == "/livez", "router: liveness not on /livez")
             check(("auth" in mounts) == bool(V["auth"]["enabled"]), "router: auth secret mount does not follow auth.enabled")
+            admin = V["auth"].get("adminTokenSecret") or ""
+            admin_vols = [v for v in pod["spec"].get("volumes", []) if v["name"] == "admin-token"]
+            check(("admin-token" in mounts) == bool(admin) and len(admin_vols) == int(bool(admin)),
+                  "router: admin token mount does not follow auth.adminTokenSecret")
+            check(not admin_vols or admin_vols[0]["secret"]["secretName"] == admin, "router: admin token from another Secret")
+            check(("--admin-token-file=/etc/ds41/admin/admin-token" in (c.get("args") or [])) == bool(admin),
+                  "router: --admin-token-file does not follow auth.adminTokenSecret")
             profile = V["router"].get("costProfile") or {}
             check(("cost-profile" in mounts) == bool(profile), "router: cost profile mount does not follow router.costProfile")
             check(("--cost-profile=/etc/ds41/cost-profile/cost-profile.json" in (c.get("args") or [])) == bool(profile),

@@ -79,6 +79,11 @@ int ChildProcess::Kill(int sig) {
 
 std::string BinaryDir() { return DS41_BINARY_DIR; }
 
+double Metric(const std::string& page, const std::string& series) {
+  const size_t at = page.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::stod(page.substr(at + series.size() + 2));
+}
+
 std::string HttpGet(const std::string& host_port, const std::string& path) {
   const auto colon = host_port.rfind(':');
   const std::string host = host_port.substr(0, colon);

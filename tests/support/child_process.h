@@ -38,4 +38,8 @@ std::string BinaryDir();
 // Minimal HTTP/1.1 GET against host:port; returns the body ("" on failure).
 std::string HttpGet(const std::string& host_port, const std::string& path);
 
+// The value of one series in a /metrics page, named with its labels as the page writes them
+// (`name{label="v"}`); -1 when absent.
+double Metric(const std::string& page, const std::string& series);
+
 }  // namespace ds41::testing
