@@ -369,11 +369,15 @@ int main(int argc, char** argv) {
               });
   run_section("data", "through CacheClient over the bulk data path on loopback", "clients", /*against_pipe=*/true, [&](int clients, const std::string& path) {
     Server srv(path);
-    std::vector<std::unique_ptr<CacheClient>> cl;  // one per client, as every role process has its own
+    // One per client, as every role process has its own, each with an I/O pool for its stripes.
+    std::vector<std::unique_ptr<ThreadPool>> io;
+    std::vector<std::unique_ptr<CacheClient>> cl;
     for (int c = 0; c < clients; ++c) {
+      io.push_back(std::make_unique<ThreadPool>(2, ThreadPool::Idle::kSleep, "bench-io"));
       CacheClientOptions co;
       co.shards = {srv.addr};
       co.deadline = std::chrono::milliseconds(20000);
+      co.io = io.back().get();
       cl.push_back(std::move(CacheClient::Create(co)).value());
     }
     const CacheNamespace ns = CacheNamespace::Make(kFp, "bench");

@@ -89,6 +89,7 @@ int CacheClient::StripesFor(const Shard& shard, size_t units) const {
   // Only a shard nobody else is using gets more connections: where calls already overlap, they
   // keep its network threads busy, and more connections would only add their own overhead.
   if (shard.data == nullptr || shard.calls.load(std::memory_order_relaxed) > 0) return 1;
+  if (opt_.io == nullptr || opt_.io->threads() < 2) return 1;  // stripes would run one after another
   return static_cast<int>(std::clamp<size_t>(units / kStripeUnits, 1, static_cast<size_t>(std::max(1, opt_.max_stripes))));
 }
 
@@ -132,7 +133,6 @@ StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(const CacheClientOpti
     }
     c->shards_.push_back(std::move(s));
   }
-  c->pool_ = std::make_unique<ThreadPool>(std::max(2, o.io_threads), ThreadPool::Idle::kSleep, "cache-client");
   if (!o.ack_log.empty()) {
     auto log = AckLog::Open(o.ack_log);
     if (!log.ok()) return log.status();
@@ -142,6 +142,14 @@ StatusOr<std::unique_ptr<CacheClient>> CacheClient::Create(const CacheClientOpti
 }
 
 CacheClient::~CacheClient() = default;
+
+void CacheClient::ForEachPart(size_t n, const std::function<void(size_t)>& fn) const {
+  if (opt_.io == nullptr) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  opt_.io->ParallelFor(static_cast<int64_t>(n), [&](int64_t i) { fn(static_cast<size_t>(i)); });
+}
 
 int CacheClient::shards() const { return static_cast<int>(shards_.size()); }
 
@@ -188,10 +196,13 @@ PrefixHit CacheClient::LookupPrefix(const CacheNamespace& ns, const std::vector<
   for (size_t i = 0; i < chain.size(); ++i) owned[OwnerOf(chain[i])].push_back(static_cast<int>(i));
   std::vector<char> present(chain.size(), 0);
   std::vector<std::vector<std::pair<UnitKey, uint32_t>>> tails(chain.size() + 1);  // [i + 1]; [0] = root
-  std::vector<std::future<bool>> futs;
+  std::vector<size_t> asked;
   for (size_t s = 0; s < shards_.size(); ++s) {
-    if (owned[s].empty()) continue;
-    futs.push_back(pool_->Submit([&, s]() -> bool {
+    if (!owned[s].empty()) asked.push_back(s);
+  }
+  std::vector<char> answered(asked.size(), 0);
+  ForEachPart(asked.size(), [&](size_t part) {
+    answered[part] = [&, s = asked[part]]() -> bool {
       pb::LookupRequest req;
       FillNs(ns, req.mutable_ns());
       req.set_first_is_root(owned[s][0] == -1);
@@ -221,9 +232,9 @@ PrefixHit CacheClient::LookupPrefix(const CacheNamespace& ns, const std::vector<
         }
       }
       return true;
-    }));
-  }
-  for (auto& f : futs) hit.shards_down += f.get() ? 0 : 1;
+    }();
+  });
+  for (char a : answered) hit.shards_down += a ? 0 : 1;
   while (hit.full_units < static_cast<int>(chain.size()) && present[hit.full_units]) ++hit.full_units;
   hit.chain.assign(chain.begin(), chain.begin() + hit.full_units);
   // The longest tail after the last full unit whose key matches this prompt's tokens.
@@ -256,12 +267,11 @@ std::vector<CacheClient::Part> CacheClient::PartsOf(const std::vector<Unit>& uni
 PutResult CacheClient::Put(const CacheNamespace& ns, const std::vector<UnitPut>& units) {
   const std::vector<Part> parts = PartsOf(units);
   std::vector<std::vector<size_t>> acks(parts.size());
-  std::vector<std::future<Status>> futs;
-  for (size_t i = 0; i < parts.size(); ++i)
-    futs.push_back(pool_->Submit([&, i] { return PutOnShard(*shards_[parts[i].shard], ns, units, parts[i].idx, &acks[i]); }));
+  std::vector<Status> status(parts.size());
+  ForEachPart(parts.size(), [&](size_t i) { status[i] = PutOnShard(*shards_[parts[i].shard], ns, units, parts[i].idx, &acks[i]); });
   PutResult r;
   for (size_t i = 0; i < parts.size(); ++i) {
-    const Status st = futs[i].get();
+    const Status& st = status[i];
     const int acked = static_cast<int>(acks[i].size());
     if (ack_log_ != nullptr) ack_log_->Record(ns, units, acks[i]);
     r.acked += acked;
@@ -345,9 +355,7 @@ Status CacheClient::GrpcPut(Shard& shard, const CacheNamespace& ns, const std::v
 std::vector<std::optional<std::string>> CacheClient::Get(const CacheNamespace& ns, const std::vector<UnitGet>& units) {
   std::vector<std::optional<std::string>> out(units.size());
   const std::vector<Part> parts = PartsOf(units);
-  std::vector<std::future<void>> futs;
-  for (const Part& p : parts) futs.push_back(pool_->Submit([&] { GetOnShard(*shards_[p.shard], ns, units, p.idx, &out); }));
-  for (auto& f : futs) f.get();
+  ForEachPart(parts.size(), [&](size_t i) { GetOnShard(*shards_[parts[i].shard], ns, units, parts[i].idx, &out); });
   return out;
 }
 
@@ -422,11 +430,13 @@ StatusOr<uint64_t> CacheClient::DeleteNamespace(const CacheNamespace& ns) {
   return total;
 }
 
-StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list, const std::string& ack_log) {
+StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list, const std::string& ack_log,
+                                                    ThreadPool* io) {
   if (shard_list.empty()) return std::unique_ptr<CacheClient>();
   CacheClientOptions co;
   co.shards = SplitList(shard_list);
   co.ack_log = ack_log;
+  co.io = io;
   return CacheClient::Create(co);
 }
 

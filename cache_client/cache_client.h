@@ -1,19 +1,20 @@
 // CacheClient: how every role talks to the cache shards (SERVING.md §3). Units are placed by
 // rendezvous (highest-random-weight) hashing of their placement key over the shards: a full unit by
 // its own key, a tail by its parent, so a tail lives beside the unit it follows. Lookups ask every
-// shard in parallel; deadlines and bounded retries everywhere; a shard that is down turns its units
-// into misses, never into a caller error.
+// shard in parallel (on the process's I/O pool, CacheClientOptions::io); deadlines and bounded
+// retries everywhere; a shard that is down turns its units into misses, never into a caller error.
 //
 // Unit payloads (Put, Get) travel over a shard's bulk data path when it advertises one
 // (docs/cache_data_path.md; pooled connections); whatever that path does not answer (down, refused,
 // broken mid-stream, too large for its frames) is sent again over gRPC, with gRPC's retries. Both
 // share one deadline per shard's part of a call, so a fallback never extends the call.
 //
-// Thread-safe: one client per process, shared by all requests. The shards, options and pool are fixed
+// Thread-safe: one client per process, shared by all requests. The shards and options are fixed
 // after Create; a shard's in-flight count is atomic and its data path (ShardDataPath) locks itself.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,7 +31,10 @@ struct CacheClientOptions {
   std::chrono::milliseconds deadline{3000};  // per 64 units of a shard's part of a Put / Get, both paths together
   int retries = 2;                  // extra attempts on UNAVAILABLE / DEADLINE_EXCEEDED
   std::chrono::milliseconds backoff{40};
-  int io_threads = 16;
+  // The pool a call's shard parts run on, the calling thread taking part (ThreadPool::ParallelFor,
+  // so a call made from a task of that same pool completes however busy it is); it outlives the
+  // client. Null: the parts run one after another on the calling thread.
+  ThreadPool* io = nullptr;
   bool data_path = true;            // use shards' bulk data paths when advertised (false: gRPC only)
   // A shard's part of a Put / Get, while no other call to that shard is in flight, is split over up
   // to this many data-path connections in parallel (at least 32 units each; 1: never split).
@@ -129,12 +133,15 @@ class CacheClient {
 
   std::vector<std::unique_ptr<Shard>> shards_;
   CacheClientOptions opt_;
-  std::unique_ptr<ThreadPool> pool_;
+  // fn(i) for each of n parts, on opt_.io when there is one.
+  void ForEachPart(size_t n, const std::function<void(size_t)>& fn) const;
+
   std::unique_ptr<AckLog> ack_log_;  // null unless CacheClientOptions::ack_log
 };
 
 // A cache client for a comma-separated shard list (flags' form); nullptr (no cache) when it is empty.
-// `ack_log`: CacheClientOptions::ack_log.
-StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list, const std::string& ack_log = "");
+// `ack_log`, `io`: CacheClientOptions::ack_log and ::io.
+StatusOr<std::unique_ptr<CacheClient>> ConnectCache(const std::string& shard_list, const std::string& ack_log,
+                                                    ThreadPool* io);
 
 }  // namespace ds41

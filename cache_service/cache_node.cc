@@ -27,15 +27,17 @@ StatusOr<std::unique_ptr<CacheNode>> CacheNode::Start(CacheNodeOptions options, 
   auto store = UnitStore::Open(options.store, &n->store_metrics_);
   if (!store.ok()) return store.status();
   n->store_ = std::move(*store);
+  n->store_io_ = std::make_unique<ThreadPool>(std::max(2, options.store_io_threads), ThreadPool::Idle::kSleep, "cache-store-io");
   if (options.data) {
     const TransportSecurity security = ProcessTransportSecurity();
-    auto data = DataServer::Start(*options.data, n->store_.get(), &n->checks_, &n->data_metrics_, security);
+    auto data = DataServer::Start(*options.data, n->store_.get(), &n->checks_, &n->data_metrics_, security,
+                                  n->store_io_.get());
     if (!data.ok()) return data.status();
     n->data_ = std::move(*data);
     options.service.data_port = n->data_->port();
     options.service.data_tls = security.tls();
   }
-  n->service_ = std::make_unique<CacheService>(n->store_.get(), &n->store_metrics_, options.service);
+  n->service_ = std::make_unique<CacheService>(n->store_.get(), &n->store_metrics_, options.service, n->store_io_.get());
   auto rpc = StartRpcServer(options.rpc, {n->service_.get()});
   if (!rpc.ok()) return rpc.status();
   n->rpc_ = std::move(*rpc);

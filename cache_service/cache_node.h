@@ -36,6 +36,9 @@ struct CacheNodeOptions {
   // The bulk data path; nullopt: none (clients use gRPC). Port 0 in its address: any free port.
   std::optional<DataServerOptions> data = DataServerOptions{};
   std::chrono::seconds sweep_interval{0};  // how often expired units are removed (0: never)
+  // Threads for the store calls of the gRPC service and the data path together (they block on the
+  // disk): the node's one pool besides the data path's network threads and gRPC's own.
+  int store_io_threads = 32;
 };
 
 class CacheNode {
@@ -60,6 +63,7 @@ class CacheNode {
   DataPathMetrics data_metrics_;
   const RequestChecks checks_;
   std::unique_ptr<UnitStore> store_;
+  std::unique_ptr<ThreadPool> store_io_;  // after the store, before its users: destroyed between them
   std::unique_ptr<DataServer> data_;
   std::unique_ptr<CacheService> service_;
   RpcServer rpc_;

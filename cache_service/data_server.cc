@@ -61,7 +61,6 @@ struct DataServer::Impl {
   // of sessions that are gone are dropped as others arrive.
   std::vector<std::pair<std::weak_ptr<DataSession>, Strand>> sessions;
   std::shared_ptr<DataShared> shared = std::make_shared<DataShared>();
-  std::unique_ptr<ThreadPool> store_pool;
   std::vector<std::thread> threads;
 
   void Accept() {
@@ -126,7 +125,8 @@ struct DataServer::Impl {
 
 StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions& o, UnitStore* store,
                                                         const RequestChecks* checks, DataPathMetrics* metrics,
-                                                        const TransportSecurity& security) {
+                                                        const TransportSecurity& security, ThreadPool* store_io) {
+  if (store_io == nullptr) return InvalidArgumentError("data path: no store pool");
   const size_t colon = o.address.rfind(':');
   if (colon == std::string::npos) return InvalidArgumentError("--data-listen: expected HOST:PORT, got " + o.address);
   std::string host = o.address.substr(0, colon);
@@ -163,8 +163,7 @@ StatusOr<std::unique_ptr<DataServer>> DataServer::Start(const DataServerOptions&
   const asio::ip::tcp::endpoint local = im.acceptor.local_endpoint(ec);
   if (ec) return UnavailableError("data path: cannot listen on " + o.address + ": " + ec.message());
   s->port_ = local.port();
-  im.store_pool = std::make_unique<ThreadPool>(std::max(2, o.io_threads), ThreadPool::Idle::kSleep, "cache-data-io");
-  im.shared->io = im.store_pool.get();
+  im.shared->store_ops = std::make_unique<TaskGroup>(store_io);
   im.Accept();
   asio::post(im.strand, [&im] { im.ReleaseIdleChunks(); });
   for (int i = 0; i < std::max(1, o.net_threads); ++i)
@@ -181,7 +180,7 @@ DataServer::~DataServer() {
   im.CloseAll();
   im.io.stop();
   for (auto& t : im.threads) t.join();
-  im.store_pool.reset();  // finishes the store operations in flight; their answers go nowhere
+  im.shared->store_ops->Wait();  // the store operations in flight finish; their answers go nowhere
 }
 
 }  // namespace ds41

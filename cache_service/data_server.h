@@ -21,6 +21,7 @@
 #include "cache_service/store/unit_store.h"
 #include "rpc/transport_security.h"
 #include "util/status.h"
+#include "util/thread_pool.h"
 
 namespace ds41 {
 
@@ -30,7 +31,6 @@ struct DataShared;
 
 struct DataServerOptions {
   std::string address = "127.0.0.1:0";  // host:port; port 0: any free port
-  int io_threads = 32;                  // store operations (they block on the disk)
   int net_threads = 2;                  // the Asio event loop
   int window = 64;                      // store operations in flight per connection (pipelining)
   size_t max_connections = 512;
@@ -46,11 +46,12 @@ struct DataServerOptions {
 
 class DataServer {
  public:
-  // Listens and serves until destroyed. TLS (mutual when security.client_auth()) when
+  // Listens and serves until destroyed; store operations (they block on the disk) run on `store_io`,
+  // the node's store pool, which outlives the server. TLS (mutual when security.client_auth()) when
   // security.tls(). Errors: the address cannot be parsed or bound, the TLS material is unusable.
   static StatusOr<std::unique_ptr<DataServer>> Start(const DataServerOptions& options, UnitStore* store,
                                                      const RequestChecks* checks, DataPathMetrics* metrics,
-                                                     const TransportSecurity& security);
+                                                     const TransportSecurity& security, ThreadPool* store_io);
   // Closes every connection and waits for the store operations in flight.
   ~DataServer();
 

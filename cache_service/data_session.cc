@@ -420,7 +420,7 @@ void DataSession::Pump() {
     }
     ++active_;
     if (!s.done) {
-      shared_->io->Schedule([self = shared_from_this(), seq = next_start_, work = std::move(s.work)] {
+      shared_->store_ops->Schedule([self = shared_from_this(), seq = next_start_, work = std::move(s.work)] {
         std::vector<std::string> parts = work();
         asio::post(self->socket_.get_executor(),
                    [self, seq, parts = std::move(parts)]() mutable { self->OnWorkDone(seq, std::move(parts)); });
@@ -479,7 +479,7 @@ void DataSession::StartPutGroup(int window) {
     ++next_start_;
   }
   ++put_groups_running_;
-  shared_->io->Schedule([self = shared_from_this(), group = std::move(group)]() mutable {
+  shared_->store_ops->Schedule([self = shared_from_this(), group = std::move(group)]() mutable {
     const DataShared& sh = *self->shared_;
     std::vector<std::optional<Status>> refused(group.size());  // set: answered without the store
     std::vector<CheckedPut> checked;

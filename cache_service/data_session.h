@@ -29,6 +29,7 @@
 #include "cache_data/wire.h"
 #include "cache_service/data_server.h"
 #include "util/block_pool.h"
+#include "util/task_group.h"
 #include "util/thread_pool.h"
 
 namespace ds41::data_internal {
@@ -44,7 +45,7 @@ struct DataShared {
   UnitStore* store = nullptr;
   const RequestChecks* checks = nullptr;
   DataPathMetrics* metrics = nullptr;
-  ThreadPool* io = nullptr;
+  std::unique_ptr<TaskGroup> store_ops;  // the store calls, on the node's store pool
   std::shared_ptr<asio::ssl::context> tls;  // null: plaintext
 
   // What all sessions hold (metrics->held_bytes: read chunks and answers), less `besides`, against

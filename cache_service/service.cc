@@ -16,12 +16,12 @@ namespace pb = ds41::cache::v1;
 
 }  // namespace
 
-CacheService::CacheService(UnitStore* store, StoreMetrics* metrics, CacheServiceOptions options)
+CacheService::CacheService(UnitStore* store, StoreMetrics* metrics, CacheServiceOptions options, ThreadPool* store_io)
     : store_(store),
       metrics_(metrics),
       opt_(std::move(options)),
       checks_(opt_.model_fingerprint, opt_.max_keys_per_request),
-      io_(std::make_unique<ThreadPool>(std::max(2, opt_.io_threads), ThreadPool::Idle::kSleep, "cache-grpc-io")) {}
+      io_(store_io) {}
 
 grpc::Status CacheService::Put(grpc::ServerContext* ctx, grpc::ServerReaderWriter<pb::PutAck, pb::PutRequest>* stream) {
   // Units go to the store in groups (UnitStore::PutMany: one segment write, one index write), at

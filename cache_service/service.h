@@ -25,10 +25,9 @@ struct CacheServiceOptions {
   size_t max_keys_per_request = 65536;
   // Units of one Get stream read ahead while earlier ones are sent, and of one Put stream received
   // while earlier ones are written (in groups, each acknowledged only once written, in order): a
-  // lone client keeps this many units in flight instead of one. One pool of io_threads serves all.
+  // lone client keeps this many units in flight instead of one. The node's store pool serves all.
   int read_ahead = 32;  // (two store calls of 16)
   int write_behind = 16;
-  int io_threads = 16;
   // Advertised in Stats so clients find the bulk data path with one address per shard (0: none).
   int data_port = 0;
   bool data_tls = false;
@@ -36,7 +35,8 @@ struct CacheServiceOptions {
 
 class CacheService final : public ds41::cache::v1::Cache::Service {
  public:
-  CacheService(UnitStore* store, StoreMetrics* metrics, CacheServiceOptions options);
+  // Store calls run on `store_io` (shared with the data path; it outlives the service).
+  CacheService(UnitStore* store, StoreMetrics* metrics, CacheServiceOptions options, ThreadPool* store_io);
 
   grpc::Status Put(grpc::ServerContext* ctx,
                    grpc::ServerReaderWriter<ds41::cache::v1::PutAck, ds41::cache::v1::PutRequest>* stream) override;
@@ -54,7 +54,7 @@ class CacheService final : public ds41::cache::v1::Cache::Service {
   StoreMetrics* metrics_;
   CacheServiceOptions opt_;
   RequestChecks checks_;
-  std::unique_ptr<ThreadPool> io_;
+  ThreadPool* const io_;
 };
 
 }  // namespace ds41

@@ -146,11 +146,11 @@ struct DecoderCore::Sequence final : LogitShaper {
 };
 
 DecoderCore::DecoderCore(const Model& model, CacheClient* cache, PrefillCall prefill, DecoderOptions options,
-                         NodeMetrics* metrics, ThreadPool* compute, SpeculationMetrics* spec_metrics)
+                         NodeMetrics* metrics, const NodeExecutors& pools, SpeculationMetrics* spec_metrics)
     : model_(model),
       experts_(options.expert_cache_bytes > 0 ? std::make_unique<ExpertCache>(model.weights(), options.expert_cache_bytes)
                                               : nullptr),
-      engine_(model, compute),
+      engine_(model, pools.compute),
       prefill_(std::move(prefill)),
       opt_(options),
       metrics_(metrics),
@@ -158,23 +158,17 @@ DecoderCore::DecoderCore(const Model& model, CacheClient* cache, PrefillCall pre
       swa_pool_(options.swa_pool_bytes, options.swa_ttl_ms),
       sessions_(options.session_bytes, options.session_ttl_ms),
       loader_(model, cache, metrics),
-      persister_(model, cache, metrics),
+      persister_(model, cache, metrics, pools.io),
       // Admissions hold a thread only while they compute (or read the store), never through the
-      // encoder's prefill: as many as there are cores, whatever max_running is.
-      admissions_(std::make_unique<ThreadPool>(1 + static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                                               ThreadPool::Idle::kSleep, "decoder-admit")) {
+      // encoder's prefill: the requests pool is sized by cores, whatever max_running is.
+      admissions_(pools.requests) {
   engine_.set_expert_cache(experts_.get());
   if (options.speculative) StartSpeculation();
   loop_ = std::thread([this] { BatchLoop(); });
 }
 
 DecoderCore::~DecoderCore() {
-  {
-    // Prefill calls still out hand their answers to the admission threads: wait for them first.
-    MutexLock l(&prefills_mu_);
-    prefills_cv_.Wait(&prefills_mu_, [this]() DS41_REQUIRES(prefills_mu_) { return prefills_ == 0; });
-  }
-  admissions_.reset();  // the queued admissions first: they hand sequences to the loop
+  admissions_.Wait();  // admissions and prefill calls still out first: they hand sequences to the loop
   {
     MutexLock l(&mu_);
     stop_ = true;
@@ -285,24 +279,20 @@ std::shared_ptr<TokenStream> DecoderCore::Generate(GenerateInput in) {
 
 void DecoderCore::Start(GenerateInput in, std::shared_ptr<TokenStream> stream) {
   ++waiting_;
-  admissions_->Schedule([this, in = std::move(in), stream = std::move(stream)]() mutable {
+  admissions_.Schedule([this, in = std::move(in), stream = std::move(stream)]() mutable {
     StatusOr<std::unique_ptr<Admission>> a = AdmitBegin(std::move(in), stream);
     if (!a.ok()) return EndAdmission(a.status(), stream);
     // Shared: std::function wants a copyable callback. No thread waits for the encoder; its answer
     // comes back to the admission threads for the replay.
     std::shared_ptr<Admission> adm = std::move(*a);
-    {
-      MutexLock l(&prefills_mu_);
-      ++prefills_;
-    }
+    admissions_.Hold();
     prefill_(adm->in.encoder, adm->prefill, adm->in.deadline, std::shared_ptr<CancelToken>(stream, stream->cancel_token()),
              [this, adm](StatusOr<PrefillOutput> po) {
-               admissions_->Schedule([this, adm, po = std::move(po)]() mutable {
+               admissions_.Schedule([this, adm, po = std::move(po)]() mutable {
                  ScratchReleaser release_scratch;  // the replay's scratch, on one of the admission threads
                  EndAdmission(AdmitEnd(*adm, std::move(po)), adm->stream);
                });
-               MutexLock l(&prefills_mu_);
-               if (--prefills_ == 0) prefills_cv_.NotifyAll();
+               admissions_.Release();
              });
   });
 }

@@ -37,6 +37,7 @@
 #include "node_client/node_client.h"
 #include "node_client/node_messages.h"
 #include "serving/engine_prompt.h"
+#include "serving/node_executors.h"
 #include "serving/node_metrics.h"
 #include "serving/prefix_loader.h"
 #include "serving/session_cache.h"
@@ -44,6 +45,7 @@
 #include "serving/unit_persister.h"
 #include "util/cancel_token.h"
 #include "util/mutex.h"
+#include "util/task_group.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -118,9 +120,11 @@ struct DecoderOptions {
 
 class DecoderCore {
  public:
+  // The engine's kernels run on `pools.compute`, admissions (and their replays) on `pools.requests`,
+  // reply-unit puts on `pools.io` (serving/node_executors.h); the pools outlive the core.
   // `spec_metrics` (or null) counts speculation.
   DecoderCore(const Model& model, CacheClient* cache, PrefillCall prefill, DecoderOptions options, NodeMetrics* metrics,
-              ThreadPool* compute, SpeculationMetrics* spec_metrics = nullptr);
+              const NodeExecutors& pools, SpeculationMetrics* spec_metrics = nullptr);
   ~DecoderCore();
 
   // Admits the request on this thread (until its first token or its error, waiting for the
@@ -180,18 +184,15 @@ class DecoderCore {
   grammar::GrammarCache grammars_;  // response schemas and tool-call specs compiled once
   std::atomic<int64_t> waiting_{0};
   std::atomic<int64_t> stepping_{0};  // sequences taken out of running_ for the current step
-  // Prefill calls whose answer has not yet been handed to the admission threads (the destructor
-  // waits for them: their callbacks use admissions_).
-  Mutex prefills_mu_;
-  CondVar prefills_cv_;
-  int64_t prefills_ DS41_GUARDED_BY(prefills_mu_) = 0;
 
   mutable Mutex mu_;
   CondVar cv_;
   std::vector<std::unique_ptr<Sequence>> running_ DS41_GUARDED_BY(mu_);
   bool stop_ DS41_GUARDED_BY(mu_) = false;
   std::thread loop_;
-  std::unique_ptr<ThreadPool> admissions_;  // last: destroyed (drained) first
+  // Admissions on the requests pool, and the prefill calls whose answers will schedule their second
+  // half (held): the destructor waits for both before it stops the loop they hand sequences to.
+  TaskGroup admissions_;
 };
 
 }  // namespace ds41

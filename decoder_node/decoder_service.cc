@@ -123,8 +123,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
 
 }  // namespace
 
-DecoderService::DecoderService(DecoderCore* core, const std::string& fingerprint, NodeMetrics* metrics)
-    : core_(core), fingerprint_(fingerprint), metrics_(metrics) {}
+DecoderService::DecoderService(DecoderCore* core, const std::string& fingerprint, NodeMetrics* metrics,
+                               ThreadPool* writers)
+    : core_(core), fingerprint_(fingerprint), metrics_(metrics), writers_(writers) {}
 
 grpc::ServerWriteReactor<pb::GenerateResponse>* DecoderService::Generate(grpc::CallbackServerContext* ctx,
                                                                          const pb::GenerateRequest* req) {
@@ -135,7 +136,7 @@ grpc::ServerWriteReactor<pb::GenerateResponse>* DecoderService::Generate(grpc::C
   in.deadline = std::chrono::steady_clock::now() +
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::min<std::chrono::system_clock::duration>(remaining, std::chrono::hours(1)));
-  return new GenerateReactor(core_, &writers_, std::move(in), s, ctx->deadline());
+  return new GenerateReactor(core_, writers_, std::move(in), s, ctx->deadline());
 }
 
 grpc::Status DecoderService::Status(grpc::ServerContext*, const pb::NodeStatusRequest*, pb::NodeStatus* resp) {

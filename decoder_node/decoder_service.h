@@ -15,7 +15,9 @@ namespace ds41 {
 
 class DecoderService final : public ds41::node::v1::Decoder::WithCallbackMethod_Generate<ds41::node::v1::Decoder::Service> {
  public:
-  DecoderService(DecoderCore* core, const std::string& fingerprint, NodeMetrics* metrics);
+  // `writers` starts the streams' writes (a pool of its own: a write queued behind store calls or
+  // replays would hold up a token); it outlives the service.
+  DecoderService(DecoderCore* core, const std::string& fingerprint, NodeMetrics* metrics, ThreadPool* writers);
   grpc::ServerWriteReactor<ds41::node::v1::GenerateResponse>* Generate(grpc::CallbackServerContext* ctx,
                                                                        const ds41::node::v1::GenerateRequest* req) override;
   grpc::Status Status(grpc::ServerContext* ctx, const ds41::node::v1::NodeStatusRequest* req,
@@ -25,7 +27,7 @@ class DecoderService final : public ds41::node::v1::Decoder::WithCallbackMethod_
   DecoderCore* core_;
   std::string fingerprint_;
   NodeMetrics* metrics_;
-  ThreadPool writers_{3, ThreadPool::Idle::kSleep, "decoder-write"};  // 2 workers start the streams' writes
+  ThreadPool* writers_;
 };
 
 }  // namespace ds41

@@ -72,8 +72,10 @@ int main(int argc, char** argv) {
   }
   ds41::DecoderCore core(
       *set.model, set.cache.get(),
-      ds41::PrefillThrough(&encoders), o, &node_metrics, set.compute.get(), &spec_metrics);
-  ds41::DecoderService service(&core, fp, &node_metrics);
+      ds41::PrefillThrough(&encoders), o, &node_metrics, set.executors(), &spec_metrics);
+  // Two workers start the streams' writes, off the decode loop.
+  ds41::ThreadPool writers(3, ds41::ThreadPool::Idle::kSleep, "decoder-write");
+  ds41::DecoderService service(&core, fp, &node_metrics, &writers);
   ds41::SwaStateService swa_service(core.swa_pool(), fp);
   return rt.Run("decoder_node", listen, metrics, {&service, &swa_service}, "fingerprint=" + fp,
                 node.shutdown_grace_s);

@@ -25,16 +25,16 @@ struct EncoderCore::Prefilling {
 };
 
 EncoderCore::EncoderCore(const Model& model, CacheClient* cache, SwaFetcher fetcher, EncoderOptions options,
-                         NodeMetrics* metrics, ThreadPool* compute, ThreadPool* requests)
+                         NodeMetrics* metrics, const NodeExecutors& pools)
     : model_(model),
-      engine_(model, compute),
+      engine_(model, pools.compute),
       fetcher_(std::move(fetcher)),
       opt_(options),
       metrics_(metrics),
       swa_pool_(options.swa_pool_bytes, options.swa_ttl_ms),
       loader_(model, cache, metrics),
-      persister_(model, cache, metrics),
-      requests_(requests),
+      persister_(model, cache, metrics, pools.io),
+      requests_(pools.requests),
       scheduler_([this] { SchedulerLoop(); }) {}
 
 EncoderCore::~EncoderCore() {

@@ -29,6 +29,7 @@
 #include "engine/engine.h"
 #include "node_client/node_messages.h"
 #include "serving/engine_prompt.h"
+#include "serving/node_executors.h"
 #include "serving/node_metrics.h"
 #include "serving/prefix_loader.h"
 #include "serving/swa_pool.h"
@@ -53,10 +54,10 @@ struct EncoderOptions {
 
 class EncoderCore {
  public:
-  // `compute` runs the engine's kernels; `requests` each prefill's own work (a pool with no workers
-  // runs it inline). Both outlive the core.
+  // The engine's kernels run on `pools.compute`, each prefill's own work on `pools.requests`, unit
+  // puts on `pools.io` (serving/node_executors.h); the pools outlive the core.
   EncoderCore(const Model& model, CacheClient* cache, SwaFetcher fetcher, EncoderOptions options, NodeMetrics* metrics,
-              ThreadPool* compute, ThreadPool* requests);
+              const NodeExecutors& pools);
   ~EncoderCore();  // fails what is queued (UNAVAILABLE) and waits for every prefill's answer
 
   using PrefillDone = std::function<void(StatusOr<PrefillOutput>)>;

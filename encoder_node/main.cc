@@ -45,15 +45,12 @@ int main(int argc, char** argv) {
   eo.step_tokens = step_tokens;
   eo.swa_pool_bytes = *pool_bytes;
   eo.swa_ttl_ms = swa_ttl * 1000;
-  // Each prefill's own work (its prefix read, SWA state, units); no thread waits through its steps.
-  ds41::ThreadPool requests(1 + static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-                            ds41::ThreadPool::Idle::kSleep, "encoder-req");
   ds41::EncoderCore core(
       *set.model, set.cache.get(),
       [&peers](const std::string& peer, const ds41::UnitKey& ns, const ds41::UnitKey& key, int64_t position) {
         return peers.FetchSwa(peer, ns, key, position);
       },
-      eo, &node_metrics, set.compute.get(), &requests);
+      eo, &node_metrics, set.executors());
   ds41::EncoderService service(&core, fp, &node_metrics);
   ds41::SwaStateService swa_service(core.swa_pool(), fp);
   return rt.Run("encoder_node", listen, metrics, {&service, &swa_service}, "fingerprint=" + fp,

@@ -134,7 +134,9 @@ int main(int argc, char** argv) {
   }
   const ds41::ModelConfig& cfg = model->config;
   const std::string fp = model->fingerprint;
-  auto connected = ds41::ConnectCache(cache, cache_ack_log);
+  // The store's shard fan-out (lookups, reply records) runs here, each caller taking part.
+  ds41::ThreadPool cache_io(4, ds41::ThreadPool::Idle::kSleep, "router-io");
+  auto connected = ds41::ConnectCache(cache, cache_ack_log, &cache_io);
   if (!connected.ok()) {
     std::cerr << "--cache: " << connected.status().ToString() << "\n";
     return 2;

@@ -21,7 +21,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 # e.g. DS41_WRAP_ENCODER0="heaptrack -o /tmp/enc0"; its pid file then holds the tool's pid.
 [ "${DS41_SKIP_BUILD:-0}" = 1 ] || "$root/scripts/build.sh"
 # glibc's per-thread caches off, as the chart sets them (values.yaml, mallocTunables): each of a node's
-# ~100 threads would otherwise keep up to ~240 KB of freed small blocks, filled over hours.
+# threads (26-56 per role since the pools are built in main) would otherwise keep up to ~240 KB of
+# freed small blocks, filled over hours.
 export GLIBC_TUNABLES="${GLIBC_TUNABLES-glibc.malloc.tcache_count=0}"
 bin="$root/build"
 preset="${DS41_MODEL_PRESET:-small}"

@@ -1,6 +1,7 @@
 #include "serving/node_setup.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <thread>
 
@@ -17,6 +18,9 @@ void AddNodeFlags(CLI::App& app, NodeFlags* f) {
                  "append every cache unit a shard acknowledged to this file (an audit for tests; docs/chaos.md)")
       ->envname("DS41_CACHE_ACK_LOG");
   app.add_option("--threads", f->threads, "compute threads (0: all cores)")->envname("DS41_THREADS");
+  app.add_option("--io-threads", f->io_threads, "threads for blocking store calls (unit puts, shard fan-out)")
+      ->check(CLI::Range(1, 256))
+      ->envname("DS41_IO_THREADS");
   AddTlsFlags(app, &f->tls);
   app.add_option_function<std::string>(
          "--weight-tiles",
@@ -48,15 +52,17 @@ int SetUpNode(const std::string& name, const NodeFlags& f, NodeSetup* out) {
     return 1;
   }
   std::cerr << name << ": tile-major weights " << (*model)->packed().summary() << "\n";
-  auto cache = ConnectCache(f.cache, f.cache_ack_log);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  out->compute = std::make_unique<ThreadPool>(f.threads > 0 ? f.threads : cores, ThreadPool::Idle::kSpinThenSleep);
+  out->requests = std::make_unique<ThreadPool>(1 + cores, ThreadPool::Idle::kSleep, (name.substr(0, 7) + "-req").c_str());
+  out->io = std::make_unique<ThreadPool>(f.io_threads, ThreadPool::Idle::kSleep, (name.substr(0, 7) + "-io").c_str());
+  auto cache = ConnectCache(f.cache, f.cache_ack_log, out->io.get());
   if (!cache.ok()) {
     std::cerr << "--cache: " << cache.status().ToString() << "\n";
     return 2;
   }
   out->model = std::move(*model);
   out->cache = std::move(*cache);
-  out->compute = std::make_unique<ThreadPool>(f.threads > 0 ? f.threads : static_cast<int>(std::thread::hardware_concurrency()),
-                                              ThreadPool::Idle::kSpinThenSleep);
   std::cerr << name << ": matmul kernels " << ChooseMatmulKernels(out->compute.get()) << "\n";
   return 0;
 }

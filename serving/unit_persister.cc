@@ -4,8 +4,10 @@
 
 namespace ds41 {
 
-UnitPersister::UnitPersister(const Model& model, CacheClient* cache, NodeMetrics* metrics)
-    : model_(model), cache_(cache), metrics_(metrics), io_(std::make_unique<ThreadPool>(4)) {}
+UnitPersister::UnitPersister(const Model& model, CacheClient* cache, NodeMetrics* metrics, ThreadPool* io)
+    : model_(model), cache_(cache), metrics_(metrics), puts_(io) {}
+
+UnitPersister::~UnitPersister() { puts_.Wait(); }
 
 void UnitPersister::Count(const PutResult& r) {
   if (metrics_) {
@@ -39,7 +41,7 @@ void UnitPersister::Put(const UnitKey& ns, std::vector<BuiltUnit> units, std::fu
   puts.reserve(units.size());
   for (BuiltUnit& b : units) puts.push_back({b.key, b.parent, std::move(b.bytes)});
   const CacheNamespace cns{ns, model_.fingerprint(), kUnitFormatVersion};
-  io_->Schedule([this, cns, puts = std::move(puts), then = std::move(then)] {
+  puts_.Schedule([this, cns, puts = std::move(puts), then = std::move(then)] {
     Count(cache_->Put(cns, puts));
     if (then) then();
   });

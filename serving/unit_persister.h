@@ -1,7 +1,7 @@
 // UnitPersister: what a node computed, written to the store as units (MODEL.md §10.3) so that any
 // node's next request hits it: the encoder's prompt units after a prefill, the decoder's reply units
 // at a turn's end. Building is synchronous (the caller may need the bytes); the put runs on the
-// persister's I/O threads, off the caller's compute loop.
+// process's I/O pool, off the caller's compute loop.
 //
 // Thread-safe.
 #pragma once
@@ -17,14 +17,16 @@
 #include "unit/state_units.h"
 #include "util/mutex.h"
 #include "util/thread_annotations.h"
-#include "util/thread_pool.h"
+#include "util/task_group.h"
 
 namespace ds41 {
 
 class UnitPersister {
  public:
-  // `cache` may be null (no store); `metrics` (may be null) counts each put's units by outcome.
-  UnitPersister(const Model& model, CacheClient* cache, NodeMetrics* metrics = nullptr);
+  // `cache` may be null (no store); `metrics` (may be null) counts each put's units by outcome; puts
+  // run on `io` (null: inline, in Put), which outlives the persister.
+  UnitPersister(const Model& model, CacheClient* cache, NodeMetrics* metrics, ThreadPool* io);
+  ~UnitPersister();  // waits for the puts in flight (and their `then`)
 
   // Units of `state`'s positions [from, to) (from on a unit boundary), keyed under `ns`.
   StatusOr<std::vector<BuiltUnit>> Build(const UnitKey& ns, const SequenceState& state, const std::vector<int32_t>& tokens,
@@ -44,7 +46,7 @@ class UnitPersister {
   const Model& model_;
   CacheClient* cache_;
   NodeMetrics* metrics_;
-  std::unique_ptr<ThreadPool> io_;
+  TaskGroup puts_;
   Mutex logged_mu_;
   std::set<StatusCode> logged_ DS41_GUARDED_BY(logged_mu_);  // failure kinds already logged
 };

@@ -144,7 +144,7 @@ class CacheClientDataPathTest : public ::testing::Test {
     StoreOptions so;
     so.path = testing::TempDir("clientdata");
     store_ = std::move(UnitStore::Open(so, &metrics_)).value();
-    data_ = std::move(DataServer::Start({}, store_.get(), &checks_, &data_metrics_, TransportSecurity())).value();
+    data_ = std::move(DataServer::Start({}, store_.get(), &checks_, &data_metrics_, TransportSecurity(), &store_io_)).value();
     ns_ = CacheNamespace::Make(kFp, "tenant");
   }
   void TearDown() override {
@@ -154,7 +154,7 @@ class CacheClientDataPathTest : public ::testing::Test {
   std::string StartService(int data_port) {
     CacheServiceOptions co{kFp};
     co.data_port = data_port;
-    service_ = std::make_unique<CacheService>(store_.get(), &metrics_, co);
+    service_ = std::make_unique<CacheService>(store_.get(), &metrics_, co, &store_io_);
     rpc_ = std::move(StartRpcServer({}, {service_.get()})).value();
     return "127.0.0.1:" + std::to_string(rpc_.port);
   }
@@ -173,6 +173,7 @@ class CacheClientDataPathTest : public ::testing::Test {
   DataPathMetrics data_metrics_{registry_};
   RequestChecks checks_{kFp, 65536};
   std::unique_ptr<UnitStore> store_;
+  ThreadPool store_io_{8, ThreadPool::Idle::kSleep, "test-store-io"};  // as CacheNode's
   std::unique_ptr<DataServer> data_;
   std::unique_ptr<CacheService> service_;
   RpcServer rpc_;
@@ -291,9 +292,11 @@ TEST_F(CacheClientDataPathTest, AUnitTooLargeForTheDataPathGetsGrpcsAnswer) {
 // connections they took.
 TEST_F(CacheClientDataPathTest, ALargeCallToAnIdleShardIsSplitOverConnections) {
   const std::string address = StartService(data_->port());
+  ThreadPool io(2, ThreadPool::Idle::kSleep, "test-io");  // the stripes run on it in parallel
   CacheClientOptions o;
   o.shards = {address};
   o.max_stripes = 2;
+  o.io = &io;
   auto client = std::move(CacheClient::Create(o)).value();
   auto keys = [](const std::vector<UnitPut>& units) {
     std::vector<UnitGet> want;
@@ -328,6 +331,12 @@ TEST_F(CacheClientDataPathTest, ALargeCallToAnIdleShardIsSplitOverConnections) {
   auto single = std::move(CacheClient::Create(o)).value();
   ASSERT_EQ(single->Get(ns_, keys(large)).size(), 200u);
   EXPECT_EQ(data_metrics_.get_ok.Value(), 6);
+  // Nor does a client without an I/O pool: its stripes would only run one after another.
+  o.max_stripes = 2;
+  o.io = nullptr;
+  auto serial = std::move(CacheClient::Create(o)).value();
+  ASSERT_EQ(serial->Get(ns_, keys(large)).size(), 200u);
+  EXPECT_EQ(data_metrics_.get_ok.Value(), 7);
 }
 
 TEST_F(CacheClientDataPathTest, DataServerShutdownClosesEveryConnection) {

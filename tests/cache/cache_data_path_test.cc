@@ -36,7 +36,7 @@ class DataPathTest : public ::testing::Test {
     data_addr_ = "127.0.0.1:" + std::to_string(data_->port());
     CacheServiceOptions co{kFp};
     co.data_port = data_->port();
-    service_ = std::make_unique<CacheService>(store_.get(), &metrics_, co);
+    service_ = std::make_unique<CacheService>(store_.get(), &metrics_, co, &store_io_);
     server_ = std::move(StartRpcServer({}, {service_.get()})).value();
     CacheClientOptions o;
     o.shards = {"127.0.0.1:" + std::to_string(server_.port)};
@@ -55,7 +55,7 @@ class DataPathTest : public ::testing::Test {
     d.idle_timeout = timeouts;
     d.io_timeout = timeouts;
     d.max_held_bytes = max_held_bytes;
-    return std::move(DataServer::Start(d, store_.get(), &checks_, &data_metrics_, TransportSecurity())).value();
+    return std::move(DataServer::Start(d, store_.get(), &checks_, &data_metrics_, TransportSecurity(), &store_io_)).value();
   }
   wire::NamespaceView Ns() const {
     return {std::string_view(reinterpret_cast<const char*>(ns_.id.data()), 32), kFp, kUnitFormatVersion};
@@ -106,6 +106,7 @@ class DataPathTest : public ::testing::Test {
   DataPathMetrics data_metrics_{registry_};
   RequestChecks checks_{kFp, 65536};
   std::unique_ptr<UnitStore> store_;
+  ThreadPool store_io_{8, ThreadPool::Idle::kSleep, "test-store-io"};  // as CacheNode's
   std::unique_ptr<DataServer> data_;
   std::string data_addr_;
   std::unique_ptr<CacheService> service_;
@@ -316,7 +317,7 @@ TEST_F(DataPathTest, OpenConnectionsBetweenRequestsHoldNoFullChunk) {
   DataPathMetrics m(registry);  // (the fixture's server sets its own gauge)
   DataServerOptions d;
   d.chunk_idle_release = milliseconds(1000);  // (long enough that the chunks are still mapped when a loaded machine checks)
-  const auto server = std::move(DataServer::Start(d, store_.get(), &checks_, &m, TransportSecurity())).value();
+  const auto server = std::move(DataServer::Start(d, store_.get(), &checks_, &m, TransportSecurity(), &store_io_)).value();
   testing::RawDataClient c("127.0.0.1:" + std::to_string(server->port()));
   ASSERT_TRUE(c.connected());
   for (int round = 0; round < 2; ++round) {
@@ -567,7 +568,7 @@ TEST_F(DataPathTest, PooledConnectionsClosedByTheServerAreReplaced) {
   const auto quick = StartDataServer(milliseconds(300));
   CacheServiceOptions co{kFp};
   co.data_port = quick->port();
-  CacheService service(store_.get(), &metrics_, co);
+  CacheService service(store_.get(), &metrics_, co, &store_io_);
   RpcServer rpc = std::move(StartRpcServer({}, {&service})).value();
   auto client = std::move(CacheClient::Create({{"127.0.0.1:" + std::to_string(rpc.port)}})).value();
   const auto units = testing::TestPromptUnits(ns_, testing::TestTokens(64 * 4, 10), 10);

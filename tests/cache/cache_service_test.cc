@@ -40,7 +40,7 @@ class InProcessCache : public ::testing::Test {
     StoreOptions so;
     so.path = testing::TempDir("cachesvc");
     store_ = std::move(UnitStore::Open(so, &metrics_)).value();
-    service_ = std::make_unique<CacheService>(store_.get(), &metrics_, CacheServiceOptions{kFp});
+    service_ = std::make_unique<CacheService>(store_.get(), &metrics_, CacheServiceOptions{kFp}, &store_io_);
     server_ = std::move(StartRpcServer({}, {service_.get()})).value();
     addr_ = "127.0.0.1:" + std::to_string(server_.port);
     client_ = std::move(CacheClient::Create({{addr_}})).value();
@@ -70,6 +70,7 @@ class InProcessCache : public ::testing::Test {
   prometheus::Registry registry_;
   StoreMetrics metrics_{registry_};
   std::unique_ptr<UnitStore> store_;
+  ThreadPool store_io_{8, ThreadPool::Idle::kSleep, "test-store-io"};  // as CacheNode's
   std::unique_ptr<CacheService> service_;
   RpcServer server_;
   std::string addr_;

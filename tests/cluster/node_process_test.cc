@@ -45,7 +45,7 @@ TEST(NodeProcessTest, EncoderKilledMidPrefillGivesUnavailableAndNoStrandedState)
   const std::string fp = model->fingerprint();
   DecoderCore core(
       *model, nullptr,
-      PrefillThrough(&encoders), DecoderOptions{}, &metrics, &pool);
+      PrefillThrough(&encoders), DecoderOptions{}, &metrics, NodeExecutors{&pool, &pool, nullptr});
   const uint64_t baseline = core.ResidentBytes();
 
   GenerateInput in;

@@ -44,6 +44,7 @@ struct CacheServer {
   prometheus::Registry reg;
   StoreMetrics metrics{reg};
   std::unique_ptr<UnitStore> store;
+  ThreadPool store_io{4, ThreadPool::Idle::kSleep, "test-store-io"};
   std::unique_ptr<CacheService> svc;
   RpcServer rpc;
   std::string addr;
@@ -51,7 +52,7 @@ struct CacheServer {
     StoreOptions so;
     so.path = testing::TempDir("nodes-cache");
     store = std::move(UnitStore::Open(so, &metrics)).value();
-    svc = std::make_unique<CacheService>(store.get(), &metrics, CacheServiceOptions{fp});
+    svc = std::make_unique<CacheService>(store.get(), &metrics, CacheServiceOptions{fp}, &store_io);
     rpc = std::move(StartRpcServer({}, {svc.get()})).value();
     addr = "127.0.0.1:" + std::to_string(rpc.port);
   }
@@ -66,13 +67,13 @@ struct EncoderServer {
   std::unique_ptr<SwaStateService> swa;
   RpcServer rpc;
   std::string addr;
-  EncoderServer(const Model& m, CacheClient* cache, const NodeClient* peers, ThreadPool* pool) {
+  EncoderServer(const Model& m, CacheClient* cache, const NodeClient* peers, const NodeExecutors& pools) {
     core = std::make_unique<EncoderCore>(
         m, cache,
         [peers](const std::string& peer, const UnitKey& ns, const UnitKey& key, int64_t position) {
           return peers->FetchSwa(peer, ns, key, position);
         },
-        EncoderOptions{}, &metrics, pool, pool);
+        EncoderOptions{}, &metrics, pools);
     svc = std::make_unique<EncoderService>(core.get(), m.fingerprint(), &metrics);
     swa = std::make_unique<SwaStateService>(core->swa_pool(), m.fingerprint());
     rpc = std::move(StartRpcServer({}, {svc.get(), swa.get()})).value();
@@ -85,16 +86,18 @@ struct DecoderServer {
   prometheus::Registry reg;
   NodeMetrics metrics{reg, "decoder"};
   SpeculationMetrics spec{reg};
+  ThreadPool writers{3, ThreadPool::Idle::kSleep, "test-write"};
   std::unique_ptr<DecoderCore> core;
   std::unique_ptr<DecoderService> svc;
   std::unique_ptr<SwaStateService> swa;
   RpcServer rpc;
   std::string addr;
-  DecoderServer(const Model& m, CacheClient* cache, const NodeClient* encoders, ThreadPool* pool, DecoderOptions o = {}) {
+  DecoderServer(const Model& m, CacheClient* cache, const NodeClient* encoders, const NodeExecutors& pools,
+                DecoderOptions o = {}) {
     core = std::make_unique<DecoderCore>(
         m, cache,
-        PrefillThrough(encoders), o, &metrics, pool, &spec);
-    svc = std::make_unique<DecoderService>(core.get(), m.fingerprint(), &metrics);
+        PrefillThrough(encoders), o, &metrics, pools, &spec);
+    svc = std::make_unique<DecoderService>(core.get(), m.fingerprint(), &metrics, &writers);
     swa = std::make_unique<SwaStateService>(core->swa_pool(), m.fingerprint());
     rpc = std::move(StartRpcServer({}, {svc.get(), swa.get()})).value();
     addr = "127.0.0.1:" + std::to_string(rpc.port);
@@ -119,12 +122,13 @@ class NodesTest : public ::testing::Test {
     cache_ = std::make_unique<CacheServer>(model_->fingerprint());
     CacheClientOptions co;
     co.shards = {cache_->addr};
+    co.io = &io_;
     client_ = std::move(CacheClient::Create(co)).value();
     channels_ = std::make_shared<ChannelSet>();
     nodes_ = std::make_unique<NodeClient>(channels_, model_->fingerprint());
-    encoder_ = std::make_unique<EncoderServer>(*model_, client_.get(), nodes_.get(), &pool_);
-    dec_a_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_);
-    dec_b_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_);
+    encoder_ = std::make_unique<EncoderServer>(*model_, client_.get(), nodes_.get(), pools_);
+    dec_a_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), pools_);
+    dec_b_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), pools_);
     ns_ = CacheNamespace::Make(model_->fingerprint(), "tenant");
   }
 
@@ -319,7 +323,7 @@ class NodesTest : public ::testing::Test {
   void ExpectRepliesFollowTheSchema(DecoderOptions o) {
     const JsonVocab vocab = MakeJsonVocab();
     o.masker = vocab.masker.get();
-    DecoderServer d(*model_, client_.get(), nodes_.get(), &pool_, o);
+    DecoderServer d(*model_, client_.get(), nodes_.get(), pools_, o);
     int sampled_differ = 0;
     std::string first_doc;
     for (int round = 0; round < 6; ++round) {
@@ -350,7 +354,11 @@ class NodesTest : public ::testing::Test {
   }
 
   static Model* model_;
+  // As a node binary builds them (serving/node_setup.h), before everything that uses them.
   ThreadPool pool_{2};
+  ThreadPool requests_{3, ThreadPool::Idle::kSleep, "test-req"};
+  ThreadPool io_{4, ThreadPool::Idle::kSleep, "test-io"};
+  const NodeExecutors pools_{&pool_, &requests_, &io_};
   std::unique_ptr<CacheServer> cache_;
   std::unique_ptr<CacheClient> client_;
   std::shared_ptr<ChannelSet> channels_;
@@ -409,7 +417,7 @@ TEST_F(NodesTest, RequestThreadsKeepNoScratchAfterTheirReplays) {
   }
   ASSERT_GE(H, kUnit);
   // An encoder with an empty SWA pool and no peer: the state at H is replayed on this thread.
-  EncoderServer enc(*model_, client_.get(), nodes_.get(), &inline_pool);
+  EncoderServer enc(*model_, client_.get(), nodes_.get(), {&inline_pool, &inline_pool, &io_});
   PrefillInput pin;
   pin.ns = ns_.id;
   pin.tokens = p1;
@@ -421,7 +429,7 @@ TEST_F(NodesTest, RequestThreadsKeepNoScratchAfterTheirReplays) {
   EXPECT_GT(out->replay_tokens, 0);
   EXPECT_EQ(ThreadScratchBytes(), 0u);
   // A decoder's admission (prefix, the encoder's call, its replay of the last window) on this thread.
-  DecoderServer dec(*model_, client_.get(), nodes_.get(), &inline_pool);
+  DecoderServer dec(*model_, client_.get(), nodes_.get(), {&inline_pool, &inline_pool, &io_});
   GenerateInput in;
   in.session_id = "scratch-2";
   in.ns = ns_.id;
@@ -492,7 +500,7 @@ TEST_F(NodesTest, SwaStatePulledFromAnotherEncoder) {
   ASSERT_TRUE(r1.status.ok());
   // Another session continues the first prompt on a second encoder: the state at the prompt's end
   // is pulled from the encoder that computed it, not replayed.
-  EncoderServer other(*model_, client_.get(), nodes_.get(), &pool_);
+  EncoderServer other(*model_, client_.get(), nodes_.get(), pools_);
   auto q = p1;
   for (int32_t t : Tokens(30, 42)) q.push_back(t);
   Reply r = Turn(dec_b_.get(), "s8", q, encoder_->addr, static_cast<int64_t>(p1.size()), 8, other.addr);
@@ -626,7 +634,7 @@ TEST_F(NodesTest, AMigratedConstrainedReplyContinuesAsTheUninterruptedOne) {
   const JsonVocab vocab = MakeJsonVocab();
   DecoderOptions o;
   o.masker = vocab.masker.get();
-  DecoderServer a(*model_, client_.get(), nodes_.get(), &pool_, o), b(*model_, client_.get(), nodes_.get(), &pool_, o);
+  DecoderServer a(*model_, client_.get(), nodes_.get(), pools_, o), b(*model_, client_.get(), nodes_.get(), pools_, o);
   const std::vector<int32_t> prompt = Tokens(40, 77);
   const std::vector<int32_t> whole = GeneratedIds(&a, ConstrainedInput(prompt, 0.0f, 0));
   ASSERT_GT(whole.size(), 4u) << vocab.Text(whole);
@@ -652,7 +660,7 @@ TEST_F(NodesTest, AResponseFormatAfterReasoningLeavesTheReasoningFree) {
   const JsonVocab vocab = MakeJsonVocab();
   DecoderOptions o;
   o.masker = vocab.masker.get();
-  DecoderServer d(*model_, client_.get(), nodes_.get(), &pool_, o);
+  DecoderServer d(*model_, client_.get(), nodes_.get(), pools_, o);
   const std::vector<int32_t> prompt = Tokens(36, 41);
   GenerateInput plain = ConstrainedInput(prompt, 0.0f, 0);
   plain.sampling.response_json = false;
@@ -705,7 +713,7 @@ TEST_F(NodesTest, AResponseFormatNeedsATokenizerAndAValidSchema) {
   const grammar::TokenMasker masker(bytes, {true, true, true}, model_->config().vocab_size, kEosId);
   DecoderOptions o;
   o.masker = &masker;
-  DecoderServer d(*model_, client_.get(), nodes_.get(), &pool_, o);
+  DecoderServer d(*model_, client_.get(), nodes_.get(), pools_, o);
   in.sampling.response_schema = R"({"type": "string", "pattern": "x"})";
   EXPECT_EQ(code(&d), StatusCode::kInvalidArgument);
 }
@@ -788,8 +796,8 @@ class SpeculativeNodesTest : public NodesTest {
     // B: the curve measured at start-up, as a node runs.
     DecoderOptions measured;
     measured.speculative = true;
-    dec_b_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_, measured);
-    dec_a_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), &pool_, WholeBlockOptions());
+    dec_b_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), pools_, measured);
+    dec_a_ = std::make_unique<DecoderServer>(*model_, client_.get(), nodes_.get(), pools_, WholeBlockOptions());
   }
 
   // Speculating with a flat cost curve: every step verifies the whole draft block.
@@ -853,8 +861,8 @@ TEST_F(SpeculativeNodesTest, GreedyConstrainedRepliesEqualPlainDecoding) {
   const JsonVocab vocab = MakeJsonVocab();
   DecoderOptions plain_options, spec_options = WholeBlockOptions();
   plain_options.masker = spec_options.masker = vocab.masker.get();
-  DecoderServer plain(*model_, client_.get(), nodes_.get(), &pool_, plain_options);
-  DecoderServer spec(*model_, client_.get(), nodes_.get(), &pool_, spec_options);
+  DecoderServer plain(*model_, client_.get(), nodes_.get(), pools_, plain_options);
+  DecoderServer spec(*model_, client_.get(), nodes_.get(), pools_, spec_options);
   ASSERT_TRUE(spec.core->speculating());
   for (int i = 0; i < 3; ++i) {
     const GenerateInput in = ConstrainedInput(Tokens(25, 300 + i), 0.0f, 0);
