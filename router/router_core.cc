@@ -7,6 +7,7 @@
 #include <future>
 
 #include "node_client/node_protocol.h"
+#include "router/attempt.h"
 #include "util/mutex.h"
 
 namespace ds41 {
@@ -408,16 +409,10 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
     res->status = UnavailableError(c.decoders.empty() ? "no healthy decoder node" : "no healthy encoder node");
     return false;
   }
-  std::string swa_peer = SwaPeer(c.bound, c.warm_holder, H);
-  if ((swa_peer.empty() || excluded.count(swa_peer)) && H > 0 && !swa_fallback.empty() && !excluded.count(swa_fallback)) {
-    swa_peer = swa_fallback;
-  }
-  res->swa_hint = swa_peer;
-  PlacementInput in;
+  AttemptInput in;
   in.prompt_tokens = N;
   in.cached_tokens = H;
   in.window = opt_.window;
-  in.swa_available = SwaAvailable(H, swa_peer);
   in.session = rq.session_id;
   if (placer_.policy() == PlacementPolicy::kPrefixAffinity) {
     uint64_t seed = 0;
@@ -425,44 +420,41 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
     std::memcpy(&seed, CacheNamespace::Make(opt_.fingerprint, rq.tenant_salt).id.data(), sizeof(seed));
     in.prefix_chain = PrefixChain(rq.tokens, opt_.unit_tokens, seed);
   }
+  in.bound = std::move(c.bound);
+  in.warm_holder = std::move(c.warm_holder);
+  in.swa_fallback = swa_fallback;
+  in.excluded = excluded;
+  in.first_attempt = res->attempts == 0;
+  in.max_queue_seconds = opt_.max_queue_seconds;
+  in.prediction_scale = in.max_queue_seconds > 0 ? prediction_scale_.Scale() : 1;
   MutexLock placing(&placing_mu_);
   inflight_.Apply(&c.decoders, &c.encoders);
-  res->placement = placer_.Place(in, c.decoders, c.encoders);
+  in.seconds_left = std::chrono::duration<double>(deadline - Clock::now()).count();
+  AttemptDecision d = DecideAttempt(std::move(in), c.decoders, c.encoders, &placer_);
+  res->swa_hint = std::move(d.swa_peer);
+  res->placement = std::move(d.placement);
   const Placement& p = res->placement;
   if (metrics_) metrics_->Placement(PlacementPolicyName(placer_.policy()), p.reason);
-  if (p.decoder.empty()) {
-    if (metrics_ && count_rejection) metrics_->Rejection("decoders_full");
-    res->status = ResourceExhaustedError("every decoder is at its running limit");
-    return false;
+  if (d.refusal != AttemptRefusal::kDecodersFull) res->usage.predicted_ttft_seconds = p.predicted_seconds;
+  switch (d.refusal) {
+    case AttemptRefusal::kNone:
+      inflight_.Started(p);
+      return true;
+    case AttemptRefusal::kDecodersFull:
+      if (metrics_ && count_rejection) metrics_->Rejection(AttemptRefusalName(d.refusal));
+      res->status = ResourceExhaustedError(d.message);
+      return false;
+    case AttemptRefusal::kDeadline:
+      if (metrics_ && count_rejection) metrics_->Rejection(AttemptRefusalName(d.refusal));
+      res->status = DeadlineExceededError(d.message);
+      return false;
+    case AttemptRefusal::kQueue:
+      if (metrics_) metrics_->Rejection(AttemptRefusalName(d.refusal));
+      res->retry_after_s = d.retry_after_s;
+      res->status = ResourceExhaustedError(d.message);
+      return false;
   }
-  res->usage.predicted_ttft_seconds = p.predicted_seconds;
-  // A prompt whose predicted first token falls after its deadline is refused now, not started
-  // and abandoned half way (its encoder time would be spent for nobody).
-  const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
-  if (p.predicted_seconds > left) {
-    if (metrics_ && count_rejection) metrics_->Rejection("deadline");
-    char msg[160];
-    std::snprintf(msg, sizeof msg, "the predicted time to the first token, %.1f s, is past the %.1f s left before the request's deadline",
-                  p.predicted_seconds, std::max(0.0, left));
-    res->status = DeadlineExceededError(msg);
-    return false;
-  }
-  // Overload: a new request (not a retry or a migration, already admitted) that would wait behind
-  // more queued work than max_queue_seconds is refused now, quickly, with the predicted excess as
-  // its retry-after hint; what is admitted keeps a bounded time to the first token.
-  const double wait = opt_.max_queue_seconds > 0 && res->attempts == 0 ? p.queue_seconds * prediction_scale_.Scale() : 0;
-  if (wait > opt_.max_queue_seconds && opt_.max_queue_seconds > 0) {
-    if (metrics_) metrics_->Rejection("queue");
-    res->retry_after_s = static_cast<int>(std::clamp(std::ceil(wait - opt_.max_queue_seconds), 1.0, 60.0));
-    char msg[200];
-    std::snprintf(msg, sizeof msg, "overloaded: the predicted wait behind queued work, %.1f s, exceeds the router's %.1f s",
-                  wait, opt_.max_queue_seconds);
-    res->status = ResourceExhaustedError(msg);
-    return false;
-  }
-  placer_.Served(in, p);
-  inflight_.Started(p);
-  return true;
+  return false;
 }
 
 }  // namespace ds41

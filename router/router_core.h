@@ -140,7 +140,7 @@ struct RouterOptions {
   // scaled by how much longer first tokens have lately taken than predicted: PredictionScale)
   // exceeds this is refused with RESOURCE_EXHAUSTED and a retry-after hint, so the requests admitted
   // keep a bounded time to first token however much is offered (0: never refused for it).
-  double max_queue_seconds = 60;
+  double max_queue_seconds = 2;
   size_t max_sessions = 100000;     // session bindings remembered (least recently used dropped)
   std::chrono::seconds request_timeout{600};  // a request's deadline when its client gives none (and the longest)
   PlacerOptions placement;         // the policy (--placement) and the cost model's starting rates

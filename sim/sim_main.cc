@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
   run->add_option("--router-workers", spec.sim.router_workers, "router threads that check, tokenize and place requests (its --workers - 1); a streaming request holds none")
       ->check(CLI::Range(1, 10000000));
   run->add_option("--router-max-running", spec.sim.router_max_running, "router --max-running")->check(CLI::Range(1, 10000000));
+  run->add_option("--router-max-queue-seconds", spec.sim.router_max_queue_s,
+                  "router --max-queue-seconds: a new request predicted to wait longer is refused (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--router-timeout", spec.sim.router_timeout_s, "router --request-timeout-seconds")->check(CLI::PositiveNumber);
   run->add_option("--seed", spec.sim.seed, "placement's random seed");
   run->add_option("--slo-ttft", spec.slo.ttft_s, "goodput: TTFT objective, seconds")->check(CLI::PositiveNumber);
   run->add_option("--slo-itl", spec.slo.itl_s, "goodput: mean inter-token objective, seconds")->check(CLI::PositiveNumber);

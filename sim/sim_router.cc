@@ -29,7 +29,7 @@ SimRouter::SimRouter(SimRouterOptions options, int decoders, int encoders, WarmD
 }
 
 RouteDecision SimRouter::Route(const std::string& session, int64_t session_id, int64_t N, int64_t H,
-                               std::vector<uint64_t> chain) {
+                               std::vector<uint64_t> chain, double seconds_left) {
   RouteDecision d;
   // FindCandidates: each decoder as polled, warm when it holds the session at H or is bound there.
   const std::string bound = bindings_.SwaHolder(session, H);
@@ -52,19 +52,26 @@ RouteDecision SimRouter::Route(const std::string& session, int64_t session_id, i
   // Candidates sit at their node index, which the name spells: no string hashing per candidate.
   inflight_.Apply(&dec_, &enc_, [](const std::string& address, bool is_decoder) { return NodeIndex(address, is_decoder ? 'd' : 'e'); });
 
-  d.swa_peer = SwaPeer(bound, warm_holder, H);
-  PlacementInput in;
+  AttemptInput in;
   in.prompt_tokens = N;
   in.cached_tokens = H;
   in.window = opt_.window;
-  in.swa_available = SwaAvailable(H, d.swa_peer);
   in.session = session;
   in.prefix_chain = std::move(chain);
+  in.bound = bound;
+  in.warm_holder = std::move(warm_holder);
+  in.seconds_left = seconds_left;
+  in.max_queue_seconds = opt_.max_queue_seconds;
+  in.prediction_scale = opt_.max_queue_seconds > 0 ? prediction_scale_.Scale() : 1;
   const auto t0 = std::chrono::steady_clock::now();
-  d.placement = placer_.Place(in, dec_, enc_);
+  AttemptDecision a = DecideAttempt(std::move(in), dec_, enc_, &placer_);
   d.place_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (d.placement.decoder.empty()) return d;
-  placer_.Served(in, d.placement);
+  d.placement = std::move(a.placement);
+  d.swa_peer = std::move(a.swa_peer);
+  d.refusal = a.refusal;
+  d.message = std::move(a.message);
+  d.retry_after_s = a.retry_after_s;
+  if (d.refusal != AttemptRefusal::kNone) return d;
   d.decoder = NodeIndex(d.placement.decoder, 'd');
   d.encoder = NodeIndex(d.placement.encoder, 'e');
   d.swa_peer_decoder = NodeIndex(d.swa_peer, 'd');

@@ -1,6 +1,7 @@
 // SimRouter: the router's decision for one request, made by the router's own code (ds41_placement):
-// the same Placer and InflightLoads objects, SessionBindings for who holds a session's SWA state,
-// DecoderWarmAt / SwaPeer / SwaAvailable for the marks — over node loads as the router sees them:
+// DecideAttempt (router/attempt.h, RouterCore::PlaceAttempt's decision: SWA peer, Placer::Place,
+// and the deadline and queue refusals), the same Placer, InflightLoads and PredictionScale objects,
+// SessionBindings and DecoderWarmAt for the marks — over node loads as the router sees them:
 // the last poll's snapshot (every poll interval) adjusted by InflightLoads. Only the plumbing
 // is the simulator's: snapshots instead of Status RPCs, a WarmDirectory instead of the polled
 // session lists, node indices beside the addresses. Each Placer::Place call is timed.
@@ -12,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "router/attempt.h"
 #include "router/inflight_loads.h"
 #include "router/placement.h"
+#include "router/prediction_scale.h"
 #include "router/session_bindings.h"
 #include "sim/warm_directory.h"
 
@@ -24,10 +27,14 @@ struct SimRouterOptions {
   int unit_tokens = 64;
   int window = 128;
   size_t max_sessions = 100000;  // RouterOptions::max_sessions
+  double max_queue_seconds = 2;  // RouterOptions::max_queue_seconds (the router's default; 0: no shedding)
 };
 
 struct RouteDecision {
   Placement placement;
+  AttemptRefusal refusal = AttemptRefusal::kNone;  // the router's refusal (decoder -1), with its message
+  std::string message;
+  int retry_after_s = 0;
   int decoder = -1, encoder = -1;  // node indices (-1: none)
   std::string swa_peer;            // the node named as holding the SWA state at H ("" none)
   int swa_peer_decoder = -1, swa_peer_encoder = -1;
@@ -50,14 +57,16 @@ class SimRouter {
     return InflightLoads::Clock::time_point(std::chrono::duration_cast<InflightLoads::Clock::duration>(std::chrono::duration<double>(t)));
   }
 
-  // RouterCore::Generate's decision: candidates at H, marks, in-flight loads, Place, Served.
-  // `chain` (prefix affinity only) is the prompt's unit chain.
+  // RouterCore::PlaceAttempt for a new request: candidates at H, marks, in-flight loads, then
+  // DecideAttempt. `chain` (prefix affinity only) is the prompt's unit chain; `seconds_left` the
+  // time to the request's deadline.
   RouteDecision Route(const std::string& session, int64_t session_id, int64_t prompt_tokens, int64_t cached_tokens,
-                      std::vector<uint64_t> chain);
+                      std::vector<uint64_t> chain, double seconds_left);
 
   Placer& placer() { return placer_; }
   InflightLoads& inflight() { return inflight_; }
   SessionBindings& bindings() { return bindings_; }
+  PredictionScale& prediction_scale() { return prediction_scale_; }  // fed each first token, as the router does
 
  private:
   const SimRouterOptions opt_;
@@ -65,6 +74,7 @@ class SimRouter {
   Placer placer_;
   InflightLoads inflight_;
   SessionBindings bindings_;
+  PredictionScale prediction_scale_;
   double poll_t_ = 0;
   std::vector<NodeLoad> polled_dec_, polled_enc_;  // the last poll
   std::vector<NodeLoad> dec_, enc_;                // this request's candidates

@@ -36,6 +36,8 @@ Json OptionsJson(const SimRunSpec& spec, const RateProfile& p, size_t requests) 
             {"concurrency", s.concurrency},
             {"deadline_s", s.deadline_s},
             {"router_workers", s.router_workers},
+            {"router_max_queue_s", s.router_max_queue_s},
+            {"router_timeout_s", s.router_timeout_s},
             {"seed", s.seed}};
   AddWorkloadOptions(spec.trace_path, spec.workload, &o);
   return o;

@@ -27,6 +27,8 @@ Status ValidateSimOptions(const SimOptions& o) {
   if (!(o.deadline_s > 0)) return InvalidArgumentError("--deadline must be > 0");
   if (o.router_workers < 1) return InvalidArgumentError("--router-workers must be >= 1");
   if (o.router_max_running < 1) return InvalidArgumentError("--router-max-running must be >= 1");
+  if (!(o.router_max_queue_s >= 0)) return InvalidArgumentError("--router-max-queue-seconds must be >= 0");
+  if (!(o.router_timeout_s > 0)) return InvalidArgumentError("--router-timeout must be > 0");
   return Status::Ok();
 }
 
@@ -98,6 +100,7 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
     ro.unit_tokens = o.unit_tokens;
     ro.window = p.window;
     ro.max_sessions = o.max_sessions;
+    ro.max_queue_seconds = o.router_max_queue_s;
     router_ = std::make_unique<SimRouter>(ro, o.decoders, o.encoders, warm_.get());
     for (int i = 0; i < o.encoders; ++i) {
       encoders_.push_back(std::make_unique<EncoderModel>(i, &q_, &cpu_, &p_, this));
@@ -297,11 +300,17 @@ void Simulation::Route(size_t i) {
   const int64_t H = o_.scope == CacheScope::kShared ? store_.Lookup(r.keys, N(i) - 1, q_.now()) : 0;
   std::vector<uint64_t> chain;
   if (o_.policy == PlacementPolicy::kPrefixAffinity) chain = r.keys.Chain(o_.unit_tokens);
-  r.route = router_->Route(wr.session, r.session, N(i), H, std::move(chain));
+  r.route = router_->Route(wr.session, r.session, N(i), H, std::move(chain), r.start + o_.router_timeout_s - q_.now());
   place_s_.push_back(r.route.place_seconds);
-  if (r.route.decoder < 0) {
-    End(i, kOutcomeRejected, 429, "every decoder is at its running limit");
-    return;
+  switch (r.route.refusal) {
+    case AttemptRefusal::kNone: break;
+    case AttemptRefusal::kDeadline:  // DEADLINE_EXCEEDED: the router's 504, a failure to the replay
+      End(i, kOutcomeFailed, 504, r.route.message);
+      return;
+    case AttemptRefusal::kDecodersFull:
+    case AttemptRefusal::kQueue:  // 429 with Retry-After
+      End(i, kOutcomeRejected, 429, r.route.message);
+      return;
   }
   router_->inflight().Started(r.route.placement);
   r.inflight = true;
@@ -474,6 +483,7 @@ void Simulation::StreamEnd(size_t i) {
   const int64_t C = N(i) + r.generated - 1;
   router_->bindings().Bind(w_[i].session, r.route.placement.decoder, C, r.route.placement.encoder, N(i));
   router_->placer().LearnEncoderRate(r.route.placement, N(i) - r.H, r.first_t - r.route_t);
+  router_->prediction_scale().Add(r.route.placement.predicted_seconds, r.first_t - r.route_t);
   End(i, kOutcomeOk, 200, "");
 }
 

@@ -210,6 +210,35 @@ TEST(SimulatorTest, TheRouterRefusesOverItsLimitOnArrivalAndAStreamHoldsNoWorker
   EXPECT_LT(r.records[1].ttft_s, r.records[0].e2e_s);
 }
 
+// The simulated router refuses as the router does (one DecideAttempt): a new request predicted to
+// wait longer than --max-queue-seconds behind queued work is 429 with the router's message, and a
+// first token predicted past the router's deadline is its 504.
+TEST(SimulatorTest, TheRouterShedsByPredictedWaitAndDeadlineAsTheRouterDoes) {
+  RateProfile p = HandProfile(0);
+  SimOptions o = Options(1, 1, PlacementPolicy::kCost);
+  o.concurrency = 10;
+  o.router_max_queue_s = 2;
+  // Five 6,400-token prompts at once on one encoder: at the cost model's default 4,000 tokens a
+  // second, the second waits 1.6 s behind the first, the third 3.2 s.
+  std::vector<WorkloadRequest> w;
+  for (int i = 0; i < 5; ++i) w.push_back(Request(i, 0, Blocks(1000 * (i + 1), 100), 6400, 2, "s" + std::to_string(i)));
+  const SimResult shed = Simulate(w, p, o);
+  EXPECT_EQ(shed.records[0].outcome, "ok");
+  EXPECT_EQ(shed.records[1].outcome, "ok");
+  for (int i = 2; i < 5; ++i) {
+    EXPECT_EQ(shed.records[i].outcome, "rejected") << i;
+    EXPECT_EQ(shed.records[i].http_status, 429);
+    EXPECT_EQ(shed.records[i].error.rfind("overloaded: the predicted wait behind queued work", 0), 0u) << shed.records[i].error;
+  }
+  o.router_max_queue_s = 0;  // no shedding: all five are served
+  for (const RequestRecord& r : Simulate(w, p, o).records) EXPECT_EQ(r.outcome, "ok");
+  o.router_timeout_s = 1;  // each alone is predicted at 1.6 s
+  const SimResult late = Simulate({w[0]}, p, o);
+  EXPECT_EQ(late.records[0].outcome, "failed");
+  EXPECT_EQ(late.records[0].http_status, 504);
+  EXPECT_NE(late.records[0].error.find("the predicted time to the first token"), std::string::npos) << late.records[0].error;
+}
+
 TEST(SimulatorTest, APlannedRunOfStepsEqualsStepByStep) {
   // host_cores 0 plans runs of steps; a host with more cores than jobs steps one event at a time
   // at full speed. Joins and leaves at all times (staggered arrivals, varied outputs) must give the
