@@ -1,6 +1,7 @@
 #include "router/attempt.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -34,7 +35,9 @@ AttemptDecision DecideAttempt(AttemptInput in, const std::vector<NodeLoad>& deco
   p_in.swa_available = SwaAvailable(H, d.swa_peer);
   p_in.session = std::move(in.session);
   p_in.prefix_chain = std::move(in.prefix_chain);
+  const auto t0 = std::chrono::steady_clock::now();
   d.placement = placer->Place(p_in, decoders, encoders);
+  d.place_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const Placement& p = d.placement;
   if (p.decoder.empty()) {
     d.refusal = AttemptRefusal::kDecodersFull;

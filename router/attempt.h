@@ -3,7 +3,7 @@
 // would have done. It names the SWA peer, places the request over candidates already adjusted by
 // InflightLoads, and applies the refusals that follow from the prediction: no decoder with room, a
 // first token predicted past the request's deadline, and (for a new request only) a predicted wait
-// behind queued work over max_queue_seconds. No I/O, no clock: the caller says how long is left.
+// behind queued work over max_queue_seconds. No I/O; the caller says how long is left.
 // Thread-compatible; the Placer is the caller's (and locked by it, as Placer::Place requires).
 #pragma once
 
@@ -43,6 +43,7 @@ struct AttemptDecision {
   double queue_wait_s = 0;               // the scaled wait judged against max_queue_seconds
   int retry_after_s = 0;                 // kQueue: the predicted excess, 1..60 s
   std::string message;                   // why it was refused, for the client
+  double place_s = 0;                    // wall time of the Placer::Place call (the decision itself)
 };
 
 // REQUIRES: `decoders` is not empty (no healthy node is the caller's refusal). On kNone the

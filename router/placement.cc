@@ -154,17 +154,22 @@ int Placer::Choose(Pool& pool, const std::vector<double>& costs, const std::vect
         *reason = "prefix_balance";
         return least_loaded();
       }
-      std::vector<int64_t> matched(nodes.size(), 0);
-      int64_t best = 0;
+      // The longest match among the nodes that can take the request, searched once for all.
+      std::vector<const std::string*> eligible;
+      std::vector<size_t> index;
       for (size_t i = 0; i < nodes.size(); ++i) {
         if (!(costs[i] < kInf)) continue;
-        matched[i] = pool.affinity.Matched(nodes[i].address, in.prefix_chain);
-        best = std::max(best, matched[i]);
+        eligible.push_back(&nodes[i].address);
+        index.push_back(i);
       }
+      std::vector<char> at_best;
+      const int64_t best = pool.affinity.Best(eligible, in.prefix_chain, &at_best);
       if (best > 0 && static_cast<double>(best) >= opt_.affinity.match_fraction * static_cast<double>(in.prefix_chain.size())) {
         *reason = "prefix_match";
+        std::vector<char> matched(nodes.size(), 0);
+        for (size_t k = 0; k < index.size(); ++k) matched[index[k]] = at_best[k];
         // Among the longest matches, the least loaded.
-        return ChooseMin(costs, [&](size_t i) { return matched[i] == best ? load(i) : kInf; }, rng_);
+        return ChooseMin(costs, [&](size_t i) { return matched[i] ? load(i) : kInf; }, rng_);
       }
       *reason = "prefix_miss";
       return least_loaded();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "router/inflight_loads.h"
 #include "router/prediction_scale.h"
@@ -297,6 +298,62 @@ TEST(PrefixAffinityIndexTest, MatchesPrefixesAndForgetsTailsFirst) {
   EXPECT_EQ(idx.units("n"), 6);
   EXPECT_EQ(idx.Matched("n", c2), 5);
   EXPECT_EQ(idx.Matched("n", c1), 3);
+}
+
+// Best searches the chain once for all nodes; it must say what Matched says node by node: the
+// longest match among the nodes asked about, and exactly the nodes that have it (nodes left out of
+// the question, like ones that cannot take the request, never count). Also after evictions and
+// re-served prefixes, which leave stale touches in the nodes' queues.
+TEST(PrefixAffinityIndexTest, BestAgreesWithMatchedNodeByNode) {
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<uint64_t>> conversations(6);
+  for (auto& c : conversations) {
+    c.resize(40);
+    for (uint64_t& h : c) h = rng();
+  }
+  auto chain = [&] {
+    const auto& c = conversations[rng() % conversations.size()];
+    std::vector<uint64_t> out(c.begin(), c.begin() + static_cast<ptrdiff_t>(rng() % c.size()));
+    for (size_t i = 0, extra = rng() % 6; i < extra; ++i) out.push_back(rng());
+    if (out.empty()) out.push_back(rng());
+    return out;
+  };
+  for (int64_t capacity : {int64_t{1} << 20, int64_t{60}}) {
+    SCOPED_TRACE(capacity);
+    PrefixAffinityIndex idx(capacity);
+    std::vector<std::string> names;
+    for (int i = 0; i < 12; ++i) names.push_back("n" + std::to_string(i));
+    int checked = 0, matched = 0;
+    for (int round = 0; round < 400; ++round) {
+      idx.Record(names[rng() % names.size()], chain());
+      const std::vector<uint64_t> q = chain();
+      std::vector<const std::string*> asked;
+      for (const std::string& n : names) {
+        if (rng() % 4 != 0) asked.push_back(&n);  // some nodes cannot take it
+      }
+      int64_t want = 0;
+      for (const std::string* n : asked) want = std::max(want, idx.Matched(*n, q));
+      std::vector<char> at_best;
+      const int64_t got = idx.Best(asked, q, &at_best);
+      if (capacity > 1000) {  // nothing evicted: every node's units are whole prefixes
+        ASSERT_EQ(got, want) << round;
+        for (size_t i = 0; i < asked.size(); ++i) {
+          EXPECT_EQ(at_best[i] != 0, want > 0 && idx.Matched(*asked[i], q) == want) << round << " " << *asked[i];
+        }
+      } else {  // a node's evicted head may hide the rest from both searches alike, never invent a match
+        for (size_t i = 0; i < asked.size(); ++i) {
+          if (at_best[i]) {
+            EXPECT_GE(idx.Matched(*asked[i], q), 1) << round;
+          }
+        }
+      }
+      ++checked;
+      matched += want > 0;
+    }
+    EXPECT_EQ(checked, 400);
+    EXPECT_GT(matched, 100);  // the case is not vacuous
+    for (const std::string& n : names) EXPECT_LE(idx.units(n), capacity);
+  }
 }
 
 TEST(PrefixAffinityIndexTest, TenantsChainsNeverMeet) {

@@ -65,7 +65,8 @@ RouteDecision SimRouter::Route(const std::string& session, int64_t session_id, i
   in.prediction_scale = opt_.max_queue_seconds > 0 ? prediction_scale_.Scale() : 1;
   const auto t0 = std::chrono::steady_clock::now();
   AttemptDecision a = DecideAttempt(std::move(in), dec_, enc_, &placer_);
-  d.place_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  d.place_seconds = a.place_s;
+  d.attempt_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   d.placement = std::move(a.placement);
   d.swa_peer = std::move(a.swa_peer);
   d.refusal = a.refusal;

@@ -39,6 +39,7 @@ struct RouteDecision {
   std::string swa_peer;            // the node named as holding the SWA state at H ("" none)
   int swa_peer_decoder = -1, swa_peer_encoder = -1;
   double place_seconds = 0;        // wall time of the Placer::Place call
+  double attempt_seconds = 0;      // of the whole DecideAttempt (Place, then Served on success)
 };
 
 class SimRouter {

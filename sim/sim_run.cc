@@ -46,14 +46,17 @@ Json OptionsJson(const SimRunSpec& spec, const RateProfile& p, size_t requests) 
 }  // namespace
 
 void PrintSimFacts(std::ostream& os, const SimFacts& f, size_t requests) {
-  std::vector<double> us = f.place_s;
-  for (double& v : us) v *= 1e6;
+  auto line = [&](const char* name, std::vector<double> us) {
+    for (double& v : us) v *= 1e6;
+    os << name << us.size() << " calls: p50 " << Fmt("%.1f", Percentile(us, 50)) << " us, p99 " << Fmt("%.1f", Percentile(us, 99))
+       << " us, max " << Fmt("%.1f", Percentile(us, 100)) << " us\n";
+  };
   os << "simulator\n";
   os << "  events          " << f.events << " (" << requests << " requests)\n";
   os << "  time            " << Fmt("%.1f", f.simulated_s) << " s simulated in " << Fmt("%.2f", f.wall_s)
      << " s wall: " << Fmt("%.0f", f.speedup()) << "x real time\n";
-  os << "  Placer::Place   " << f.place_s.size() << " calls: p50 " << Fmt("%.1f", Percentile(us, 50)) << " us, p99 "
-     << Fmt("%.1f", Percentile(us, 99)) << " us, max " << Fmt("%.1f", Percentile(us, 100)) << " us\n";
+  line("  Placer::Place   ", f.place_s);
+  line("  DecideAttempt   ", f.attempt_s);  // Place, then Served (prefix affinity records the chain)
   os << "  store           " << Fmt("%.3f", static_cast<double>(f.store_bytes) / 1e9) << " GB in " << f.store_units
      << " units at the end, " << f.store_evicted << " evicted\n";
   os << "  work            " << f.encoder_steps << " encoder steps, " << f.decoder_steps << " decode steps, "

@@ -127,6 +127,7 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
     r.facts.events = q_.processed();
     r.facts.simulated_s = last_end_;
     r.facts.place_s = std::move(place_s_);
+    r.facts.attempt_s = std::move(attempt_s_);
     r.facts.store_bytes = store_.bytes();
     r.facts.store_units = store_.units();
     r.facts.store_evicted = store_.evicted_capacity() + store_.evicted_ttl();
@@ -215,7 +216,7 @@ class Simulation final : public EventSink, public EncoderModel::Listener, public
   int clients_ = 0, workers_ = 0, router_running_ = 0;
   size_t ended_ = 0;
   double last_end_ = 0;
-  std::vector<double> place_s_;
+  std::vector<double> place_s_, attempt_s_;
 };
 
 void Simulation::Arrive(size_t i) {
@@ -302,6 +303,7 @@ void Simulation::Route(size_t i) {
   if (o_.policy == PlacementPolicy::kPrefixAffinity) chain = r.keys.Chain(o_.unit_tokens);
   r.route = router_->Route(wr.session, r.session, N(i), H, std::move(chain), r.start + o_.router_timeout_s - q_.now());
   place_s_.push_back(r.route.place_seconds);
+  attempt_s_.push_back(r.route.attempt_seconds);
   switch (r.route.refusal) {
     case AttemptRefusal::kNone: break;
     case AttemptRefusal::kDeadline:  // DEADLINE_EXCEEDED: the router's 504, a failure to the replay

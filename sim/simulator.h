@@ -51,6 +51,7 @@ struct SimFacts {
   double wall_s = 0;             // the event loop's wall time
   double speedup() const { return wall_s > 0 ? simulated_s / wall_s : 0; }
   std::vector<double> place_s;   // wall time of each Placer::Place call
+  std::vector<double> attempt_s; // and of each whole decision (DecideAttempt: Place, then Served)
   uint64_t store_bytes = 0, store_units = 0, store_evicted = 0;
   uint64_t encoder_steps = 0, decoder_steps = 0;
   double cpu_work_s = 0;         // work the nodes did (seconds of one thread / one node at full speed)
