@@ -106,15 +106,6 @@ class RawRequest {
   std::string in_;
 };
 
-int Threads(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  }
-  return -1;
-}
-
 struct PacedCluster {
   std::string model = testing::SmallServingCheckpoint();
   std::unique_ptr<ChildProcess> encoder, decoder, router;
@@ -151,14 +142,14 @@ TEST(RouterAdmissionTest, StreamsBeyondTheWorkersAreServedAndOneOverTheLimitIs42
   std::vector<std::unique_ptr<RawRequest>> open;
   open.push_back(std::make_unique<RawRequest>(c.port, StreamBody(0)));
   ASSERT_EQ(open.back()->Head().substr(0, 12), "HTTP/1.1 200");
-  const int threads_at_one = Threads(c.router->pid());
+  const int threads_at_one = testing::ThreadsOf(c.router->pid());
   for (int i = 1; i < kLimit; ++i) open.push_back(std::make_unique<RawRequest>(c.port, StreamBody(i)));
   // Every stream gets its head (and its first chunk) while all of them stay open.
   for (int i = 1; i < kLimit; ++i) ASSERT_EQ(open[static_cast<size_t>(i)]->Head().substr(0, 12), "HTTP/1.1 200") << i;
   std::string metrics = c.Metrics();
   EXPECT_EQ(testing::Metric(metrics, "ds41_router_running_requests"), kLimit);
   // The thread count does not follow the streams (gRPC's own pools may add a poller or two).
-  EXPECT_NEAR(Threads(c.router->pid()), threads_at_one, 2);
+  EXPECT_NEAR(testing::ThreadsOf(c.router->pid()), threads_at_one, 2);
 
   // One over the limit: refused at once, on arrival, with Retry-After.
   const auto t0 = Clock::now();

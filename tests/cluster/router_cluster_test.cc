@@ -527,6 +527,36 @@ struct SseReader {
 };
 
 
+// Every role's pools are built at start (docs/architecture.md, "Threads"): 32 streams at once add
+// no thread to any process, beyond gRPC's own (2 at most).
+TEST(RouterClusterTest, EveryRolesThreadsStayFixedUnderConcurrentStreams) {
+  Cluster c;
+  c.StartRouter({"--max-queue-seconds", "0"});
+  ASSERT_EQ(c.Post("/v1/completions", {{"prompt", RandomTokens(100, 1)}, {"max_tokens", 2}}).status, 200);
+  std::vector<std::pair<std::string, pid_t>> roles = {{"cache", c.cache->pid()}, {"router", c.router->pid()}};
+  for (size_t i = 0; i < 2; ++i) {
+    roles.emplace_back("encoder" + std::to_string(i), c.encoders[i]->pid());
+    roles.emplace_back("decoder" + std::to_string(i), c.decoders[i]->pid());
+  }
+  std::vector<int> idle;
+  for (const auto& [name, pid] : roles) idle.push_back(testing::ThreadsOf(pid));
+  std::vector<std::unique_ptr<SseReader>> streams;
+  for (int i = 0; i < 32; ++i) {
+    streams.push_back(std::make_unique<SseReader>());
+    ASSERT_TRUE(streams.back()->Start(c.http_port, {{"prompt", RandomTokens(300, 100 + i)}, {"max_tokens", 48}, {"stream", true}}, ""));
+  }
+  // Every stream admitted and under way (its first token came), then counted while they run.
+  for (auto& s : streams) ASSERT_TRUE(s->ReadUntil(1, std::chrono::seconds(60))) << s->raw;
+  size_t running = 0;
+  for (auto& s : streams) running += !s->ended;
+  for (size_t r = 0; r < roles.size(); ++r) {
+    const int now = testing::ThreadsOf(roles[r].second);
+    EXPECT_LE(now, idle[r] + 2) << roles[r].first << ": " << idle[r] << " threads idle";
+    std::printf("%s: %d threads idle, %d with %zu of 32 streams running\n", roles[r].first.c_str(), idle[r], now, running);
+  }
+  for (auto& s : streams) EXPECT_TRUE(s->ReadUntil(100000, std::chrono::seconds(120)) && s->ended);
+}
+
 // The decoder computing a sequence now (its running-sequences gauge), or -1.
 int BusyDecoder(const Cluster& c) {
   for (size_t i = 0; i < c.decoders.size(); ++i) {

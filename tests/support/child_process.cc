@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 namespace ds41::testing {
@@ -78,6 +79,15 @@ int ChildProcess::Kill(int sig) {
 }
 
 std::string BinaryDir() { return DS41_BINARY_DIR; }
+
+int ThreadsOf(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
 
 double Metric(const std::string& page, const std::string& series) {
   const size_t at = page.find("\n" + series + " ");

@@ -42,4 +42,7 @@ std::string HttpGet(const std::string& host_port, const std::string& path);
 // (`name{label="v"}`); -1 when absent.
 double Metric(const std::string& page, const std::string& series);
 
+// A process's thread count (/proc/<pid>/status), -1 when it cannot be read.
+int ThreadsOf(pid_t pid);
+
 }  // namespace ds41::testing
