@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <thread>
 
 #include "cache.grpc.pb.h"
@@ -13,6 +15,7 @@
 #include "rpc/channels.h"
 #include "rpc/status_map.h"
 #include "rpc/transport_security.h"
+#include "util/mutex.h"
 #include "util/sha256.h"
 #include "util/split_list.h"
 
@@ -148,7 +151,19 @@ void CacheClient::ForEachPart(size_t n, const std::function<void(size_t)>& fn) c
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
   }
-  opt_.io->ParallelFor(static_cast<int64_t>(n), [&](int64_t i) { fn(static_cast<size_t>(i)); });
+  // Every part runs to its end before this returns, whatever another throws (the parts write into
+  // the caller's frame); the first exception then reaches the caller, never a pool thread's loop.
+  std::exception_ptr first;
+  std::mutex mu;
+  opt_.io->ParallelFor(static_cast<int64_t>(n), [&](int64_t i) {
+    try {
+      fn(static_cast<size_t>(i));
+    } catch (...) {
+      std::lock_guard<std::mutex> l(mu);
+      if (!first) first = std::current_exception();
+    }
+  });
+  if (first) std::rethrow_exception(first);
 }
 
 int CacheClient::shards() const { return static_cast<int>(shards_.size()); }

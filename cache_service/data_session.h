@@ -30,7 +30,6 @@
 #include "cache_service/data_server.h"
 #include "util/block_pool.h"
 #include "util/task_group.h"
-#include "util/thread_pool.h"
 
 namespace ds41::data_internal {
 

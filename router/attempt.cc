@@ -28,7 +28,7 @@ AttemptDecision DecideAttempt(AttemptInput in, const std::vector<NodeLoad>& deco
       !in.excluded.count(in.swa_fallback)) {
     d.swa_peer = in.swa_fallback;
   }
-  PlacementInput& p_in = d.input;
+  PlacementInput p_in;
   p_in.prompt_tokens = in.prompt_tokens;
   p_in.cached_tokens = H;
   p_in.window = in.window;

@@ -36,7 +36,6 @@ enum class AttemptRefusal { kNone, kDecodersFull, kDeadline, kQueue };
 const char* AttemptRefusalName(AttemptRefusal r);  // the metrics' rejection reason ("decoders_full", ...)
 
 struct AttemptDecision {
-  PlacementInput input;                  // as placed (Placer::Served takes it)
   Placement placement;
   std::string swa_peer;
   AttemptRefusal refusal = AttemptRefusal::kNone;

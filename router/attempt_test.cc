@@ -96,7 +96,7 @@ TEST(AttemptTest, AnExcludedHolderGivesWayToTheFallback) {
   in.swa_fallback = "e0";
   const AttemptDecision d = DecideAttempt(in, dec, enc, &placer);
   EXPECT_EQ(d.swa_peer, "e0");
-  EXPECT_TRUE(d.input.swa_available);
+  EXPECT_FALSE(d.placement.decoder.empty());  // placed with the SWA state available
   in.cached_tokens = 0;
   in.bound.clear();
   EXPECT_EQ(DecideAttempt(in, dec, enc, &placer).swa_peer, "");

@@ -144,23 +144,21 @@ int Placer::Choose(Pool& pool, const std::vector<double>& costs, const std::vect
                        rng_);
     }
     case PlacementPolicy::kPrefixAffinity: {
+      // The nodes that can take the request: their load spread, then their longest match, searched
+      // once for all of them.
       int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0;
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        if (!(costs[i] < kInf)) continue;
-        lo = std::min(lo, Requests(nodes[i]));
-        hi = std::max(hi, Requests(nodes[i]));
-      }
-      if (hi - lo > opt_.affinity.balance_abs && static_cast<double>(hi) > opt_.affinity.balance_rel * static_cast<double>(lo)) {
-        *reason = "prefix_balance";
-        return least_loaded();
-      }
-      // The longest match among the nodes that can take the request, searched once for all.
       std::vector<const std::string*> eligible;
       std::vector<size_t> index;
       for (size_t i = 0; i < nodes.size(); ++i) {
         if (!(costs[i] < kInf)) continue;
+        lo = std::min(lo, Requests(nodes[i]));
+        hi = std::max(hi, Requests(nodes[i]));
         eligible.push_back(&nodes[i].address);
         index.push_back(i);
+      }
+      if (hi - lo > opt_.affinity.balance_abs && static_cast<double>(hi) > opt_.affinity.balance_rel * static_cast<double>(lo)) {
+        *reason = "prefix_balance";
+        return least_loaded();
       }
       std::vector<char> at_best;
       const int64_t best = pool.affinity.Best(eligible, in.prefix_chain, &at_best);

@@ -13,8 +13,8 @@ struct NodeExecutors {
   // thread per core: a request holds one only while it computes or reads, never while it waits for
   // another node). A pool without workers runs it inline.
   ThreadPool* requests = nullptr;
-  // Blocking store calls: unit puts in the background and the cache client's shard fan-out. Null:
-  // inline, on the caller's thread.
+  // Blocking store calls: unit puts in the background (at most half of its threads) and the cache
+  // client's shard fan-out. Null: inline, on the caller's thread.
   ThreadPool* io = nullptr;
 };
 

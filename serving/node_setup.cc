@@ -18,9 +18,11 @@ void AddNodeFlags(CLI::App& app, NodeFlags* f) {
                  "append every cache unit a shard acknowledged to this file (an audit for tests; docs/chaos.md)")
       ->envname("DS41_CACHE_ACK_LOG");
   app.add_option("--threads", f->threads, "compute threads (0: all cores)")->envname("DS41_THREADS");
-  app.add_option("--io-threads", f->io_threads, "threads for blocking store calls (unit puts, shard fan-out)")
-      ->check(CLI::Range(1, 256))
-      ->envname("DS41_IO_THREADS");
+  app.add_option("--store-io-threads", f->io_threads,
+                 "threads for blocking store calls: unit puts in the background (half of them at most) and the "
+                 "cache client's shard fan-out")
+      ->check(CLI::Range(2, 256))
+      ->envname("DS41_STORE_IO_THREADS");
   AddTlsFlags(app, &f->tls);
   app.add_option_function<std::string>(
          "--weight-tiles",

@@ -22,13 +22,13 @@ struct NodeFlags {
   std::string cache;  // shard addresses, comma separated
   std::string cache_ack_log;  // audit: units the shards acknowledged (cache_client/ack_log.h); empty: none
   int threads = 0;    // 0: all cores
-  int io_threads = 8;  // blocking store calls (serving/node_executors.h)
+  int io_threads = 8;  // --store-io-threads: blocking store calls (serving/node_executors.h)
   TlsOptions tls;
   ModelOptions model;
   int shutdown_grace_s = 20;  // SIGTERM: in-flight calls get this long, then are cancelled (each stops at its next step)
 };
 
-// --model, --cache, --cache-ack-log, --threads, --io-threads, the TLS flags, --weight-tiles/--weight-tiles-dir and
+// --model, --cache, --cache-ack-log, --threads, --store-io-threads, the TLS flags, --weight-tiles/--weight-tiles-dir and
 // --shutdown-grace-seconds (env DS41_*).
 void AddNodeFlags(CLI::App& app, NodeFlags* flags);
 

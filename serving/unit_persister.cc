@@ -1,13 +1,35 @@
 #include "serving/unit_persister.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace ds41 {
 
 UnitPersister::UnitPersister(const Model& model, CacheClient* cache, NodeMetrics* metrics, ThreadPool* io)
-    : model_(model), cache_(cache), metrics_(metrics), puts_(io) {}
+    : model_(model), cache_(cache), metrics_(metrics), max_running_(io == nullptr ? 1 : std::max(1, io->threads() / 2)), puts_(io) {}
 
-UnitPersister::~UnitPersister() { puts_.Wait(); }
+void UnitPersister::Start(std::function<void()> put) {
+  {
+    MutexLock l(&queue_mu_);
+    if (running_ >= max_running_) {
+      queued_.push_back(std::move(put));
+      return;
+    }
+    ++running_;
+  }
+  puts_.Schedule([this, put = std::move(put)]() mutable {
+    for (;;) {
+      put();
+      MutexLock l(&queue_mu_);
+      if (queued_.empty()) {
+        --running_;
+        return;
+      }
+      put = std::move(queued_.front());  // this thread's turn goes on with the next one waiting
+      queued_.pop_front();
+    }
+  });
+}
 
 void UnitPersister::Count(const PutResult& r) {
   if (metrics_) {
@@ -41,7 +63,7 @@ void UnitPersister::Put(const UnitKey& ns, std::vector<BuiltUnit> units, std::fu
   puts.reserve(units.size());
   for (BuiltUnit& b : units) puts.push_back({b.key, b.parent, std::move(b.bytes)});
   const CacheNamespace cns{ns, model_.fingerprint(), kUnitFormatVersion};
-  puts_.Schedule([this, cns, puts = std::move(puts), then = std::move(then)] {
+  Start([this, cns, puts = std::move(puts), then = std::move(then)] {
     Count(cache_->Put(cns, puts));
     if (then) then();
   });

@@ -6,6 +6,7 @@
 // Thread-safe.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <set>
@@ -24,9 +25,9 @@ namespace ds41 {
 class UnitPersister {
  public:
   // `cache` may be null (no store); `metrics` (may be null) counts each put's units by outcome; puts
-  // run on `io` (null: inline, in Put), which outlives the persister.
+  // run on `io` (null: inline, in Put), which outlives the persister, at most half its threads at
+  // once: the rest stay free for the store reads requests wait on (the same pool's fan-out).
   UnitPersister(const Model& model, CacheClient* cache, NodeMetrics* metrics, ThreadPool* io);
-  ~UnitPersister();  // waits for the puts in flight (and their `then`)
 
   // Units of `state`'s positions [from, to) (from on a unit boundary), keyed under `ns`.
   StatusOr<std::vector<BuiltUnit>> Build(const UnitKey& ns, const SequenceState& state, const std::vector<int32_t>& tokens,
@@ -42,13 +43,19 @@ class UnitPersister {
 
  private:
   void Count(const PutResult& r);
+  // Runs `put` now, or once one of the puts running ends; each put started starts the next.
+  void Start(std::function<void()> put);
 
   const Model& model_;
   CacheClient* cache_;
   NodeMetrics* metrics_;
-  TaskGroup puts_;
+  const int max_running_;
   Mutex logged_mu_;
   std::set<StatusCode> logged_ DS41_GUARDED_BY(logged_mu_);  // failure kinds already logged
+  Mutex queue_mu_;
+  std::deque<std::function<void()>> queued_ DS41_GUARDED_BY(queue_mu_);
+  int running_ DS41_GUARDED_BY(queue_mu_) = 0;
+  TaskGroup puts_;  // last: its destructor waits for every put (and what they start) first
 };
 
 }  // namespace ds41

@@ -56,9 +56,11 @@ int main(int argc, char** argv) {
       if (!fresh && (it->second.unit.crc32c != u->crc32c || it->second.unit.bytes != u->bytes)) it->second.conflicting = true;
     }
   }
+  ds41::ThreadPool io(8, ds41::ThreadPool::Idle::kSleep, "audit-io");  // the shards read in parallel
   ds41::CacheClientOptions co;
   co.shards = ds41::SplitList(shards);
   co.deadline = std::chrono::milliseconds(10000);
+  co.io = &io;
   auto client = ds41::CacheClient::Create(co);
   if (!client.ok()) {
     std::cerr << client.status().ToString() << "\n";

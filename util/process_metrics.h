@@ -24,9 +24,10 @@ class ProcessMetrics : public prometheus::Collectable {
 std::shared_ptr<ProcessMetrics> SharedProcessMetrics();
 
 // A node's or the cache's metrics listener (prometheus-cpp's civetweb) on `listen` (host:port, port 0
-// for any), serving `registry` and the process figures at /metrics. Its limits are set here, not
-// left to civetweb's defaults: a request's line and headers at most 16 KiB (refused beyond), and a
-// connection idle for 10 s is closed. Errors (a bad address, a port in use) are Status.
+// for any), serving `registry` and the process figures at /metrics. Its limits are set here rather
+// than left to the library's defaults, which may change: a request's line and headers at most 16 KiB
+// (refused beyond), and a connection idle for 10 s is closed. Errors (a bad address, a port in
+// use) are Status.
 inline constexpr int kMetricsMaxRequestBytes = 16 * 1024;
 StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(const std::string& listen,
                                                             const std::shared_ptr<prometheus::Collectable>& registry);

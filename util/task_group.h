@@ -23,7 +23,8 @@ class TaskGroup {
   TaskGroup& operator=(const TaskGroup&) = delete;
 
   // Runs `f` on the pool (ThreadPool::Schedule: an exception it throws is reported and dropped;
-  // inline without a pool, where it reaches the caller), counted until it returns.
+  // inline without a pool, where it reaches the caller), counted until it has returned and what it
+  // captured is destroyed. A task must not own its group (it would wait for itself).
   template <typename F>
   void Schedule(F&& f) {
     Hold();
@@ -32,7 +33,10 @@ class TaskGroup {
         TaskGroup* g;
         ~Release() { g->Release(); }
       } release{this};
-      f();
+      // What the task captured goes before it counts as done, so that after Wait nothing of it is
+      // left on a pool thread (a last reference it held must not outlive its owner's Wait).
+      auto run = std::move(f);
+      run();
     };
     if (pool_ == nullptr) {
       task();

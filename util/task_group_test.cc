@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <utility>
 #include <thread>
 
 namespace ds41 {
@@ -40,6 +42,30 @@ TEST(TaskGroupTest, WaitCoversTheGroupsOwnTasksOnly) {
   }  // (and the destructor waits too: nothing left)
   release_other = true;
   other.Wait();
+}
+
+// After Wait, nothing a task captured is left on a pool thread: its last reference goes before
+// the task counts as done (a data-path session's socket must not outlive its server's Wait).
+TEST(TaskGroupTest, WhatATaskCapturedIsGoneWhenWaitReturns) {
+  ThreadPool pool(2, ThreadPool::Idle::kSleep, "tg-test");
+  // A capture whose destruction takes a while: Wait must not return before it has finished.
+  struct SlowToGo {
+    std::atomic<bool>* gone;
+    SlowToGo(std::atomic<bool>* g) : gone(g) {}
+    SlowToGo(SlowToGo&& o) noexcept : gone(std::exchange(o.gone, nullptr)) {}
+    ~SlowToGo() {
+      if (gone == nullptr) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      gone->store(true);
+    }
+  };
+  for (int round = 0; round < 5; ++round) {
+    std::atomic<bool> gone{false};
+    TaskGroup g(&pool);
+    g.Schedule([slow = SlowToGo(&gone)] {});
+    g.Wait();
+    ASSERT_TRUE(gone.load()) << round;
+  }
 }
 
 TEST(TaskGroupTest, WithoutAPoolTasksRunInline) {
