@@ -23,9 +23,9 @@ AttemptDecision DecideAttempt(AttemptInput in, const std::vector<NodeLoad>& deco
                               Placer* placer) {
   AttemptDecision d;
   const int64_t H = in.cached_tokens;
+  const auto excluded = [&](const std::string& node) { return in.excluded != nullptr && in.excluded->count(node) > 0; };
   d.swa_peer = SwaPeer(in.bound, in.warm_holder, H);
-  if ((d.swa_peer.empty() || in.excluded.count(d.swa_peer)) && H > 0 && !in.swa_fallback.empty() &&
-      !in.excluded.count(in.swa_fallback)) {
+  if ((d.swa_peer.empty() || excluded(d.swa_peer)) && H > 0 && !in.swa_fallback.empty() && !excluded(in.swa_fallback)) {
     d.swa_peer = in.swa_fallback;
   }
   PlacementInput p_in;
@@ -58,7 +58,7 @@ AttemptDecision DecideAttempt(AttemptInput in, const std::vector<NodeLoad>& deco
   // more queued work than max_queue_seconds is refused now, quickly, with the predicted excess as
   // its retry-after hint; what is admitted keeps a bounded time to the first token.
   if (in.max_queue_seconds > 0 && in.first_attempt) {
-    d.queue_wait_s = p.queue_seconds * in.prediction_scale;
+    d.queue_wait_s = p.queue_seconds * (in.prediction_scale != nullptr ? in.prediction_scale->Scale() : 1.0);
     if (d.queue_wait_s > in.max_queue_seconds) {
       d.refusal = AttemptRefusal::kQueue;
       d.retry_after_s = static_cast<int>(std::clamp(std::ceil(d.queue_wait_s - in.max_queue_seconds), 1.0, 60.0));

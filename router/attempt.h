@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "router/placement.h"
+#include "router/prediction_scale.h"
 
 namespace ds41 {
 
@@ -25,11 +26,12 @@ struct AttemptInput {
   std::string bound, warm_holder;        // the candidates' marks: who holds the session's SWA state at H
   // The first attempt's encoder, named as the SWA peer of a migration when no holder is left; "" none.
   std::string swa_fallback;
-  std::set<std::string> excluded;        // nodes this request already failed on
+  const std::set<std::string>* excluded = nullptr;  // nodes this request already failed on (null: none)
   double seconds_left = std::numeric_limits<double>::infinity();  // until the request's deadline
   bool first_attempt = true;             // not a retry or a migration: queue shedding applies
   double max_queue_seconds = 0;          // RouterOptions::max_queue_seconds (0: no shedding)
-  double prediction_scale = 1;           // PredictionScale::Scale(): observed over predicted TTFT
+  // Observed over predicted TTFT (PredictionScale::Scale), read only to judge a queue wait; null: 1.
+  const PredictionScale* prediction_scale = nullptr;
 };
 
 enum class AttemptRefusal { kNone, kDecodersFull, kDeadline, kQueue };

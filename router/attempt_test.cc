@@ -74,11 +74,15 @@ TEST(AttemptTest, AWaitOverTheLimitIsShedForNewRequestsOnlyWithItsExcessAsTheHin
   // A wait under the limit passes until the observed scale makes it real.
   in.max_queue_seconds = shed.queue_wait_s * 1.5;
   EXPECT_EQ(DecideAttempt(in, dec, enc, &placer).refusal, AttemptRefusal::kNone);
-  in.prediction_scale = 2;
+  PredictionScale doubled;  // first tokens have taken twice as long as predicted
+  for (int i = 0; i < 8; ++i) doubled.Add(1, 2);
+  in.prediction_scale = &doubled;
   const AttemptDecision scaled = DecideAttempt(in, dec, enc, &placer);
   EXPECT_EQ(scaled.refusal, AttemptRefusal::kQueue);
   EXPECT_DOUBLE_EQ(scaled.queue_wait_s, 2 * shed.queue_wait_s);
-  in.prediction_scale = 1000;
+  PredictionScale far(64, 8, 1000);
+  for (int i = 0; i < 8; ++i) far.Add(1, 1000);
+  in.prediction_scale = &far;
   EXPECT_EQ(DecideAttempt(in, dec, enc, &placer).retry_after_s, 60);
 }
 
@@ -91,7 +95,8 @@ TEST(AttemptTest, AnExcludedHolderGivesWayToTheFallback) {
   in.cached_tokens = 512;
   in.bound = "d1";
   EXPECT_EQ(DecideAttempt(in, dec, enc, &placer).swa_peer, "d1");
-  in.excluded = {"d1"};
+  const std::set<std::string> failed = {"d1"};
+  in.excluded = &failed;
   EXPECT_EQ(DecideAttempt(in, dec, enc, &placer).swa_peer, "d1");  // no fallback given: as it was
   in.swa_fallback = "e0";
   const AttemptDecision d = DecideAttempt(in, dec, enc, &placer);

@@ -423,10 +423,10 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
   in.bound = std::move(c.bound);
   in.warm_holder = std::move(c.warm_holder);
   in.swa_fallback = swa_fallback;
-  in.excluded = excluded;
+  in.excluded = &excluded;
   in.first_attempt = res->attempts == 0;
   in.max_queue_seconds = opt_.max_queue_seconds;
-  in.prediction_scale = in.max_queue_seconds > 0 ? prediction_scale_.Scale() : 1;
+  in.prediction_scale = &prediction_scale_;
   MutexLock placing(&placing_mu_);
   inflight_.Apply(&c.decoders, &c.encoders);
   in.seconds_left = std::chrono::duration<double>(deadline - Clock::now()).count();
@@ -436,24 +436,14 @@ bool RouterCore::PlaceAttempt(const RouteRequest& rq, int64_t H, const std::set<
   const Placement& p = res->placement;
   if (metrics_) metrics_->Placement(PlacementPolicyName(placer_.policy()), p.reason);
   if (d.refusal != AttemptRefusal::kDecodersFull) res->usage.predicted_ttft_seconds = p.predicted_seconds;
-  switch (d.refusal) {
-    case AttemptRefusal::kNone:
-      inflight_.Started(p);
-      return true;
-    case AttemptRefusal::kDecodersFull:
-      if (metrics_ && count_rejection) metrics_->Rejection(AttemptRefusalName(d.refusal));
-      res->status = ResourceExhaustedError(d.message);
-      return false;
-    case AttemptRefusal::kDeadline:
-      if (metrics_ && count_rejection) metrics_->Rejection(AttemptRefusalName(d.refusal));
-      res->status = DeadlineExceededError(d.message);
-      return false;
-    case AttemptRefusal::kQueue:
-      if (metrics_) metrics_->Rejection(AttemptRefusalName(d.refusal));
-      res->retry_after_s = d.retry_after_s;
-      res->status = ResourceExhaustedError(d.message);
-      return false;
+  if (d.refusal == AttemptRefusal::kNone) {
+    inflight_.Started(p);
+    return true;
   }
+  // Queue refusals come only on a first attempt; the others are counted unless this is a migration.
+  if (metrics_ && (count_rejection || d.refusal == AttemptRefusal::kQueue)) metrics_->Rejection(AttemptRefusalName(d.refusal));
+  if (d.refusal == AttemptRefusal::kQueue) res->retry_after_s = d.retry_after_s;
+  res->status = d.refusal == AttemptRefusal::kDeadline ? DeadlineExceededError(d.message) : ResourceExhaustedError(d.message);
   return false;
 }
 

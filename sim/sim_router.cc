@@ -62,7 +62,7 @@ RouteDecision SimRouter::Route(const std::string& session, int64_t session_id, i
   in.warm_holder = std::move(warm_holder);
   in.seconds_left = seconds_left;
   in.max_queue_seconds = opt_.max_queue_seconds;
-  in.prediction_scale = opt_.max_queue_seconds > 0 ? prediction_scale_.Scale() : 1;
+  in.prediction_scale = &prediction_scale_;
   const auto t0 = std::chrono::steady_clock::now();
   AttemptDecision a = DecideAttempt(std::move(in), dec_, enc_, &placer_);
   d.place_seconds = a.place_s;
