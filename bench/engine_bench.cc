@@ -1,14 +1,16 @@
 // engine_bench: the engine against this machine's limits, in one run (issue: engine speed).
 //
-// Measures STREAM-triad bandwidth and peak FMA throughput on the engine's threads, then on a
-// checkpoint (use bench/slice_config.sh for the real-width slice):
-//   decode, batch 1      weight bytes read per token / time, against the triad bandwidth
+// Measures this machine's limits on the engine's threads (bench/machine_limits.h: the read bandwidth,
+// and the peak of every arithmetic unit the CPU has), then on a checkpoint (use bench/slice_config.sh
+// for the real-width slice):
+//   decode, batch 1      weight bytes read per token / time, against the read bandwidth
 //   prefill              useful FLOPs (2 per multiply-add of every matmul and attention product) / time,
-//                        against the peak
+//                        against the fastest matrix unit's peak (and the fp32 FMA peak, the unit the
+//                        kernels use today)
 //   batched decode       tokens/s with 1, 8 and 32 concurrent sequences, and the weight bytes a step
-//                        reads (more sequences route to more experts) against the triad bandwidth;
-//                        each batch's ceiling here (its bytes at the triad bandwidth or its FLOPs at
-//                        the peak, whichever takes longer) says how far batching can go on this machine
+//                        reads (more sequences route to more experts) against the read bandwidth;
+//                        each batch's ceiling here (its bytes at the read bandwidth or its FLOPs at
+//                        the fastest matrix peak, whichever takes longer) says how far batching can go
 //   CED vs exact prefill time ratio for the same prompt (arithmetic: about 0.5 + window / N)
 //   verification (a checkpoint with DSpark layers, e.g. ds41-ckpt --preset tiny-dspark): the cost of
 //                        verifying k = 1..block drafted tokens at each batch size relative to a plain
@@ -19,7 +21,7 @@
 //                        slice, which carries 2 real-width blocks): one image's tower and aligner time at
 //                        --vision-grid patches (default: the largest square grid the span cap allows,
 //                        93x93 for the release's 1344x1344 plan), ms per block, and useful FLOPs against
-//                        the peak
+//                        the fastest matrix peak
 // and the run's peak resident memory against the mapped checkpoint. The matmuls read the tile-major
 // weight copy (ds41-tiles.bin, built beside the checkpoint on first use); --weight-tiles off measures
 // the row-major kernels.
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
   CLI::App app{"engine_bench: engine speed as ratios to this machine's measured limits"};
   std::string model_dir;
   int threads = static_cast<int>(std::thread::hardware_concurrency()), prefill = 1024, ced = 2048, steps = 8;
-  int64_t triad_mib = 768;
+  int64_t limits_mib = 1536;
   app.add_option("--model", model_dir, "checkpoint (bench/slice_config.sh writes the real-width slice)")->required();
   app.add_option("--threads", threads, "engine threads");
   app.add_option("--prefill", prefill, "prefill length");
@@ -82,7 +84,7 @@ int main(int argc, char** argv) {
   std::vector<int> batches{1, 8, 32};
   app.add_option("--batches", batches, "concurrent sequences of the batched figure (ratios are to 1, when measured)")
       ->delimiter(',');
-  app.add_option("--triad-mib", triad_mib, "MiB across the three STREAM arrays");
+  app.add_option("--limits-mib", limits_mib, "MiB of the bandwidth buffers (far above the caches)");
   std::string only = "decode,prefill,batched,ced,verify", tiles = "file";
   app.add_option("--weight-tiles", tiles, "tile-major weight copy: file, memory or off (row-major kernels)");
   app.add_option("--only", only, "figures to measure, comma separated (decode,prefill,batched,ced,verify; vision "
@@ -107,20 +109,19 @@ int main(int argc, char** argv) {
               c.n_routed_experts, c.n_activated_experts, c.vocab_size, model.mapped_bytes() / 1073741824.0,
               model.packed().summary().c_str());
 
-  const double bw = MeasureTriadBandwidth(&pool, triad_mib * (1 << 20) / 12, 5);
-  const double peak = MeasurePeakFmaFlops(&pool, 3);
-  const double peak_dot = MeasurePeakBf16DotFlops(&pool, 3);
+  const MachineLimits limits = MeasureMachineLimits(&pool, limits_mib << 20, 5);
+  const double bw = limits.read_bandwidth(), peak = limits.matrix_peak();
   // The engine's kernels are chosen as the nodes choose them (timed on this machine, same bits).
   std::printf("matmul kernels: %s\n", ChooseMatmulKernels(&pool).c_str());
-  std::printf("machine: STREAM triad %.1f GB/s (%ld MiB arrays), peak FMA %.1f GFLOP/s (%s, %d threads), "
-              "peak VDPBF16PS %.1f GFLOP/s%s\n",
-              bw / 1e9, static_cast<long>(triad_mib), peak / 1e9, PeakKernelTarget(), threads, peak_dot / 1e9,
-              peak_dot > 0 ? "" : " (not on this CPU)");
-  // Ratios are against peak FMA (fp32 FMA, the issue's yardstick); with VDPBF16PS the hardware can do
-  // twice that, so the line also gives the fraction of that rate.
-  auto dot_share = [&](double flops_per_s) {
-    char buf[64] = "";
-    if (peak_dot > 0) std::snprintf(buf, sizeof buf, " (%.3f of peak VDPBF16PS)", flops_per_s / peak_dot);
+  std::printf("machine (%d threads, %ld MiB buffers):\n%s\n", threads, static_cast<long>(limits_mib),
+              limits.Describe().c_str());
+  // Arithmetic ratios are to the fastest unit the host has; the fp32 FMA share says how far the
+  // kernels are from the unit they use now.
+  const std::string unit = limits.matrix_unit();
+  auto of_peak = [&](double flops_per_s) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.3f of the fastest matrix peak (%s; %.3f of fp32 FMA)", flops_per_s / peak,
+                  unit.c_str(), flops_per_s / limits.fma_flops);
     return std::string(buf);
   };
 
@@ -136,7 +137,7 @@ int main(int argc, char** argv) {
     const double t = Seconds(t0) / steps;
     const WorkCounters w = ReadWorkCounters();
     const double bytes = static_cast<double>(w.weight_bytes) / steps;
-    std::printf("decode batch 1: %.1f ms/token, %.1f MB of weights read per token -> %.2f GB/s = %.3f of triad bandwidth\n",
+    std::printf("decode batch 1: %.1f ms/token, %.1f MB of weights read per token -> %.2f GB/s = %.3f of read bandwidth\n",
                 t * 1e3, bytes / 1e6, bytes / t / 1e9, bytes / t / bw);
   }
   // Prefill.
@@ -160,8 +161,8 @@ int main(int argc, char** argv) {
     }
     const double t = Seconds(t0);
     const double flops = 2.0 * static_cast<double>(ReadWorkCounters().macs);
-    std::printf("prefill %d tokens: %.2f s, %.1f GFLOP useful -> %.1f GFLOP/s = %.3f of peak FMA%s\n", prefill, t,
-                flops / 1e9, flops / t / 1e9, flops / t / peak, dot_share(flops / t).c_str());
+    std::printf("prefill %d tokens: %.2f s, %.1f GFLOP useful -> %.1f GFLOP/s = %s\n", prefill, t, flops / 1e9,
+                flops / t / 1e9, of_peak(flops / t).c_str());
   }
   // Batched decode.
   if (want("batched")) {
@@ -182,13 +183,13 @@ int main(int argc, char** argv) {
       char ratio[48] = "";
       if (tps1 > 0) std::snprintf(ratio, sizeof ratio, " (%.2fx one sequence)", tps / tps1);
       std::printf("batched decode, %2d sequences: %.2f tokens/s%s; %.0f MB of weights per step = "
-                  "%.3f of triad, %.1f GFLOP/s = %.3f of peak FMA%s\n",
-                  batch, tps, ratio, bytes / 1e6, bytes * steps / secs / bw, flops / secs / 1e9, flops / secs / peak,
-                  dot_share(flops / secs).c_str());
+                  "%.3f of read bandwidth, %.1f GFLOP/s = %s\n",
+                  batch, tps, ratio, bytes / 1e6, bytes * steps / secs / bw, flops / secs / 1e9,
+                  of_peak(flops / secs).c_str());
       // The machine's own ceiling for this batch (a roofline): a step can take no less than its weight
-      // bytes at the triad bandwidth, nor its arithmetic at the faster exact kernel family's peak,
-      // whichever is longer, even with the two fully overlapped.
-      const double step_floor = std::max(bytes / bw, flops / steps / std::max(peak, peak_dot));
+      // bytes at the read bandwidth, nor its arithmetic at the fastest matrix unit's peak, whichever is
+      // longer, even with the two fully overlapped.
+      const double step_floor = std::max(bytes / bw, flops / steps / peak);
       char ceiling_ratio[48] = "";
       if (tps1 > 0) std::snprintf(ceiling_ratio, sizeof ceiling_ratio, " = %.2fx one sequence", batch / step_floor / tps1);
       std::printf("  ceiling on this machine: %.2f tokens/s%s (%.1f GFLOP and %.0f MB per step); measured %.3f of it\n",
@@ -280,16 +281,16 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * VisionMacs(c, *grid), t = t_tower + t_align;
     std::printf("vision: %dx%d patches (%lld) -> %dx%d tokens, span %lld; %d blocks of %d (%d heads), patch %d, merge %d: "
                 "tower+aligner %.1f ms per image (tower %.1f ms = %.1f ms per block, aligner %.1f ms), %.3g GFLOP useful "
-                "-> %.1f GFLOP/s = %.3f of peak FMA%s\n",
+                "-> %.1f GFLOP/s = %s\n",
                 gh, gw, static_cast<long long>(grid->patches()), grid->n_h, grid->n_w,
                 static_cast<long long>(grid->span_length()), c.vision_n_layers, c.vision_dim, c.vision_n_heads,
                 c.vision_patch_size, c.vision_downsample_ratio, t * 1e3, t_tower * 1e3, t_tower * 1e3 / c.vision_n_layers,
-                t_align * 1e3, flops / 1e9, flops / t / 1e9, flops / t / peak, dot_share(flops / t).c_str());
+                t_align * 1e3, flops / 1e9, flops / t / 1e9, of_peak(flops / t).c_str());
   }
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
-  std::printf("peak resident memory %.2f GiB (mapped checkpoint %.2f GiB; STREAM arrays %.2f GiB were freed before the "
-              "engine runs)\n",
-              ru.ru_maxrss / 1048576.0, model.mapped_bytes() / 1073741824.0, triad_mib / 1024.0);
+  std::printf("peak resident memory %.2f GiB (mapped checkpoint %.2f GiB; bandwidth buffers %.2f GiB were freed before "
+              "the engine runs)\n",
+              ru.ru_maxrss / 1048576.0, model.mapped_bytes() / 1073741824.0, limits_mib / 1024.0);
   return 0;
 }

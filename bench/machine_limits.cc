@@ -5,14 +5,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <vector>
 
 #include "bench/machine_limits.h"
-#include "engine/kernels/matmul_bf16_dot.h"
 #include "util/thread_pool.h"
 
-#if defined(__x86_64__) && HWY_ONCE
-#include <immintrin.h>
+#if HWY_ONCE
+#include <hwy/aligned_allocator.h>
+#include <hwy/cache_control.h>
 #endif
 
 HWY_BEFORE_NAMESPACE();
@@ -49,6 +50,45 @@ HWY_ATTR float FmaLoop(int64_t iters, float seed) {
 int64_t FmaLanes() { return static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
 const char* Target() { return hwy::TargetName(HWY_TARGET); }
 
+// a[i] = b[i] + s * c[i] over [lo, hi); lo is a multiple of the vector (the arrays are aligned).
+// Streaming stores skip the read-for-ownership of a's lines, a quarter of the traffic.
+HWY_ATTR void Triad(float* HWY_RESTRICT a, const float* HWY_RESTRICT b, const float* HWY_RESTRICT c, float s,
+                    int64_t lo, int64_t hi, bool stream) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto vs = hn::Set(d, s);
+  int64_t i = lo;
+  if (stream) {
+    for (; i + N <= hi; i += N) hn::Stream(hn::MulAdd(vs, hn::Load(d, c + i), hn::Load(d, b + i)), d, a + i);
+  } else {
+    for (; i + N <= hi; i += N) hn::Store(hn::MulAdd(vs, hn::Load(d, c + i), hn::Load(d, b + i)), d, a + i);
+  }
+  for (; i < hi; ++i) a[i] = b[i] + s * c[i];
+}
+
+// The sum of x[lo, hi) with 8 accumulators (loads, not the adds, bound it).
+HWY_ATTR float Sum(const float* HWY_RESTRICT x, int64_t lo, int64_t hi) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  auto s4 = hn::Zero(d), s5 = hn::Zero(d), s6 = hn::Zero(d), s7 = hn::Zero(d);
+  int64_t i = lo;
+  for (; i + 8 * N <= hi; i += 8 * N) {
+    s0 = hn::Add(s0, hn::Load(d, x + i));
+    s1 = hn::Add(s1, hn::Load(d, x + i + N));
+    s2 = hn::Add(s2, hn::Load(d, x + i + 2 * N));
+    s3 = hn::Add(s3, hn::Load(d, x + i + 3 * N));
+    s4 = hn::Add(s4, hn::Load(d, x + i + 4 * N));
+    s5 = hn::Add(s5, hn::Load(d, x + i + 5 * N));
+    s6 = hn::Add(s6, hn::Load(d, x + i + 6 * N));
+    s7 = hn::Add(s7, hn::Load(d, x + i + 7 * N));
+  }
+  auto s = hn::Add(hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)), hn::Add(hn::Add(s4, s5), hn::Add(s6, s7)));
+  float total = hn::GetLane(hn::SumOfLanes(d, s));
+  for (; i < hi; ++i) total += x[i];
+  return total;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace ds41
 HWY_AFTER_NAMESPACE();
@@ -58,24 +98,75 @@ namespace ds41 {
 HWY_EXPORT(FmaLoop);
 HWY_EXPORT(FmaLanes);
 HWY_EXPORT(Target);
+HWY_EXPORT(Triad);
+HWY_EXPORT(Sum);
+
+namespace {
+
+using Steady = std::chrono::steady_clock;
+double Seconds(Steady::time_point t0) { return std::chrono::duration<double>(Steady::now() - t0).count(); }
+
+// Thread t's share of n elements, as OpenMP's static schedule splits it, rounded to whole cache lines
+// so every share starts aligned.
+struct Share {
+  int64_t lo, hi;
+};
+Share ShareOf(int64_t n, int64_t t, int64_t threads) {
+  const int64_t per = (n / threads + 15) / 16 * 16;
+  return {std::min(n, t * per), t + 1 == threads ? n : std::min(n, (t + 1) * per)};
+}
+
+}  // namespace
 
 const char* PeakKernelTarget() { return HWY_DYNAMIC_DISPATCH(Target)(); }
 
 double MeasureTriadBandwidth(ThreadPool* pool, int64_t n, int runs) {
-  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
-  const int64_t chunks = pool->threads() * 8, chunk = (n + chunks - 1) / chunks;
+  auto a = hwy::AllocateAligned<float>(static_cast<size_t>(n));
+  auto b = hwy::AllocateAligned<float>(static_cast<size_t>(n));
+  auto c = hwy::AllocateAligned<float>(static_cast<size_t>(n));
+  const int64_t threads = pool->threads();
+  // First touch by the thread that later streams each share (its node's memory, where there are several).
+  pool->ParallelFor(threads, [&](int64_t t) {
+    const Share s = ShareOf(n, t, threads);
+    std::fill(a.get() + s.lo, a.get() + s.hi, 0.0f);
+    std::fill(b.get() + s.lo, b.get() + s.hi, 1.0f);
+    std::fill(c.get() + s.lo, c.get() + s.hi, 2.0f);
+  });
+  double best = 0;
+  for (int r = 0; r < 2 * runs; ++r) {
+    const bool stream = r % 2 == 0;
+    const float s = 1.5f + static_cast<float>(r);
+    const auto t0 = Steady::now();
+    pool->ParallelFor(threads, [&](int64_t t) {
+      const Share sh = ShareOf(n, t, threads);
+      HWY_DYNAMIC_DISPATCH(Triad)(a.get(), b.get(), c.get(), s, sh.lo, sh.hi, stream);
+      hwy::FlushStream();
+    });
+    best = std::max(best, 3.0 * 4.0 * static_cast<double>(n) / Seconds(t0));
+  }
+  volatile float sink = a[static_cast<size_t>(n / 2)];
+  (void)sink;
+  return best;
+}
+
+double MeasureReadBandwidth(ThreadPool* pool, int64_t n, int runs) {
+  auto x = hwy::AllocateAligned<float>(static_cast<size_t>(n));
+  const int64_t threads = pool->threads();
+  pool->ParallelFor(threads, [&](int64_t t) {
+    const Share s = ShareOf(n, t, threads);
+    std::fill(x.get() + s.lo, x.get() + s.hi, 1.0f);
+  });
+  std::vector<float> sums(static_cast<size_t>(threads));
   double best = 0;
   for (int r = 0; r < runs; ++r) {
-    const float s = 1.5f + r;
-    const auto t0 = std::chrono::steady_clock::now();
-    pool->ParallelFor(chunks, [&](int64_t i) {
-      const int64_t lo = i * chunk, hi = std::min(n, lo + chunk);
-      for (int64_t k = lo; k < hi; ++k) a[k] = b[k] + s * c[k];
+    const auto t0 = Steady::now();
+    pool->ParallelFor(threads, [&](int64_t t) {
+      const Share s = ShareOf(n, t, threads);
+      sums[static_cast<size_t>(t)] = HWY_DYNAMIC_DISPATCH(Sum)(x.get(), s.lo, s.hi);
     });
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 3.0 * 4.0 * static_cast<double>(n) / t);
+    best = std::max(best, 4.0 * static_cast<double>(n) / Seconds(t0));
   }
-  volatile float sink = a[n / 2];
+  volatile float sink = sums[0];
   (void)sink;
   return best;
 }
@@ -85,53 +176,69 @@ double MeasurePeakFmaFlops(ThreadPool* pool, int runs) {
   const int64_t lanes = HWY_DYNAMIC_DISPATCH(FmaLanes)();
   double best = 0;
   for (int r = 0; r < runs; ++r) {
-    std::vector<float> out(pool->threads());
-    const auto t0 = std::chrono::steady_clock::now();
-    pool->ParallelFor(pool->threads(), [&](int64_t i) { out[i] = HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, static_cast<float>(i)); });
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * 12 * lanes * static_cast<double>(iters) * pool->threads() / t);
+    std::vector<float> out(static_cast<size_t>(pool->threads()));
+    const auto t0 = Steady::now();
+    pool->ParallelFor(pool->threads(), [&](int64_t i) {
+      out[static_cast<size_t>(i)] = HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, static_cast<float>(i));
+    });
+    best = std::max(best, 2.0 * 12 * static_cast<double>(lanes * iters) * pool->threads() / Seconds(t0));
   }
   return best;
 }
 
-#if defined(__x86_64__)
-namespace {
-// 12 independent VDPBF16PS chains (32 multiply-adds each per instruction).
-__attribute__((target("avx512f,avx512bf16"))) float DotLoop(int64_t iters, float seed) {
-  const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3F803F80 + static_cast<int>(seed)));
-  const __m512bh b = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3F7F3F7F));
-  __m512 c[12];
-#pragma GCC unroll 12
-  for (int j = 0; j < 12; ++j) c[j] = _mm512_set1_ps(0.1f * static_cast<float>(j));
-  for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int j = 0; j < 12; ++j) c[j] = _mm512_dpbf16_ps(c[j], a, b);
-  }
-  __m512 s = c[0];
-  for (int j = 1; j < 12; ++j) s = _mm512_add_ps(s, c[j]);
-  return _mm512_reduce_add_ps(s);
-}
-}  // namespace
-#endif
+float FmaLoopForTest(int64_t iters) { return HWY_DYNAMIC_DISPATCH(FmaLoop)(iters, 0.0f); }
 
-double MeasurePeakBf16DotFlops(ThreadPool* pool, int runs) {
-#if defined(__x86_64__)
-  if (!bf16dot::Supported()) return 0;
-  const int64_t iters = 20'000'000;
-  double best = 0;
-  for (int r = 0; r < runs; ++r) {
-    std::vector<float> out(pool->threads());
-    const auto t0 = std::chrono::steady_clock::now();
-    pool->ParallelFor(pool->threads(), [&](int64_t i) { out[i] = DotLoop(iters, static_cast<float>(i)); });
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * 12 * 32 * static_cast<double>(iters) * pool->threads() / t);
-  }
-  return best;
-#else
-  (void)pool;
-  (void)runs;
-  return 0;
-#endif
+void TriadForTest(float* a, const float* b, const float* c, float s, int64_t n, bool stream) {
+  HWY_DYNAMIC_DISPATCH(Triad)(a, b, c, s, 0, n, stream);
+  hwy::FlushStream();
+}
+
+float SumForTest(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(Sum)(x, 0, n); }
+
+double MachineLimits::read_bandwidth() const { return std::max(read_bytes_per_s, triad_bytes_per_s * 2 / 3); }
+
+double MachineLimits::matrix_peak() const {
+  return std::max({fma_flops, bf16_dot_flops, int8_dot_ops, amx_bf16_flops, amx_int8_ops});
+}
+
+std::string MachineLimits::matrix_unit() const {
+  const double p = matrix_peak();
+  if (p == amx_int8_ops) return "AMX TDPBSSD";
+  if (p == amx_bf16_flops) return "AMX TDPBF16PS";
+  if (p == int8_dot_ops) return "int8 dot (" + int8_unit + ")";
+  if (p == bf16_dot_flops) return "VDPBF16PS";
+  return std::string("fp32 FMA (") + PeakKernelTarget() + ")";
+}
+
+std::string MachineLimits::Describe() const {
+  char buf[768];
+  auto g = [](double v) { return v / 1e9; };
+  std::snprintf(buf, sizeof buf,
+                "bandwidth: read %.1f GB/s, triad %.1f GB/s (2/3 of it read) -> reading %.1f GB/s\n"
+                "peaks: fp32 FMA %.1f GFLOP/s (%s), VDPBF16PS %s, int8 dot %.1f GOP/s (%s), AMX %s\n"
+                "fastest matrix unit: %s, %.1f G/s",
+                g(read_bytes_per_s), g(triad_bytes_per_s), g(read_bandwidth()), g(fma_flops), PeakKernelTarget(),
+                bf16_dot_flops > 0 ? (std::to_string(static_cast<int>(g(bf16_dot_flops))) + " GFLOP/s").c_str()
+                                   : "not on this CPU",
+                g(int8_dot_ops), int8_unit.c_str(),
+                AmxAvailable() ? ("TDPBF16PS " + std::to_string(static_cast<int>(g(amx_bf16_flops))) + " GFLOP/s, TDPBSSD " +
+                                  std::to_string(static_cast<int>(g(amx_int8_ops))) + " GOP/s")
+                                     .c_str()
+                               : "not on this CPU (or not granted by the OS)",
+                matrix_unit().c_str(), g(matrix_peak()));
+  return buf;
+}
+
+MachineLimits MeasureMachineLimits(ThreadPool* pool, int64_t bandwidth_bytes, int runs) {
+  MachineLimits m;
+  m.triad_bytes_per_s = MeasureTriadBandwidth(pool, bandwidth_bytes / 12, runs);
+  m.read_bytes_per_s = MeasureReadBandwidth(pool, bandwidth_bytes / 4, runs);
+  m.fma_flops = MeasurePeakFmaFlops(pool, runs);
+  m.bf16_dot_flops = MeasurePeakBf16DotFlops(pool, runs);
+  m.int8_dot_ops = MeasurePeakInt8DotOps(pool, runs, &m.int8_unit);
+  m.amx_bf16_flops = MeasurePeakAmxBf16Flops(pool, runs);
+  m.amx_int8_ops = MeasurePeakAmxInt8Ops(pool, runs);
+  return m;
 }
 
 }  // namespace ds41

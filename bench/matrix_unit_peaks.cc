@@ -1,0 +1,341 @@
+// The peaks of the x86 matrix units beyond fp32 FMA (VDPBF16PS, int8 dot products, AMX tiles): each a
+// loop of independent chains of one instruction, compiled for its unit and run only where the CPU
+// (and, for AMX, the OS) has it.
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+#include "bench/machine_limits.h"
+#include "util/thread_pool.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace ds41 {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+// Best rate over runs of `loop` on every thread, `ops_per_iter` counted per loop iteration.
+template <typename Loop>
+double BestRate(ThreadPool* pool, int runs, int64_t iters, double ops_per_iter, Loop loop) {
+  double best = 0;
+  for (int r = 0; r < runs; ++r) {
+    std::vector<double> out(static_cast<size_t>(pool->threads()));
+    const auto t0 = Steady::now();
+    pool->ParallelFor(pool->threads(), [&](int64_t i) { out[static_cast<size_t>(i)] = static_cast<double>(loop(iters)); });
+    const double t = std::chrono::duration<double>(Steady::now() - t0).count();
+    best = std::max(best, ops_per_iter * static_cast<double>(iters) * pool->threads() / t);
+  }
+  return best;
+}
+
+#if defined(__x86_64__)
+struct CpuUnits {
+  bool avx2, avx512bf16, avx512vnni, avxvnni, amx;
+};
+
+const CpuUnits& Cpu() {
+  static const CpuUnits units = [] {
+    __builtin_cpu_init();
+    const bool avx512 = __builtin_cpu_supports("avx512f");
+    return CpuUnits{__builtin_cpu_supports("avx2") != 0, avx512 && __builtin_cpu_supports("avx512bf16"),
+                    avx512 && __builtin_cpu_supports("avx512vnni"),
+                    __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni"),
+                    __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
+                        __builtin_cpu_supports("amx-int8")};
+  }();
+  return units;
+}
+
+// 12 independent VDPBF16PS chains (32 multiply-adds each per instruction); a and b are bf16 bit patterns.
+__attribute__((target("avx512f,avx512bf16"))) float Bf16DotLoop(int64_t iters, uint16_t a_bits, uint16_t b_bits) {
+  const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi16(static_cast<short>(a_bits)));
+  const __m512bh b = reinterpret_cast<__m512bh>(_mm512_set1_epi16(static_cast<short>(b_bits)));
+  __m512 c[12];
+#pragma GCC unroll 12
+  for (int j = 0; j < 12; ++j) c[j] = _mm512_set1_ps(static_cast<float>(j));  // distinct: no chain merges
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) c[j] = _mm512_dpbf16_ps(c[j], a, b);
+  }
+  float s = 0;
+  for (int j = 0; j < 12; ++j) s += _mm512_cvtss_f32(c[j]);
+  return s;
+}
+
+// 12 independent int8 dot chains, 4 unsigned x signed byte products summed into each int32 lane per
+// step; each loop returns the sum of lane 0 over its chains (0 + 1 + ... + 11 + 4 * a * b * 12 * iters).
+// Every chain starts from its own value: identical chains would be merged into one by the compiler.
+__attribute__((target("avx512f,avx512vnni"))) int64_t Int8Zmm(int64_t iters, uint8_t av, int8_t bv) {
+  const __m512i a = _mm512_set1_epi8(static_cast<char>(av)), b = _mm512_set1_epi8(bv);
+  __m512i c[12];
+#pragma GCC unroll 12
+  for (int j = 0; j < 12; ++j) c[j] = _mm512_set1_epi32(j);  // distinct: no chain merges
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) c[j] = _mm512_dpbusd_epi32(c[j], a, b);
+  }
+  int64_t s = 0;
+  alignas(64) int32_t lanes[16];
+  for (int j = 0; j < 12; ++j) {
+    _mm512_store_si512(lanes, c[j]);
+    s += lanes[0];
+  }
+  return s;
+}
+
+__attribute__((target("avx2,avxvnni"))) int64_t Int8AvxVnni(int64_t iters, uint8_t av, int8_t bv) {
+  const __m256i a = _mm256_set1_epi8(static_cast<char>(av)), b = _mm256_set1_epi8(bv);
+  __m256i c[12];
+#pragma GCC unroll 12
+  for (int j = 0; j < 12; ++j) c[j] = _mm256_set1_epi32(j);  // distinct: no chain merges
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) c[j] = _mm256_dpbusd_avx_epi32(c[j], a, b);
+  }
+  int64_t s = 0;
+  for (int j = 0; j < 12; ++j) s += _mm_cvtsi128_si32(_mm256_castsi256_si128(c[j]));
+  return s;
+}
+
+// AVX2 has no int8 dot: VPMADDUBSW (pairs into int16) then VPMADDWD by ones (into int32), as llama.cpp.
+__attribute__((target("avx2"))) int64_t Int8Avx2(int64_t iters, uint8_t av, int8_t bv) {
+  const __m256i a = _mm256_set1_epi8(static_cast<char>(av)), b = _mm256_set1_epi8(bv);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i c[12];
+#pragma GCC unroll 12
+  for (int j = 0; j < 12; ++j) c[j] = _mm256_set1_epi32(j);  // distinct: no chain merges
+  __m256i a_j = a;
+  for (int64_t i = 0; i < iters; ++i) {
+#pragma GCC unroll 12
+    for (int j = 0; j < 12; ++j) {
+      // The products are the same for every chain here (a kernel's come from loads): without this
+      // barrier the compiler computes them once per loop, or hoists them out of it.
+      asm volatile("" : "+x"(a_j));
+      c[j] = _mm256_add_epi32(c[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a_j, b), ones));
+    }
+  }
+  int64_t s = 0;
+  for (int j = 0; j < 12; ++j) s += _mm_cvtsi128_si32(_mm256_castsi256_si128(c[j]));
+  return s;
+}
+
+struct Int8Unit {
+  const char* name;
+  int64_t (*loop)(int64_t, uint8_t, int8_t);
+  int macs_per_instruction;
+};
+
+// The units this CPU has, fastest first.
+std::vector<Int8Unit> Int8Units() {
+  std::vector<Int8Unit> units;
+  if (Cpu().avx512vnni) units.push_back({"VPDPBUSD zmm, AVX512-VNNI", Int8Zmm, 64});
+  if (Cpu().avxvnni) units.push_back({"VPDPBUSD ymm, AVX-VNNI", Int8AvxVnni, 32});
+  if (Cpu().avx2) units.push_back({"VPMADDUBSW+VPMADDWD ymm, AVX2", Int8Avx2, 32});
+  return units;
+}
+
+// AMX: palette 1, eight 16-row x 64-byte tiles. Tiles 0-3 accumulate, 4-5 hold A, 6-7 hold B.
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+TileConfig FullTiles() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  return cfg;
+}
+
+bool AmxGranted() {
+  if (!Cpu().amx) return false;
+  // Linux hands the tile data state (XFEATURE_XTILEDATA = 18) only to a process that asks for it.
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+// Four independent accumulator tiles cover TDP*'s latency; each instruction is 16 x 16 x (32 bf16 | 64
+// int8) multiply-adds. Tile configuration is per thread, so each call loads its own.
+__attribute__((target("amx-tile,amx-bf16"))) float AmxBf16Loop(int64_t iters) {
+  const TileConfig cfg = FullTiles();
+  alignas(64) uint16_t a[16 * 32], b[16 * 32];
+  std::fill(a, a + 16 * 32, uint16_t{0x3F80});  // 1.0
+  std::fill(b, b + 16 * 32, uint16_t{0x3380});  // 2^-24: the sums stay finite
+  alignas(64) float c[16 * 16];
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, a, 64);
+  _tile_loadd(6, b, 64);
+  _tile_loadd(7, b, 64);
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, 64);
+  _tile_release();
+  return c[0];
+}
+
+__attribute__((target("amx-tile,amx-int8"))) int32_t AmxInt8Loop(int64_t iters) {
+  const TileConfig cfg = FullTiles();
+  alignas(64) int8_t a[16 * 64], b[16 * 64];
+  std::fill(a, a + 16 * 64, int8_t{1});
+  std::fill(b, b + 16 * 64, int8_t{1});
+  alignas(64) int32_t c[16 * 16];
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, a, 64);
+  _tile_loadd(6, b, 64);
+  _tile_loadd(7, b, 64);
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbssd(0, 4, 6);
+    _tile_dpbssd(1, 4, 7);
+    _tile_dpbssd(2, 5, 6);
+    _tile_dpbssd(3, 5, 7);
+  }
+  _tile_stored(0, c, 64);
+  _tile_release();
+  return c[0];
+}
+
+// B (K x 16, row-major) in the tiles' pair/quad-interleaved layout: row k / P holds, for each column
+// n, the P consecutive k of that column (P = 2 for bf16, 4 for int8).
+template <typename T, int P>
+void Interleave(const T* b, T* out) {
+  constexpr int K = 64 / static_cast<int>(sizeof(T));
+  for (int k = 0; k < K; ++k)
+    for (int n = 0; n < 16; ++n) out[(k / P) * 16 * P + n * P + k % P] = b[k * 16 + n];
+}
+
+__attribute__((target("amx-tile,amx-bf16"))) void AmxBf16Tile(const uint16_t* a, const uint16_t* b, float* c) {
+  const TileConfig cfg = FullTiles();
+  alignas(64) uint16_t ta[16 * 32], tb[16 * 32];
+  std::memcpy(ta, a, sizeof ta);
+  Interleave<uint16_t, 2>(b, tb);
+  alignas(64) float tc[16 * 16];
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_loadd(4, ta, 64);
+  _tile_loadd(6, tb, 64);
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_stored(0, tc, 64);
+  _tile_release();
+  std::memcpy(c, tc, sizeof tc);
+}
+
+__attribute__((target("amx-tile,amx-int8"))) void AmxInt8Tile(const int8_t* a, const int8_t* b, int32_t* c) {
+  const TileConfig cfg = FullTiles();
+  alignas(64) int8_t ta[16 * 64], tb[16 * 64];
+  std::memcpy(ta, a, sizeof ta);
+  Interleave<int8_t, 4>(b, tb);
+  alignas(64) int32_t tc[16 * 16];
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_loadd(4, ta, 64);
+  _tile_loadd(6, tb, 64);
+  _tile_dpbssd(0, 4, 6);
+  _tile_stored(0, tc, 64);
+  _tile_release();
+  std::memcpy(c, tc, sizeof tc);
+}
+#endif
+
+constexpr int64_t kIters = 20'000'000;
+
+}  // namespace
+
+#if defined(__x86_64__)
+double MeasurePeakBf16DotFlops(ThreadPool* pool, int runs) {
+  if (!Cpu().avx512bf16) return 0;
+  return BestRate(pool, runs, kIters, 2.0 * 12 * 32, [](int64_t n) { return Bf16DotLoop(n, 0x3F80, 0x3F7F); });
+}
+
+float Bf16DotLoopForTest(int64_t iters) {
+  return Cpu().avx512bf16 ? Bf16DotLoop(iters, 0x3F80, 0x3F80) : 0.0f;
+}
+
+double MeasurePeakInt8DotOps(ThreadPool* pool, int runs, std::string* unit) {
+  double best = 0;
+  *unit = "none";
+  for (const Int8Unit& u : Int8Units()) {
+    const double rate =
+        BestRate(pool, runs, kIters, 2.0 * 12 * u.macs_per_instruction, [&](int64_t n) { return u.loop(n, 1, 1); });
+    if (rate > best) {
+      best = rate;
+      *unit = u.name;
+    }
+  }
+  return best;
+}
+
+std::vector<std::pair<std::string, int64_t>> Int8DotLoopsForTest(int64_t iters) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const Int8Unit& u : Int8Units()) out.emplace_back(u.name, u.loop(iters, 3, -2));
+  return out;
+}
+
+bool AmxAvailable() {
+  static const bool granted = AmxGranted();
+  return granted;
+}
+
+// TDPBF16PS: 16 x 16 x 32 multiply-adds; TDPBSSD: 16 x 16 x 64; four per iteration. Their latency is
+// long, so fewer iterations give a stable figure.
+double MeasurePeakAmxBf16Flops(ThreadPool* pool, int runs) {
+  if (!AmxAvailable()) return 0;
+  return BestRate(pool, runs, kIters / 20, 2.0 * 4 * 16 * 16 * 32, AmxBf16Loop);
+}
+
+double MeasurePeakAmxInt8Ops(ThreadPool* pool, int runs) {
+  if (!AmxAvailable()) return 0;
+  return BestRate(pool, runs, kIters / 20, 2.0 * 4 * 16 * 16 * 64, AmxInt8Loop);
+}
+
+bool AmxBf16TileProduct(const uint16_t* a, const uint16_t* b, float* c) {
+  if (!AmxAvailable()) return false;
+  AmxBf16Tile(a, b, c);
+  return true;
+}
+
+bool AmxInt8TileProduct(const int8_t* a, const int8_t* b, int32_t* c) {
+  if (!AmxAvailable()) return false;
+  AmxInt8Tile(a, b, c);
+  return true;
+}
+#else
+double MeasurePeakBf16DotFlops(ThreadPool*, int) { return 0; }
+float Bf16DotLoopForTest(int64_t) { return 0; }
+double MeasurePeakInt8DotOps(ThreadPool*, int, std::string* unit) {
+  *unit = "none";
+  return 0;
+}
+std::vector<std::pair<std::string, int64_t>> Int8DotLoopsForTest(int64_t) { return {}; }
+bool AmxAvailable() { return false; }
+double MeasurePeakAmxBf16Flops(ThreadPool*, int) { return 0; }
+double MeasurePeakAmxInt8Ops(ThreadPool*, int) { return 0; }
+bool AmxBf16TileProduct(const uint16_t*, const uint16_t*, float*) { return false; }
+bool AmxInt8TileProduct(const int8_t*, const int8_t*, int32_t*) { return false; }
+#endif
+
+}  // namespace ds41
