@@ -26,7 +26,6 @@
 // weight copy (ds41-tiles.bin, built beside the checkpoint on first use); --weight-tiles off measures
 // the row-major kernels.
 #include <CLI/CLI.hpp>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,6 +36,7 @@
 #include "bench/machine_limits.h"
 #include "engine/engine.h"
 #include "engine/kernels/matmul.h"
+#include "engine/kernels/matmul_bf16_dot.h"
 #include "engine/kernels/numerics.h"
 #include "engine/layers/vision.h"
 #include "engine/sampling.h"
@@ -55,6 +55,25 @@ std::vector<int32_t> Prompt(int n, int vocab, int seed) {
   std::vector<int32_t> t(n);
   for (auto& v : t) v = 3 + static_cast<int32_t>(rng() % (vocab - 3));
   return t;
+}
+
+// The peak resident memory (VmHWM) since the last ResetPeakResident, in GiB.
+double PeakResidentGiB() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  long kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+  std::fclose(f);
+  return static_cast<double>(kib) / 1048576.0;
+}
+
+void ResetPeakResident() {
+  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
 }
 
 void Check(const Status& s) {
@@ -110,18 +129,21 @@ int main(int argc, char** argv) {
               model.packed().summary().c_str());
 
   const MachineLimits limits = MeasureMachineLimits(&pool, limits_mib << 20, 5);
+  ResetPeakResident();  // the limits' buffers are freed: the peak printed at the end is the engine's
   const double bw = limits.read_bandwidth(), peak = limits.matrix_peak();
   // The engine's kernels are chosen as the nodes choose them (timed on this machine, same bits).
   std::printf("matmul kernels: %s\n", ChooseMatmulKernels(&pool).c_str());
   std::printf("machine (%d threads, %ld MiB buffers):\n%s\n", threads, static_cast<long>(limits_mib),
               limits.Describe().c_str());
-  // Arithmetic ratios are to the fastest unit the host has; the fp32 FMA share says how far the
-  // kernels are from the unit they use now.
+  // Arithmetic ratios are to the fastest unit the host has; the second share is to the unit the
+  // chosen kernels run on (VDPBF16PS or fp32 FMA; matmuls of fewer than kMinRows rows have their own).
   const std::string unit = limits.matrix_unit();
-  auto of_peak = [&](double flops_per_s) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%.3f of the fastest matrix peak (%s; %.3f of fp32 FMA)", flops_per_s / peak,
-                  unit.c_str(), flops_per_s / limits.fma_flops);
+  auto of_peak = [&](double flops_per_s, bool few_rows) {
+    const bool dot = few_rows ? bf16dot::DecodeAvailable() : bf16dot::Available();
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%.3f of the fastest matrix peak (%s; %.3f of %s, the kernels' unit)",
+                  flops_per_s / peak, unit.c_str(), flops_per_s / (dot ? limits.bf16_dot_flops : limits.fma_flops),
+                  dot ? "VDPBF16PS" : "fp32 FMA");
     return std::string(buf);
   };
 
@@ -162,7 +184,7 @@ int main(int argc, char** argv) {
     const double t = Seconds(t0);
     const double flops = 2.0 * static_cast<double>(ReadWorkCounters().macs);
     std::printf("prefill %d tokens: %.2f s, %.1f GFLOP useful -> %.1f GFLOP/s = %s\n", prefill, t, flops / 1e9,
-                flops / t / 1e9, of_peak(flops / t).c_str());
+                flops / t / 1e9, of_peak(flops / t, false).c_str());
   }
   // Batched decode.
   if (want("batched")) {
@@ -185,7 +207,7 @@ int main(int argc, char** argv) {
       std::printf("batched decode, %2d sequences: %.2f tokens/s%s; %.0f MB of weights per step = "
                   "%.3f of read bandwidth, %.1f GFLOP/s = %s\n",
                   batch, tps, ratio, bytes / 1e6, bytes * steps / secs / bw, flops / secs / 1e9,
-                  of_peak(flops / secs).c_str());
+                  of_peak(flops / secs, batch < bf16dot::kMinRows).c_str());
       // The machine's own ceiling for this batch (a roofline): a step can take no less than its weight
       // bytes at the read bandwidth, nor its arithmetic at the fastest matrix unit's peak, whichever is
       // longer, even with the two fully overlapped.
@@ -285,12 +307,9 @@ int main(int argc, char** argv) {
                 gh, gw, static_cast<long long>(grid->patches()), grid->n_h, grid->n_w,
                 static_cast<long long>(grid->span_length()), c.vision_n_layers, c.vision_dim, c.vision_n_heads,
                 c.vision_patch_size, c.vision_downsample_ratio, t * 1e3, t_tower * 1e3, t_tower * 1e3 / c.vision_n_layers,
-                t_align * 1e3, flops / 1e9, flops / t / 1e9, of_peak(flops / t).c_str());
+                t_align * 1e3, flops / 1e9, flops / t / 1e9, of_peak(flops / t, false).c_str());
   }
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  std::printf("peak resident memory %.2f GiB (mapped checkpoint %.2f GiB; bandwidth buffers %.2f GiB were freed before "
-              "the engine runs)\n",
-              ru.ru_maxrss / 1048576.0, model.mapped_bytes() / 1073741824.0, limits_mib / 1024.0);
+  std::printf("peak resident memory %.2f GiB since the engine started (mapped checkpoint %.2f GiB)\n", PeakResidentGiB(),
+              model.mapped_bytes() / 1073741824.0);
   return 0;
 }

@@ -106,8 +106,8 @@ namespace {
 using Steady = std::chrono::steady_clock;
 double Seconds(Steady::time_point t0) { return std::chrono::duration<double>(Steady::now() - t0).count(); }
 
-// Thread t's share of n elements, as OpenMP's static schedule splits it, rounded to whole cache lines
-// so every share starts aligned.
+// Share t of n elements (one per thread of the pool, as OpenMP's static schedule splits them; the pool
+// hands shares to whichever thread is free), rounded to whole cache lines so every share starts aligned.
 struct Share {
   int64_t lo, hi;
 };
@@ -120,21 +120,19 @@ Share ShareOf(int64_t n, int64_t t, int64_t threads) {
 
 const char* PeakKernelTarget() { return HWY_DYNAMIC_DISPATCH(Target)(); }
 
-double MeasureTriadBandwidth(ThreadPool* pool, int64_t n, int runs) {
+double MeasureTriadBandwidth(ThreadPool* pool, int64_t n, int runs, bool stream) {
   auto a = hwy::AllocateAligned<float>(static_cast<size_t>(n));
   auto b = hwy::AllocateAligned<float>(static_cast<size_t>(n));
   auto c = hwy::AllocateAligned<float>(static_cast<size_t>(n));
   const int64_t threads = pool->threads();
-  // First touch by the thread that later streams each share (its node's memory, where there are several).
-  pool->ParallelFor(threads, [&](int64_t t) {
+  pool->ParallelFor(threads, [&](int64_t t) {  // first touch in parallel, as STREAM does
     const Share s = ShareOf(n, t, threads);
     std::fill(a.get() + s.lo, a.get() + s.hi, 0.0f);
     std::fill(b.get() + s.lo, b.get() + s.hi, 1.0f);
     std::fill(c.get() + s.lo, c.get() + s.hi, 2.0f);
   });
   double best = 0;
-  for (int r = 0; r < 2 * runs; ++r) {
-    const bool stream = r % 2 == 0;
+  for (int r = 0; r < runs; ++r) {
     const float s = 1.5f + static_cast<float>(r);
     const auto t0 = Steady::now();
     pool->ParallelFor(threads, [&](int64_t t) {
@@ -195,14 +193,19 @@ void TriadForTest(float* a, const float* b, const float* c, float s, int64_t n, 
 
 float SumForTest(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(Sum)(x, 0, n); }
 
-double MachineLimits::read_bandwidth() const { return std::max(read_bytes_per_s, triad_bytes_per_s * 2 / 3); }
+double MachineLimits::triad_bytes_per_s() const { return std::max(triad_stream_bytes_per_s, triad_plain_bytes_per_s); }
+
+double MachineLimits::read_bandwidth() const {
+  return std::max({read_bytes_per_s, triad_stream_bytes_per_s * 2 / 3, triad_plain_bytes_per_s});
+}
 
 double MachineLimits::matrix_peak() const {
   return std::max({fma_flops, bf16_dot_flops, int8_dot_ops, amx_bf16_flops, amx_int8_ops});
 }
 
 std::string MachineLimits::matrix_unit() const {
-  const double p = matrix_peak();
+  const double p = matrix_peak();  // a copy of one field, so equal to it exactly
+  if (p <= 0) return "none";
   if (p == amx_int8_ops) return "AMX TDPBSSD";
   if (p == amx_bf16_flops) return "AMX TDPBF16PS";
   if (p == int8_dot_ops) return "int8 dot (" + int8_unit + ")";
@@ -214,14 +217,15 @@ std::string MachineLimits::Describe() const {
   char buf[768];
   auto g = [](double v) { return v / 1e9; };
   std::snprintf(buf, sizeof buf,
-                "bandwidth: read %.1f GB/s, triad %.1f GB/s (2/3 of it read) -> reading %.1f GB/s\n"
+                "bandwidth: read %.1f GB/s, triad %.1f GB/s with streaming stores (2/3 of it read), %.1f GB/s with "
+                "plain ones (all read) -> reading %.1f GB/s\n"
                 "peaks: fp32 FMA %.1f GFLOP/s (%s), VDPBF16PS %s, int8 dot %.1f GOP/s (%s), AMX %s\n"
                 "fastest matrix unit: %s, %.1f G/s",
-                g(read_bytes_per_s), g(triad_bytes_per_s), g(read_bandwidth()), g(fma_flops), PeakKernelTarget(),
+                g(read_bytes_per_s), g(triad_stream_bytes_per_s), g(triad_plain_bytes_per_s), g(read_bandwidth()), g(fma_flops), PeakKernelTarget(),
                 bf16_dot_flops > 0 ? (std::to_string(static_cast<int>(g(bf16_dot_flops))) + " GFLOP/s").c_str()
                                    : "not on this CPU",
                 g(int8_dot_ops), int8_unit.c_str(),
-                AmxAvailable() ? ("TDPBF16PS " + std::to_string(static_cast<int>(g(amx_bf16_flops))) + " GFLOP/s, TDPBSSD " +
+                amx_bf16_flops > 0 || amx_int8_ops > 0 ? ("TDPBF16PS " + std::to_string(static_cast<int>(g(amx_bf16_flops))) + " GFLOP/s, TDPBSSD " +
                                   std::to_string(static_cast<int>(g(amx_int8_ops))) + " GOP/s")
                                      .c_str()
                                : "not on this CPU (or not granted by the OS)",
@@ -231,7 +235,8 @@ std::string MachineLimits::Describe() const {
 
 MachineLimits MeasureMachineLimits(ThreadPool* pool, int64_t bandwidth_bytes, int runs) {
   MachineLimits m;
-  m.triad_bytes_per_s = MeasureTriadBandwidth(pool, bandwidth_bytes / 12, runs);
+  m.triad_stream_bytes_per_s = MeasureTriadBandwidth(pool, bandwidth_bytes / 12, runs, true);
+  m.triad_plain_bytes_per_s = MeasureTriadBandwidth(pool, bandwidth_bytes / 12, runs, false);
   m.read_bytes_per_s = MeasureReadBandwidth(pool, bandwidth_bytes / 4, runs);
   m.fma_flops = MeasurePeakFmaFlops(pool, runs);
   m.bf16_dot_flops = MeasurePeakBf16DotFlops(pool, runs);

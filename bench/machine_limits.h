@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace ds41 {
@@ -15,8 +14,9 @@ namespace ds41 {
 class ThreadPool;
 
 // Bytes per second of a[i] = b[i] + s * c[i] (3 arrays x 4 bytes counted per element, as STREAM
-// counts), best of runs and of plain or streaming (non-temporal) stores.
-double MeasureTriadBandwidth(ThreadPool* pool, int64_t elements_per_array, int runs);
+// counts), best of runs, with streaming (non-temporal) stores or plain ones (which also read each line
+// of a before writing it: all the counted bytes are then read).
+double MeasureTriadBandwidth(ThreadPool* pool, int64_t elements_per_array, int runs, bool streaming_stores);
 
 // Bytes per second of summing one array (the access a decode step makes of its weights), best of runs.
 double MeasureReadBandwidth(ThreadPool* pool, int64_t elements, int runs);
@@ -40,14 +40,17 @@ double MeasurePeakAmxInt8Ops(ThreadPool* pool, int runs);
 
 // Every limit at once, and the figures ratios are taken against.
 struct MachineLimits {
-  double read_bytes_per_s = 0, triad_bytes_per_s = 0;
+  double read_bytes_per_s = 0, triad_stream_bytes_per_s = 0, triad_plain_bytes_per_s = 0;
   double fma_flops = 0, bf16_dot_flops = 0, int8_dot_ops = 0, amx_bf16_flops = 0, amx_int8_ops = 0;
   std::string int8_unit;
 
+  double triad_bytes_per_s() const;  // the better triad
   // The honest bandwidth for reading (a decode step reads its weights and writes next to nothing): the
-  // most bytes per second seen read, alone or as the triad's two read streams (2/3 of its bytes).
+  // most bytes per second seen read: alone, as the streaming triad's two read streams (2/3 of its
+  // bytes), or as the plain triad's three (b, c and the lines of a it reads before writing).
   double read_bandwidth() const;
-  // The fastest matrix unit, and its name.
+  // The fastest matrix unit, and its name ("none" when nothing was measured). The int8 and AMX units
+  // are ceilings the fp32 kernels cannot reach without changing the numerics (docs/numerics.md).
   double matrix_peak() const;
   std::string matrix_unit() const;
   // One line per limit, for a benchmark's header.
@@ -56,12 +59,19 @@ struct MachineLimits {
 
 MachineLimits MeasureMachineLimits(ThreadPool* pool, int64_t bandwidth_bytes, int runs);
 
-// The peak loops' arithmetic, for tests: what one thread's loop returns after `iters` iterations,
-// so a test can check the instructions counted are the instructions run.
+// The peak loops' arithmetic, for tests: what one thread's loop returns after `iters` iterations, so
+// a test can check each loop computes what its instruction is counted for. That the compiler kept
+// one instruction per chain and step, and no spills, is checked in the disassembly
+// (bench/check_peak_loops.py, ctest machine_limits_loops): a value cannot show it.
 float FmaLoopForTest(int64_t iters);
 void TriadForTest(float* a, const float* b, const float* c, float s, int64_t n, bool stream);
 float SumForTest(const float* x, int64_t n);
-std::vector<std::pair<std::string, int64_t>> Int8DotLoopsForTest(int64_t iters);  // every unit the CPU has
+struct Int8LoopResult {
+  std::string unit;
+  int chains;
+  int64_t value;  // chains * 4 * 3 * -2 * iters for the test's operands (3, -2)
+};
+std::vector<Int8LoopResult> Int8DotLoopsForTest(int64_t iters);  // every unit the CPU has
 float Bf16DotLoopForTest(int64_t iters);    // 0 without AVX512-BF16
 
 // One 16x16 tile product each way, for tests (false without AMX): c (16x16, row-major) = a (16xK) * b

@@ -18,9 +18,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   ds41::ThreadPool pool(threads, ds41::ThreadPool::Idle::kSpinThenSleep);
   const ds41::MachineLimits m = ds41::MeasureMachineLimits(&pool, mib << 20, runs);
-  std::printf("limits threads=%d read_gbs=%.2f triad_gbs=%.2f fma_gflops=%.1f bf16dot_gflops=%.1f int8dot_gops=%.1f "
+  std::printf("limits threads=%d read_gbs=%.2f triad_gbs=%.2f triad_plain_gbs=%.2f reading_gbs=%.2f fma_gflops=%.1f bf16dot_gflops=%.1f int8dot_gops=%.1f "
               "amx_bf16_gflops=%.1f amx_int8_gops=%.1f\n",
-              threads, m.read_bytes_per_s / 1e9, m.triad_bytes_per_s / 1e9, m.fma_flops / 1e9, m.bf16_dot_flops / 1e9,
+              threads, m.read_bytes_per_s / 1e9, m.triad_stream_bytes_per_s / 1e9, m.triad_plain_bytes_per_s / 1e9,
+              m.read_bandwidth() / 1e9, m.fma_flops / 1e9, m.bf16_dot_flops / 1e9,
               m.int8_dot_ops / 1e9, m.amx_bf16_flops / 1e9, m.amx_int8_ops / 1e9);
   std::printf("%s\n", m.Describe().c_str());
   return 0;

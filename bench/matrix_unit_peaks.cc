@@ -10,6 +10,7 @@
 #include "util/thread_pool.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -39,104 +40,136 @@ struct CpuUnits {
   bool avx2, avx512bf16, avx512vnni, avxvnni, amx;
 };
 
+// CPUID leaf 7's bits for the units not every compiler's __builtin_cpu_supports names (clang 14
+// knows neither AVX-VNNI nor AMX): subleaf 1 EAX bit 4 is AVX-VNNI; subleaf 0 EDX bits 22, 24 and
+// 25 are AMX-BF16, AMX-TILE and AMX-INT8. (The OS's part for AMX is asked in AmxGranted.)
+bool CpuidBit(unsigned subleaf, int reg, int bit) {
+  unsigned r[4] = {0, 0, 0, 0};  // eax, ebx, ecx, edx
+  if (__get_cpuid_count(7, subleaf, &r[0], &r[1], &r[2], &r[3]) == 0) return false;
+  return (r[reg] >> bit) & 1u;
+}
+
 const CpuUnits& Cpu() {
   static const CpuUnits units = [] {
     __builtin_cpu_init();
-    const bool avx512 = __builtin_cpu_supports("avx512f");
-    return CpuUnits{__builtin_cpu_supports("avx2") != 0, avx512 && __builtin_cpu_supports("avx512bf16"),
-                    avx512 && __builtin_cpu_supports("avx512vnni"),
-                    __builtin_cpu_supports("avx2") && __builtin_cpu_supports("avxvnni"),
-                    __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
-                        __builtin_cpu_supports("amx-int8")};
+    const bool avx2 = __builtin_cpu_supports("avx2"), avx512 = __builtin_cpu_supports("avx512f");
+    constexpr int kEax = 0, kEdx = 3;
+    return CpuUnits{avx2, avx512 && __builtin_cpu_supports("avx512bf16"), avx512 && __builtin_cpu_supports("avx512vnni"),
+                    avx2 && CpuidBit(1, kEax, 4),
+                    CpuidBit(0, kEdx, 22) && CpuidBit(0, kEdx, 24) && CpuidBit(0, kEdx, 25)};
   }();
   return units;
 }
 
-// 12 independent VDPBF16PS chains (32 multiply-adds each per instruction); a and b are bf16 bit patterns.
+// The loops below keep each chain in a named register and accumulate in place with one instruction
+// of inline asm each: through the intrinsics GCC 12 copies (or spills) the accumulators every
+// iteration, and the loop then times those moves too. Every chain starts from its own value j, so
+// no two can be merged. bench/check_peak_loops.py checks the loops in the disassembly.
+#define DS41_CHAINS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define DS41_CHAINS12(X) DS41_CHAINS8(X) X(8) X(9) X(10) X(11)
+
+// 12 independent VDPBF16PS chains (32 multiply-adds each per instruction); a and b are bf16 bit
+// patterns. Returns the sum over chains of lane 0 less its start.
 __attribute__((target("avx512f,avx512bf16"))) float Bf16DotLoop(int64_t iters, uint16_t a_bits, uint16_t b_bits) {
   const __m512bh a = reinterpret_cast<__m512bh>(_mm512_set1_epi16(static_cast<short>(a_bits)));
   const __m512bh b = reinterpret_cast<__m512bh>(_mm512_set1_epi16(static_cast<short>(b_bits)));
-  __m512 c[12];
-#pragma GCC unroll 12
-  for (int j = 0; j < 12; ++j) c[j] = _mm512_set1_ps(static_cast<float>(j));  // distinct: no chain merges
+#define DS41_INIT(j) __m512 c##j = _mm512_set1_ps(static_cast<float>(j));
+#define DS41_STEP(j) asm("vdpbf16ps %2, %1, %0" : "+v"(c##j) : "v"(a), "v"(b));
+#define DS41_SUM(j) s += _mm512_cvtss_f32(c##j) - static_cast<float>(j);
+  DS41_CHAINS12(DS41_INIT)
   for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int j = 0; j < 12; ++j) c[j] = _mm512_dpbf16_ps(c[j], a, b);
+    DS41_CHAINS12(DS41_STEP)
   }
   float s = 0;
-  for (int j = 0; j < 12; ++j) s += _mm512_cvtss_f32(c[j]);
+  DS41_CHAINS12(DS41_SUM)
+#undef DS41_INIT
+#undef DS41_STEP
+#undef DS41_SUM
   return s;
 }
 
-// 12 independent int8 dot chains, 4 unsigned x signed byte products summed into each int32 lane per
-// step; each loop returns the sum of lane 0 over its chains (0 + 1 + ... + 11 + 4 * a * b * 12 * iters).
-// Every chain starts from its own value: identical chains would be merged into one by the compiler.
+// Independent int8 dot chains, 4 unsigned x signed byte products summed into each int32 lane per
+// step. Each returns the sum over its chains of lane 0 less its start: chains * 4 * a * b * iters.
 __attribute__((target("avx512f,avx512vnni"))) int64_t Int8Zmm(int64_t iters, uint8_t av, int8_t bv) {
   const __m512i a = _mm512_set1_epi8(static_cast<char>(av)), b = _mm512_set1_epi8(bv);
-  __m512i c[12];
-#pragma GCC unroll 12
-  for (int j = 0; j < 12; ++j) c[j] = _mm512_set1_epi32(j);  // distinct: no chain merges
+  alignas(64) int32_t lanes[16];
+#define DS41_INIT(j) __m512i c##j = _mm512_set1_epi32(j);
+#define DS41_STEP(j) asm("vpdpbusd %2, %1, %0" : "+v"(c##j) : "v"(a), "v"(b));
+#define DS41_SUM(j)                  \
+  _mm512_store_si512(lanes, c##j); \
+  s += lanes[0] - (j);
+  DS41_CHAINS12(DS41_INIT)
   for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int j = 0; j < 12; ++j) c[j] = _mm512_dpbusd_epi32(c[j], a, b);
+    DS41_CHAINS12(DS41_STEP)
   }
   int64_t s = 0;
-  alignas(64) int32_t lanes[16];
-  for (int j = 0; j < 12; ++j) {
-    _mm512_store_si512(lanes, c[j]);
-    s += lanes[0];
-  }
+  DS41_CHAINS12(DS41_SUM)
+#undef DS41_INIT
+#undef DS41_STEP
+#undef DS41_SUM
   return s;
 }
 
 __attribute__((target("avx2,avxvnni"))) int64_t Int8AvxVnni(int64_t iters, uint8_t av, int8_t bv) {
   const __m256i a = _mm256_set1_epi8(static_cast<char>(av)), b = _mm256_set1_epi8(bv);
-  __m256i c[12];
-#pragma GCC unroll 12
-  for (int j = 0; j < 12; ++j) c[j] = _mm256_set1_epi32(j);  // distinct: no chain merges
+  alignas(32) int32_t lanes[8];
+#define DS41_INIT(j) __m256i c##j = _mm256_set1_epi32(j);
+#define DS41_STEP(j) asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(c##j) : "x"(a), "x"(b));
+#define DS41_SUM(j)                                            \
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), c##j); \
+  s += lanes[0] - (j);
+  DS41_CHAINS12(DS41_INIT)
   for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int j = 0; j < 12; ++j) c[j] = _mm256_dpbusd_avx_epi32(c[j], a, b);
+    DS41_CHAINS12(DS41_STEP)
   }
   int64_t s = 0;
-  for (int j = 0; j < 12; ++j) s += _mm_cvtsi128_si32(_mm256_castsi256_si128(c[j]));
+  DS41_CHAINS12(DS41_SUM)
+#undef DS41_INIT
+#undef DS41_STEP
+#undef DS41_SUM
   return s;
 }
 
 // AVX2 has no int8 dot: VPMADDUBSW (pairs into int16) then VPMADDWD by ones (into int32), as llama.cpp.
+// 8 chains: with the operands, the ones and a temporary they fill the 16 ymm registers.
 __attribute__((target("avx2"))) int64_t Int8Avx2(int64_t iters, uint8_t av, int8_t bv) {
-  const __m256i a = _mm256_set1_epi8(static_cast<char>(av)), b = _mm256_set1_epi8(bv);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i c[12];
-#pragma GCC unroll 12
-  for (int j = 0; j < 12; ++j) c[j] = _mm256_set1_epi32(j);  // distinct: no chain merges
-  __m256i a_j = a;
+  const __m256i a = _mm256_set1_epi8(static_cast<char>(av)), b = _mm256_set1_epi8(bv), ones = _mm256_set1_epi16(1);
+  alignas(32) int32_t lanes[8];
+#define DS41_INIT(j) __m256i c##j = _mm256_set1_epi32(j);
+#define DS41_STEP(j)                                                                  \
+  {                                                                                   \
+    __m256i t;                                                                        \
+    asm("vpmaddubsw %[b], %[a], %[t]\n\tvpmaddwd %[ones], %[t], %[t]\n\tvpaddd %[t], %[c], %[c]" \
+        : [c] "+x"(c##j), [t] "=&x"(t)                                                \
+        : [a] "x"(a), [b] "x"(b), [ones] "x"(ones));                                  \
+  }
+#define DS41_SUM(j)                                            \
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), c##j); \
+  s += lanes[0] - (j);
+  DS41_CHAINS8(DS41_INIT)
   for (int64_t i = 0; i < iters; ++i) {
-#pragma GCC unroll 12
-    for (int j = 0; j < 12; ++j) {
-      // The products are the same for every chain here (a kernel's come from loads): without this
-      // barrier the compiler computes them once per loop, or hoists them out of it.
-      asm volatile("" : "+x"(a_j));
-      c[j] = _mm256_add_epi32(c[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a_j, b), ones));
-    }
+    DS41_CHAINS8(DS41_STEP)
   }
   int64_t s = 0;
-  for (int j = 0; j < 12; ++j) s += _mm_cvtsi128_si32(_mm256_castsi256_si128(c[j]));
+  DS41_CHAINS8(DS41_SUM)
+#undef DS41_INIT
+#undef DS41_STEP
+#undef DS41_SUM
   return s;
 }
 
 struct Int8Unit {
   const char* name;
   int64_t (*loop)(int64_t, uint8_t, int8_t);
-  int macs_per_instruction;
+  int chains, macs_per_step;  // per chain and loop iteration
 };
 
 // The units this CPU has, fastest first.
 std::vector<Int8Unit> Int8Units() {
   std::vector<Int8Unit> units;
-  if (Cpu().avx512vnni) units.push_back({"VPDPBUSD zmm, AVX512-VNNI", Int8Zmm, 64});
-  if (Cpu().avxvnni) units.push_back({"VPDPBUSD ymm, AVX-VNNI", Int8AvxVnni, 32});
-  if (Cpu().avx2) units.push_back({"VPMADDUBSW+VPMADDWD ymm, AVX2", Int8Avx2, 32});
+  if (Cpu().avx512vnni) units.push_back({"VPDPBUSD zmm, AVX512-VNNI", Int8Zmm, 12, 64});
+  if (Cpu().avxvnni) units.push_back({"VPDPBUSD ymm, AVX-VNNI", Int8AvxVnni, 12, 32});
+  if (Cpu().avx2) units.push_back({"VPMADDUBSW+VPMADDWD ymm, AVX2", Int8Avx2, 8, 32});
   return units;
 }
 
@@ -165,6 +198,10 @@ bool AmxGranted() {
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
+// GCC's tile intrinsics are asm whose operands do not cover the config or the buffers they read: a
+// compiler barrier before them keeps every store to those ahead of them.
+#define DS41_TILE_BARRIER() asm volatile("" ::: "memory")
+
 // Four independent accumulator tiles cover TDP*'s latency; each instruction is 16 x 16 x (32 bf16 | 64
 // int8) multiply-adds. Tile configuration is per thread, so each call loads its own.
 __attribute__((target("amx-tile,amx-bf16"))) float AmxBf16Loop(int64_t iters) {
@@ -173,6 +210,7 @@ __attribute__((target("amx-tile,amx-bf16"))) float AmxBf16Loop(int64_t iters) {
   std::fill(a, a + 16 * 32, uint16_t{0x3F80});  // 1.0
   std::fill(b, b + 16 * 32, uint16_t{0x3380});  // 2^-24: the sums stay finite
   alignas(64) float c[16 * 16];
+  DS41_TILE_BARRIER();
   _tile_loadconfig(&cfg);
   _tile_zero(0);
   _tile_zero(1);
@@ -190,6 +228,7 @@ __attribute__((target("amx-tile,amx-bf16"))) float AmxBf16Loop(int64_t iters) {
   }
   _tile_stored(0, c, 64);
   _tile_release();
+  DS41_TILE_BARRIER();
   return c[0];
 }
 
@@ -199,6 +238,7 @@ __attribute__((target("amx-tile,amx-int8"))) int32_t AmxInt8Loop(int64_t iters) 
   std::fill(a, a + 16 * 64, int8_t{1});
   std::fill(b, b + 16 * 64, int8_t{1});
   alignas(64) int32_t c[16 * 16];
+  DS41_TILE_BARRIER();
   _tile_loadconfig(&cfg);
   _tile_zero(0);
   _tile_zero(1);
@@ -216,6 +256,7 @@ __attribute__((target("amx-tile,amx-int8"))) int32_t AmxInt8Loop(int64_t iters) 
   }
   _tile_stored(0, c, 64);
   _tile_release();
+  DS41_TILE_BARRIER();
   return c[0];
 }
 
@@ -234,6 +275,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void AmxBf16Tile(const uint16_t* a,
   std::memcpy(ta, a, sizeof ta);
   Interleave<uint16_t, 2>(b, tb);
   alignas(64) float tc[16 * 16];
+  DS41_TILE_BARRIER();
   _tile_loadconfig(&cfg);
   _tile_zero(0);
   _tile_loadd(4, ta, 64);
@@ -241,6 +283,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void AmxBf16Tile(const uint16_t* a,
   _tile_dpbf16ps(0, 4, 6);
   _tile_stored(0, tc, 64);
   _tile_release();
+  DS41_TILE_BARRIER();
   std::memcpy(c, tc, sizeof tc);
 }
 
@@ -250,6 +293,7 @@ __attribute__((target("amx-tile,amx-int8"))) void AmxInt8Tile(const int8_t* a, c
   std::memcpy(ta, a, sizeof ta);
   Interleave<int8_t, 4>(b, tb);
   alignas(64) int32_t tc[16 * 16];
+  DS41_TILE_BARRIER();
   _tile_loadconfig(&cfg);
   _tile_zero(0);
   _tile_loadd(4, ta, 64);
@@ -257,6 +301,7 @@ __attribute__((target("amx-tile,amx-int8"))) void AmxInt8Tile(const int8_t* a, c
   _tile_dpbssd(0, 4, 6);
   _tile_stored(0, tc, 64);
   _tile_release();
+  DS41_TILE_BARRIER();
   std::memcpy(c, tc, sizeof tc);
 }
 #endif
@@ -280,7 +325,7 @@ double MeasurePeakInt8DotOps(ThreadPool* pool, int runs, std::string* unit) {
   *unit = "none";
   for (const Int8Unit& u : Int8Units()) {
     const double rate =
-        BestRate(pool, runs, kIters, 2.0 * 12 * u.macs_per_instruction, [&](int64_t n) { return u.loop(n, 1, 1); });
+        BestRate(pool, runs, kIters, 2.0 * u.chains * u.macs_per_step, [&](int64_t n) { return u.loop(n, 1, 1); });
     if (rate > best) {
       best = rate;
       *unit = u.name;
@@ -289,9 +334,9 @@ double MeasurePeakInt8DotOps(ThreadPool* pool, int runs, std::string* unit) {
   return best;
 }
 
-std::vector<std::pair<std::string, int64_t>> Int8DotLoopsForTest(int64_t iters) {
-  std::vector<std::pair<std::string, int64_t>> out;
-  for (const Int8Unit& u : Int8Units()) out.emplace_back(u.name, u.loop(iters, 3, -2));
+std::vector<Int8LoopResult> Int8DotLoopsForTest(int64_t iters) {
+  std::vector<Int8LoopResult> out;
+  for (const Int8Unit& u : Int8Units()) out.push_back({u.name, u.chains, u.loop(iters, 3, -2)});
   return out;
 }
 
@@ -330,7 +375,7 @@ double MeasurePeakInt8DotOps(ThreadPool*, int, std::string* unit) {
   *unit = "none";
   return 0;
 }
-std::vector<std::pair<std::string, int64_t>> Int8DotLoopsForTest(int64_t) { return {}; }
+std::vector<Int8LoopResult> Int8DotLoopsForTest(int64_t) { return {}; }
 bool AmxAvailable() { return false; }
 double MeasurePeakAmxBf16Flops(ThreadPool*, int) { return 0; }
 double MeasurePeakAmxInt8Ops(ThreadPool*, int) { return 0; }
