@@ -1,12 +1,15 @@
 #include "cache_client/cache_client.h"
 
+#include <grpcpp/alarm.h>
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "cache.grpc.pb.h"
@@ -202,63 +205,149 @@ CacheClient::Deadline CacheClient::CallDeadline(size_t units) const {
   return std::chrono::steady_clock::now() + opt_.deadline * static_cast<int64_t>(1 + units / 64);
 }
 
+// One lookup: its chain, what each shard is asked, and what the answers say so far. The shards'
+// calls write disjoint elements (a key is owned by one shard); the last call to end merges.
+struct CacheClient::Lookup {
+  CacheNamespace ns;
+  std::vector<int32_t> tokens;
+  int unit_tokens = 0;
+  std::vector<UnitKey> chain;
+  std::vector<std::vector<int>> owned;  // per shard: the keys it owns, in chain order; -1 is the root
+  std::vector<char> present;
+  std::vector<std::vector<std::pair<UnitKey, uint32_t>>> tails;  // [i + 1]: after chain[i]; [0]: the root
+  std::atomic<int> pending{0}, down{0};
+  std::shared_ptr<CancelToken> cancel;  // may be null
+  std::function<void(PrefixHit)> done;
+};
+
+// One shard's part of a lookup, with its retries. Counted in the client's lookups_ for as long as
+// it lives: its guard is the first member, so it is released after everything else here (the
+// context, which holds the channel, and the lookup with its `done`) is gone.
+struct CacheClient::LookupCall {
+  struct Counted {
+    explicit Counted(TaskGroup* g) : group(g) { group->Hold(); }
+    ~Counted() { group->Release(); }
+    TaskGroup* group;
+  } counted;
+  std::shared_ptr<Lookup> lookup;
+  size_t shard = 0;
+  int attempt = 0;
+  pb::LookupRequest req;
+  pb::LookupResponse resp;
+  std::unique_ptr<grpc::ClientContext> ctx;
+  std::optional<CancelToken::Attachment> attachment;  // cancels this attempt's ctx
+
+  explicit LookupCall(TaskGroup* group) : counted(group) {}
+};
+
 PrefixHit CacheClient::LookupPrefix(const CacheNamespace& ns, const std::vector<int32_t>& tokens, int U) {
-  PrefixHit hit;
-  const std::vector<UnitKey> chain = ChainKeys(ns.id, tokens, U);
-  // Per shard: the keys it owns, in chain order; index -1 stands for the root.
-  std::vector<std::vector<int>> owned(shards_.size());
-  owned[OwnerOf(ns.id)].push_back(-1);
-  for (size_t i = 0; i < chain.size(); ++i) owned[OwnerOf(chain[i])].push_back(static_cast<int>(i));
-  std::vector<char> present(chain.size(), 0);
-  std::vector<std::vector<std::pair<UnitKey, uint32_t>>> tails(chain.size() + 1);  // [i + 1]; [0] = root
-  std::vector<size_t> asked;
+  std::promise<PrefixHit> answer;
+  std::future<PrefixHit> hit = answer.get_future();
+  LookupPrefixAsync(ns, tokens, U, nullptr, [&answer](PrefixHit h) { answer.set_value(std::move(h)); });
+  return hit.get();
+}
+
+void CacheClient::LookupPrefixAsync(const CacheNamespace& ns, std::vector<int32_t> tokens, int U,
+                                    std::shared_ptr<CancelToken> cancel, std::function<void(PrefixHit)> done) {
+  auto l = std::make_shared<Lookup>();
+  l->ns = ns;
+  l->tokens = std::move(tokens);
+  const std::vector<int32_t>& prompt = l->tokens;
+  l->unit_tokens = U;
+  l->chain = ChainKeys(ns.id, prompt, U);
+  l->owned.resize(shards_.size());
+  l->owned[OwnerOf(ns.id)].push_back(-1);
+  for (size_t i = 0; i < l->chain.size(); ++i) l->owned[OwnerOf(l->chain[i])].push_back(static_cast<int>(i));
+  l->present.assign(l->chain.size(), 0);
+  l->tails.resize(l->chain.size() + 1);
+  l->cancel = std::move(cancel);
+  l->done = std::move(done);
+  std::vector<std::shared_ptr<LookupCall>> calls;
   for (size_t s = 0; s < shards_.size(); ++s) {
-    if (!owned[s].empty()) asked.push_back(s);
+    if (l->owned[s].empty()) continue;
+    auto call = std::make_shared<LookupCall>(&lookups_);
+    call->lookup = l;
+    call->shard = s;
+    FillNs(ns, call->req.mutable_ns());
+    call->req.set_first_is_root(l->owned[s][0] == -1);
+    call->req.set_unit_tokens(U);
+    call->req.set_prompt_tokens(prompt.size());
+    for (int i : l->owned[s]) call->req.add_keys(KeyString(i < 0 ? ns.id : l->chain[i]));
+    calls.push_back(std::move(call));
   }
-  std::vector<char> answered(asked.size(), 0);
-  ForEachPart(asked.size(), [&](size_t part) {
-    answered[part] = [&, s = asked[part]]() -> bool {
-      pb::LookupRequest req;
-      FillNs(ns, req.mutable_ns());
-      req.set_first_is_root(owned[s][0] == -1);
-      req.set_unit_tokens(U);
-      req.set_prompt_tokens(tokens.size());
-      for (int i : owned[s]) req.add_keys(KeyString(i < 0 ? ns.id : chain[i]));
-      pb::LookupResponse resp;
-      grpc::Status st;
-      for (int attempt = 0; attempt <= opt_.retries; ++attempt) {
-        if (attempt > 0) std::this_thread::sleep_for(opt_.backoff * attempt);
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + opt_.deadline);
-        resp.Clear();
-        st = shards_[s]->stub->Lookup(&ctx, req, &resp);
-        if (st.ok() || !Retryable(st)) break;
-      }
-      if (!st.ok() || resp.keys_size() != static_cast<int>(owned[s].size())) return false;
-      for (size_t j = 0; j < owned[s].size(); ++j) {
-        const int i = owned[s][j];
-        const auto& kp = resp.keys(static_cast<int>(j));
-        if (i >= 0) present[i] = kp.present();
-        for (const auto& t : kp.tails()) {
-          if (t.key().size() != 32) continue;
-          UnitKey k;
-          std::memcpy(k.data(), t.key().data(), 32);
-          tails[i + 1].push_back({k, t.tokens()});
-        }
-      }
-      return true;
-    }();
+  // The root's shard is always asked, so there is at least one call.
+  l->pending.store(static_cast<int>(calls.size()));
+  for (auto& call : calls) IssueLookup(std::move(call));
+}
+
+void CacheClient::IssueLookup(std::shared_ptr<LookupCall> call) {
+  const std::shared_ptr<CancelToken>& cancel = call->lookup->cancel;
+  if (cancel && cancel->cancelled()) return EndLookupCall(*call, false);
+  call->ctx = std::make_unique<grpc::ClientContext>();
+  call->ctx->set_deadline(std::chrono::system_clock::now() + opt_.deadline);
+  call->resp.Clear();
+  // Attached before the call starts (a token already cancelled cancels it as it starts), detached
+  // first thing in its callback: the cancel callback touches this attempt's context.
+  if (cancel) call->attachment.emplace(cancel->OnCancel([ctx = call->ctx.get()] { ctx->TryCancel(); }));
+  LookupCall* c = call.get();
+  shards_[c->shard]->stub->async()->Lookup(c->ctx.get(), &c->req, &c->resp, [this, call = std::move(call)](grpc::Status st) {
+    call->attachment.reset();
+    if (!st.ok() && Retryable(st) && call->attempt < opt_.retries) {
+      ++call->attempt;
+      // A timer, not a sleep: no thread waits out the backoff. The alarm owns itself until it fires
+      // (gRPC keeps its state alive while the callback runs, so the callback may drop it).
+      auto alarm = std::make_shared<grpc::Alarm>();
+      alarm->Set(std::chrono::system_clock::now() + opt_.backoff * call->attempt,
+                 [this, call, alarm](bool) mutable {
+                   alarm.reset();
+                   IssueLookup(std::move(call));
+                 });
+      return;
+    }
+    EndLookupCall(*call, st.ok());
   });
-  for (char a : answered) hit.shards_down += a ? 0 : 1;
-  while (hit.full_units < static_cast<int>(chain.size()) && present[hit.full_units]) ++hit.full_units;
-  hit.chain.assign(chain.begin(), chain.begin() + hit.full_units);
+}
+
+void CacheClient::EndLookupCall(LookupCall& call, bool ok) {
+  Lookup& l = *call.lookup;
+  const std::vector<int>& owned = l.owned[call.shard];
+  if (!ok || call.resp.keys_size() != static_cast<int>(owned.size())) {
+    l.down.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    for (size_t j = 0; j < owned.size(); ++j) {
+      const int i = owned[j];
+      const auto& kp = call.resp.keys(static_cast<int>(j));
+      if (i >= 0) l.present[static_cast<size_t>(i)] = kp.present();
+      for (const auto& t : kp.tails()) {
+        if (t.key().size() != 32) continue;
+        UnitKey k;
+        std::memcpy(k.data(), t.key().data(), 32);
+        l.tails[static_cast<size_t>(i + 1)].push_back({k, t.tokens()});
+      }
+    }
+  }
+  if (l.pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // The last call to end: every other call's writes happened before its decrement.
+  PrefixHit hit = MergeLookup(l);
+  auto done = std::move(l.done);
+  done(std::move(hit));
+}
+
+PrefixHit CacheClient::MergeLookup(const Lookup& l) {
+  PrefixHit hit;
+  const int U = l.unit_tokens;
+  hit.shards_down = l.down.load(std::memory_order_relaxed);
+  while (hit.full_units < static_cast<int>(l.chain.size()) && l.present[static_cast<size_t>(hit.full_units)])
+    ++hit.full_units;
+  hit.chain.assign(l.chain.begin(), l.chain.begin() + hit.full_units);
   // The longest tail after the last full unit whose key matches this prompt's tokens.
-  const UnitKey& parent = hit.full_units == 0 ? ns.id : chain[hit.full_units - 1];
+  const UnitKey& parent = hit.full_units == 0 ? l.ns.id : l.chain[static_cast<size_t>(hit.full_units - 1)];
   const int64_t base = static_cast<int64_t>(hit.full_units) * U;
-  for (const auto& [key, t] : tails[hit.full_units]) {
-    if (t == 0 || static_cast<int>(t) >= U || base + t > static_cast<int64_t>(tokens.size()) || static_cast<int>(t) <= hit.tail_tokens)
+  for (const auto& [key, t] : l.tails[static_cast<size_t>(hit.full_units)]) {
+    if (t == 0 || static_cast<int>(t) >= U || base + t > static_cast<int64_t>(l.tokens.size()) ||
+        static_cast<int>(t) <= hit.tail_tokens)
       continue;
-    if (TailKey(parent, tokens.data() + base, t) == key) {
+    if (TailKey(parent, l.tokens.data() + base, t) == key) {
       hit.tail_tokens = static_cast<int>(t);
       hit.tail_key = key;
     }

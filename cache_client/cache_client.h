@@ -1,8 +1,10 @@
 // CacheClient: how every role talks to the cache shards (SERVING.md §3). Units are placed by
 // rendezvous (highest-random-weight) hashing of their placement key over the shards: a full unit by
 // its own key, a tail by its parent, so a tail lives beside the unit it follows. Lookups ask every
-// shard in parallel (on the process's I/O pool, CacheClientOptions::io); deadlines and bounded
-// retries everywhere; a shard that is down turns its units into misses, never into a caller error.
+// shard at once with asynchronous gRPC calls (no thread waits for them, retries wait on timers);
+// Puts and Gets run their shards' parts on the process's I/O pool (CacheClientOptions::io). Deadlines
+// and bounded retries everywhere; a shard that is down turns its units into misses, never into a
+// caller error.
 //
 // Unit payloads (Put, Get) travel over a shard's bulk data path when it advertises one
 // (docs/cache_data_path.md; pooled connections); whatever that path does not answer (down, refused,
@@ -21,7 +23,9 @@
 #include <vector>
 
 #include "unit/unit_key.h"
+#include "util/cancel_token.h"
 #include "util/status.h"
+#include "util/task_group.h"
 #include "util/thread_pool.h"
 
 namespace ds41 {
@@ -85,7 +89,15 @@ class CacheClient {
   static StatusOr<std::unique_ptr<CacheClient>> Create(const CacheClientOptions& options);
   ~CacheClient();
 
+  // Blocks until the answer: not from a gRPC callback thread (LookupPrefixAsync's answers come on
+  // those few threads).
   PrefixHit LookupPrefix(const CacheNamespace& ns, const std::vector<int32_t>& tokens, int unit_tokens);
+  // LookupPrefix without blocking: `done` runs once, on a gRPC thread (on the caller's when `cancel`
+  // is cancelled already), with the answer LookupPrefix gives; it must not block, nor destroy the client (which waits for the lookups still out before
+  // it goes). `cancel` (may be null) cancels the shard calls and their retries: their units count
+  // as misses.
+  void LookupPrefixAsync(const CacheNamespace& ns, std::vector<int32_t> tokens, int unit_tokens,
+                         std::shared_ptr<CancelToken> cancel, std::function<void(PrefixHit)> done);
   PutResult Put(const CacheNamespace& ns, const std::vector<UnitPut>& units);
   // One entry per request, nullopt when missing or its shard is down.
   std::vector<std::optional<std::string>> Get(const CacheNamespace& ns, const std::vector<UnitGet>& units);
@@ -96,6 +108,8 @@ class CacheClient {
 
  private:
   struct Shard;
+  struct Lookup;
+  struct LookupCall;
   using Deadline = std::chrono::steady_clock::time_point;
   CacheClient() = default;
   // The deadline of a shard's part of a Put / Get of `units` units: the data path and gRPC after
@@ -131,12 +145,19 @@ class CacheClient {
   void GrpcGet(Shard& shard, const CacheNamespace& ns, const std::vector<UnitGet>& units, const std::vector<size_t>& idx,
                Deadline deadline, std::vector<std::optional<std::string>>* out);
 
+  // A lookup's shard call, again after a retryable failure (CacheClientOptions::retries, backoff);
+  // its end is counted, and the last of the lookup's calls to end answers it.
+  void IssueLookup(std::shared_ptr<LookupCall> call);
+  void EndLookupCall(LookupCall& call, bool ok);
+  static PrefixHit MergeLookup(const Lookup& lookup);
+
   std::vector<std::unique_ptr<Shard>> shards_;
   CacheClientOptions opt_;
   // fn(i) for each of n parts, on opt_.io when there is one.
   void ForEachPart(size_t n, const std::function<void(size_t)>& fn) const;
 
   std::unique_ptr<AckLog> ack_log_;  // null unless CacheClientOptions::ack_log
+  TaskGroup lookups_{nullptr};       // lookups' shard calls alive (Hold/Release); last, so destroyed first: it waits
 };
 
 // A cache client for a comma-separated shard list (flags' form); nullptr (no cache) when it is empty.

@@ -14,8 +14,9 @@ namespace ds41 {
 
 using Clock = std::chrono::steady_clock;
 
-// One request across its continuations. Touched by one step at a time: Start, then each attempt's
-// sink calls and end (gRPC orders them), then AfterNodeLost on a worker, then the next attempt.
+// One request across its continuations. Touched by one step at a time: Start, the prefix lookup's
+// answer, then each attempt's sink calls and end (gRPC orders them), then AfterNodeLost on a worker,
+// then the next attempt.
 struct RouterCore::Call {
   RouteRequest rq;
   TokenSink sink;
@@ -52,13 +53,6 @@ RouterCore::RouterCore(RouterOptions options, NodeTable* nodes, CacheClient* cac
       placer_(opt_.placement),
       bindings_(opt_.max_sessions) {
   if (metrics_) metrics_->sessions_limit.Set(static_cast<double>(opt_.max_sessions));
-}
-
-int64_t RouterCore::CachedPrefix(const std::string& tenant_salt, const std::vector<int32_t>& tokens) const {
-  if (!cache_ || tokens.size() < 2) return 0;
-  // The last prompt token is always computed: its logits give the first output token.
-  const std::vector<int32_t> head(tokens.begin(), tokens.end() - 1);
-  return cache_->LookupPrefix(CacheNamespace::Make(opt_.fingerprint, tenant_salt), head, opt_.unit_tokens).tokens;
 }
 
 RouterCore::Candidates RouterCore::FindCandidates(const RouteRequest& rq, int64_t H,
@@ -287,9 +281,26 @@ void RouterCore::Start(RouteRequest request, TokenSink sink, RouteDone done) {
   // attempt had, so the encoder computes what it computed then. (The first attempt's units make a
   // later lookup longer, but the SWA state at that longer H would be rebuilt by a bounded replay,
   // and a migrated reply would no longer be the uninterrupted one; MODEL.md §10.4.)
-  c->H = CachedPrefix(rq.tenant_salt, rq.tokens);
   res.usage.prompt_tokens = N;
-  Next(c);
+  // The last prompt token is always computed (its logits give the first output token), so the
+  // lookup asks for the rest. The placement goes on from the answer, on the thread it comes on.
+  if (!cache_ || N < 2) return Next(c);
+  lookups_.Hold();
+  cache_->LookupPrefixAsync(c->ns, std::vector<int32_t>(rq.tokens.begin(), rq.tokens.end() - 1), opt_.unit_tokens,
+                            rq.cancel, [this, c](PrefixHit hit) mutable {
+                              // The request goes before the lookup counts as answered: its last
+                              // reference may end its admission, which touches this core.
+                              std::shared_ptr<Call> call = std::move(c);
+                              call->H = hit.tokens;
+                              try {
+                                Next(call);
+                              } catch (const std::exception& e) {  // on a gRPC thread, which would drop it
+                                call->res.status = InternalError(std::string("placing the request: ") + e.what());
+                                Finish(call);
+                              }
+                              call.reset();
+                              lookups_.Release();
+                            });
 }
 
 void RouterCore::Next(const std::shared_ptr<Call>& c) {

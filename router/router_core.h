@@ -14,10 +14,11 @@
 // to the decoder that served their last turn while it stays warm (a cost in placement, not a pin),
 // and the router remembers who holds the SWA state at which position.
 // Transport stays in node_client/: this class sees token ids, placements and Status.
-// No thread is held while a reply streams: Start does the lookup and the first placement on the
-// caller's thread, then each attempt is an asynchronous Generate call whose tokens and end arrive on
-// gRPC's threads (continuations: tokens -> end -> done, or -> retry / migration, whose health poll
-// and placement run on the `workers` pool). Admission counts from arrival (Admit).
+// No thread is held while a request runs: Start checks and admits it on the caller's thread and
+// starts the prefix lookup (CacheClient::LookupPrefixAsync); its answer places the first attempt on
+// a gRPC thread, and each attempt is an asynchronous Generate call whose tokens and end arrive on
+// gRPC's threads (continuations: lookup -> place -> tokens -> end -> done, or -> retry / migration,
+// whose health poll and placement run on the `workers` pool). Admission counts from arrival (Admit).
 // Thread-safe: mu_ guards the set of in-flight cancels; placing_mu_ makes each placement one step
 // from the loads it reads to the work it adds; the session bindings, the placer and the in-flight
 // counts lock their own.
@@ -46,6 +47,7 @@
 #include "util/cancel_token.h"
 #include "util/thread_pool.h"
 #include "util/mutex.h"
+#include "util/task_group.h"
 #include "util/thread_annotations.h"
 
 namespace ds41 {
@@ -170,8 +172,6 @@ class RouterCore {
   bool WaitIdle(std::chrono::steady_clock::time_point deadline) const;
   void CancelAll(CancelReason reason);
 
-  // H for a prompt under a tenant: the cached prefix of all but its last token.
-  int64_t CachedPrefix(const std::string& tenant_salt, const std::vector<int32_t>& tokens) const;
   const RouterOptions& options() const { return opt_; }
   const Placer& placer() const { return placer_; }
 
@@ -247,6 +247,9 @@ class RouterCore {
   mutable Mutex mu_;
   std::set<std::shared_ptr<CancelToken>> inflight_cancels_ DS41_GUARDED_BY(mu_);  // for CancelAll
   mutable CondVar idle_cv_;  // notified when running_ falls to 0
+  // Prefix lookups whose answer is still to place its request (Hold/Release); last, so destroyed
+  // first: it waits for them, as WaitIdle does for the requests (CancelAll cancels their lookups).
+  TaskGroup lookups_{nullptr};
 };
 
 }  // namespace ds41

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -20,8 +22,10 @@
 #include "rpc/server.h"
 #include "tests/cache/raw_data_client.h"
 #include "tests/cache/test_units.h"
+#include "tests/support/child_process.h"
 #include "tests/support/test_checkpoint.h"
 #include "unit/unit_format.h"
+#include "util/cancel_token.h"
 #include "util/mutex.h"
 #include "util/thread_annotations.h"
 
@@ -231,6 +235,79 @@ TEST_F(CacheClientDataPathTest, AHangingShardCostsOneDeadlineNotOnePerPath) {
   EXPECT_LT(get_took, milliseconds(900));
   EXPECT_LT(put_took, milliseconds(900));
   rpc.server->Shutdown();
+  close(blackhole);
+}
+
+TEST_F(CacheClientDataPathTest, LookupsWaitingOnASilentShardHoldNoThread) {
+  int port = 0;
+  const int blackhole = Listen(&port);  // connects succeed, no HTTP/2 ever: every call runs to its deadline
+  ASSERT_GE(blackhole, 0);
+  std::atomic<int> answered{0}, down{0};  // before the client: it waits for the callbacks that touch them
+  CacheClientOptions o;
+  o.shards = {"127.0.0.1:" + std::to_string(port)};
+  o.deadline = milliseconds(300);
+  o.retries = 1;
+  o.backoff = milliseconds(300);
+  auto client = std::move(CacheClient::Create(o)).value();
+  std::vector<int32_t> tokens(64);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i + 7);
+  // One lookup first: gRPC starts its callback threads (a number that depends on the host's cores)
+  // with the first asynchronous call.
+  EXPECT_EQ(client->LookupPrefix(ns_, tokens, 16).shards_down, 1);
+
+  constexpr int kLookups = 64;
+  const int threads_before = testing::ThreadsOf(getpid());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kLookups; ++i) {
+    client->LookupPrefixAsync(ns_, tokens, 16, nullptr, [&](PrefixHit hit) {
+      down += hit.shards_down;
+      EXPECT_EQ(hit.tokens, 0);
+      ++answered;
+    });
+  }
+  const auto issued = std::chrono::steady_clock::now() - t0;
+  const int threads_calling = testing::ThreadsOf(getpid());
+  EXPECT_EQ(answered.load(), 0) << "a lookup answered before its shard did";
+  EXPECT_LT(issued, milliseconds(250)) << "starting the lookups waited for the shard";
+  // In the backoff between the two attempts (300..600 ms): no thread waits it out either.
+  std::this_thread::sleep_until(t0 + milliseconds(450));
+  const int threads_backing_off = testing::ThreadsOf(getpid());
+  EXPECT_EQ(answered.load(), 0);
+  // A thread per lookup (or per retry's backoff) would be 64 more.
+  EXPECT_LE(threads_calling, threads_before + 2) << threads_before << " -> " << threads_calling;
+  EXPECT_LE(threads_backing_off, threads_before + 2) << threads_before << " -> " << threads_backing_off;
+  while (answered.load() < kLookups && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10))
+    std::this_thread::sleep_for(milliseconds(10));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_EQ(answered.load(), kLookups);
+  EXPECT_EQ(down.load(), kLookups) << "a silent shard counts as down, its units as misses";
+  // Two attempts of one deadline each and the backoff between them, waited on a timer.
+  EXPECT_GE(took, milliseconds(2 * 300 + 300));
+  client.reset();  // no shard call is left to outlive it
+  close(blackhole);
+}
+
+TEST_F(CacheClientDataPathTest, ALookupsCancelTokenEndsItsShardCallsAndRetries) {
+  int port = 0;
+  const int blackhole = Listen(&port);
+  ASSERT_GE(blackhole, 0);
+  std::promise<PrefixHit> answer;
+  CacheClientOptions o;
+  o.shards = {"127.0.0.1:" + std::to_string(port)};
+  o.deadline = milliseconds(2000);
+  o.retries = 2;
+  auto client = std::move(CacheClient::Create(o)).value();
+  auto cancel = std::make_shared<CancelToken>();
+  const auto t0 = std::chrono::steady_clock::now();
+  client->LookupPrefixAsync(ns_, std::vector<int32_t>(64, 9), 16, cancel,
+                            [&answer](PrefixHit hit) { answer.set_value(std::move(hit)); });
+  std::this_thread::sleep_for(milliseconds(100));
+  cancel->Cancel();
+  auto got = answer.get_future();
+  ASSERT_EQ(got.wait_for(std::chrono::seconds(1)), std::future_status::ready) << "the cancel did not end the lookup";
+  EXPECT_EQ(got.get().shards_down, 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(1500)) << "it ran to its deadline";
+  client.reset();
   close(blackhole);
 }
 
