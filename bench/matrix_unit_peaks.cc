@@ -67,6 +67,12 @@ const CpuUnits& Cpu() {
 // no two can be merged. bench/check_peak_loops.py checks the loops in the disassembly.
 #define DS41_CHAINS8(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 #define DS41_CHAINS12(X) DS41_CHAINS8(X) X(8) X(9) X(10) X(11)
+// A loop's body from its DS41_INIT, DS41_STEP and DS41_SUM: the chains, `iters` steps, their sum in s.
+#define DS41_CHAIN_LOOP(CHAINS, T) \
+  CHAINS(DS41_INIT)                \
+  for (int64_t i = 0; i < iters; ++i) { CHAINS(DS41_STEP) } \
+  T s = 0;                         \
+  CHAINS(DS41_SUM)
 
 // 12 independent VDPBF16PS chains (32 multiply-adds each per instruction); a and b are bf16 bit
 // patterns. Returns the sum over chains of lane 0 less its start.
@@ -76,12 +82,7 @@ __attribute__((target("avx512f,avx512bf16"))) float Bf16DotLoop(int64_t iters, u
 #define DS41_INIT(j) __m512 c##j = _mm512_set1_ps(static_cast<float>(j));
 #define DS41_STEP(j) asm("vdpbf16ps %2, %1, %0" : "+v"(c##j) : "v"(a), "v"(b));
 #define DS41_SUM(j) s += _mm512_cvtss_f32(c##j) - static_cast<float>(j);
-  DS41_CHAINS12(DS41_INIT)
-  for (int64_t i = 0; i < iters; ++i) {
-    DS41_CHAINS12(DS41_STEP)
-  }
-  float s = 0;
-  DS41_CHAINS12(DS41_SUM)
+  DS41_CHAIN_LOOP(DS41_CHAINS12, float)
 #undef DS41_INIT
 #undef DS41_STEP
 #undef DS41_SUM
@@ -98,12 +99,7 @@ __attribute__((target("avx512f,avx512vnni"))) int64_t Int8Zmm(int64_t iters, uin
 #define DS41_SUM(j)                  \
   _mm512_store_si512(lanes, c##j); \
   s += lanes[0] - (j);
-  DS41_CHAINS12(DS41_INIT)
-  for (int64_t i = 0; i < iters; ++i) {
-    DS41_CHAINS12(DS41_STEP)
-  }
-  int64_t s = 0;
-  DS41_CHAINS12(DS41_SUM)
+  DS41_CHAIN_LOOP(DS41_CHAINS12, int64_t)
 #undef DS41_INIT
 #undef DS41_STEP
 #undef DS41_SUM
@@ -118,12 +114,7 @@ __attribute__((target("avx2,avxvnni"))) int64_t Int8AvxVnni(int64_t iters, uint8
 #define DS41_SUM(j)                                            \
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), c##j); \
   s += lanes[0] - (j);
-  DS41_CHAINS12(DS41_INIT)
-  for (int64_t i = 0; i < iters; ++i) {
-    DS41_CHAINS12(DS41_STEP)
-  }
-  int64_t s = 0;
-  DS41_CHAINS12(DS41_SUM)
+  DS41_CHAIN_LOOP(DS41_CHAINS12, int64_t)
 #undef DS41_INIT
 #undef DS41_STEP
 #undef DS41_SUM
@@ -146,12 +137,7 @@ __attribute__((target("avx2"))) int64_t Int8Avx2(int64_t iters, uint8_t av, int8
 #define DS41_SUM(j)                                            \
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), c##j); \
   s += lanes[0] - (j);
-  DS41_CHAINS8(DS41_INIT)
-  for (int64_t i = 0; i < iters; ++i) {
-    DS41_CHAINS8(DS41_STEP)
-  }
-  int64_t s = 0;
-  DS41_CHAINS8(DS41_SUM)
+  DS41_CHAIN_LOOP(DS41_CHAINS8, int64_t)
 #undef DS41_INIT
 #undef DS41_STEP
 #undef DS41_SUM
@@ -202,14 +188,10 @@ bool AmxGranted() {
 // compiler barrier before them keeps every store to those ahead of them.
 #define DS41_TILE_BARRIER() asm volatile("" ::: "memory")
 
-// Four independent accumulator tiles cover TDP*'s latency; each instruction is 16 x 16 x (32 bf16 | 64
-// int8) multiply-adds. Tile configuration is per thread, so each call loads its own.
-__attribute__((target("amx-tile,amx-bf16"))) float AmxBf16Loop(int64_t iters) {
+// The peak loops' tiles: accumulators 0-3 zeroed, A in 4 and 5, B in 6 and 7. Tile configuration is
+// per thread, so each loop loads its own.
+__attribute__((target("amx-tile"))) void StartTiles(const void* a, const void* b) {
   const TileConfig cfg = FullTiles();
-  alignas(64) uint16_t a[16 * 32], b[16 * 32];
-  std::fill(a, a + 16 * 32, uint16_t{0x3F80});  // 1.0
-  std::fill(b, b + 16 * 32, uint16_t{0x3380});  // 2^-24: the sums stay finite
-  alignas(64) float c[16 * 16];
   DS41_TILE_BARRIER();
   _tile_loadconfig(&cfg);
   _tile_zero(0);
@@ -220,43 +202,45 @@ __attribute__((target("amx-tile,amx-bf16"))) float AmxBf16Loop(int64_t iters) {
   _tile_loadd(5, a, 64);
   _tile_loadd(6, b, 64);
   _tile_loadd(7, b, 64);
+}
+
+__attribute__((target("amx-tile"))) void EndTiles(void* c) {
+  _tile_stored(0, c, 64);
+  _tile_release();
+  DS41_TILE_BARRIER();
+}
+
+// Four independent accumulator tiles cover TDP*'s latency; each instruction is 16 x 16 x (32 bf16 | 64
+// int8) multiply-adds.
+__attribute__((target("amx-tile,amx-bf16"))) float AmxBf16Loop(int64_t iters) {
+  alignas(64) uint16_t a[16 * 32], b[16 * 32];
+  std::fill(a, a + 16 * 32, uint16_t{0x3F80});  // 1.0
+  std::fill(b, b + 16 * 32, uint16_t{0x3380});  // 2^-24: the sums stay finite
+  alignas(64) float c[16 * 16];
+  StartTiles(a, b);
   for (int64_t i = 0; i < iters; ++i) {
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  _tile_stored(0, c, 64);
-  _tile_release();
-  DS41_TILE_BARRIER();
+  EndTiles(c);
   return c[0];
 }
 
 __attribute__((target("amx-tile,amx-int8"))) int32_t AmxInt8Loop(int64_t iters) {
-  const TileConfig cfg = FullTiles();
   alignas(64) int8_t a[16 * 64], b[16 * 64];
   std::fill(a, a + 16 * 64, int8_t{1});
   std::fill(b, b + 16 * 64, int8_t{1});
   alignas(64) int32_t c[16 * 16];
-  DS41_TILE_BARRIER();
-  _tile_loadconfig(&cfg);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  _tile_loadd(4, a, 64);
-  _tile_loadd(5, a, 64);
-  _tile_loadd(6, b, 64);
-  _tile_loadd(7, b, 64);
+  StartTiles(a, b);
   for (int64_t i = 0; i < iters; ++i) {
     _tile_dpbssd(0, 4, 6);
     _tile_dpbssd(1, 4, 7);
     _tile_dpbssd(2, 5, 6);
     _tile_dpbssd(3, 5, 7);
   }
-  _tile_stored(0, c, 64);
-  _tile_release();
-  DS41_TILE_BARRIER();
+  EndTiles(c);
   return c[0];
 }
 
@@ -270,38 +254,24 @@ void Interleave(const T* b, T* out) {
 }
 
 __attribute__((target("amx-tile,amx-bf16"))) void AmxBf16Tile(const uint16_t* a, const uint16_t* b, float* c) {
-  const TileConfig cfg = FullTiles();
   alignas(64) uint16_t ta[16 * 32], tb[16 * 32];
   std::memcpy(ta, a, sizeof ta);
   Interleave<uint16_t, 2>(b, tb);
   alignas(64) float tc[16 * 16];
-  DS41_TILE_BARRIER();
-  _tile_loadconfig(&cfg);
-  _tile_zero(0);
-  _tile_loadd(4, ta, 64);
-  _tile_loadd(6, tb, 64);
+  StartTiles(ta, tb);
   _tile_dpbf16ps(0, 4, 6);
-  _tile_stored(0, tc, 64);
-  _tile_release();
-  DS41_TILE_BARRIER();
+  EndTiles(tc);
   std::memcpy(c, tc, sizeof tc);
 }
 
 __attribute__((target("amx-tile,amx-int8"))) void AmxInt8Tile(const int8_t* a, const int8_t* b, int32_t* c) {
-  const TileConfig cfg = FullTiles();
   alignas(64) int8_t ta[16 * 64], tb[16 * 64];
   std::memcpy(ta, a, sizeof ta);
   Interleave<int8_t, 4>(b, tb);
   alignas(64) int32_t tc[16 * 16];
-  DS41_TILE_BARRIER();
-  _tile_loadconfig(&cfg);
-  _tile_zero(0);
-  _tile_loadd(4, ta, 64);
-  _tile_loadd(6, tb, 64);
+  StartTiles(ta, tb);
   _tile_dpbssd(0, 4, 6);
-  _tile_stored(0, tc, 64);
-  _tile_release();
-  DS41_TILE_BARRIER();
+  EndTiles(tc);
   std::memcpy(c, tc, sizeof tc);
 }
 #endif
