@@ -248,7 +248,7 @@ bool DataSession::MakeRoom() {
     // Between frames, the next read waits in a small chunk: a pooled connection between requests
     // would otherwise pin a full chunk for as long as it stays open (its store calls keep this one
     // until they end). Clients' pools grow to their peak concurrency, so the cache held 4 MiB per
-    // connection they ever opened (docs/benchmarks.md, "Tenth soak").
+    // connection they ever opened (docs/benchmarks-history.md, "Tenth soak").
     in_.reset();
     unique = false;
   }

@@ -57,7 +57,7 @@ struct DataShared {
   bool AnswersOverBudget() const { return OverBudget(chunk_bytes.load(std::memory_order_relaxed)); }
   std::atomic<int64_t> chunk_bytes{0};  // of held_bytes, in read chunks
   // Full read chunks, apart from malloc's heap: in the heap, each burst of them left the arenas
-  // larger and resident for good (docs/benchmarks.md, "Tenth soak"). Set with the options.
+  // larger and resident for good (docs/benchmarks-history.md, "Tenth soak"). Set with the options.
   std::optional<BlockPool> chunks;
   void PublishChunkPool() const {
     metrics->chunk_pool_bytes.Set(static_cast<double>(chunks->stats().mapped_bytes));

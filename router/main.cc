@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   std::string model_dir, listen = "127.0.0.1:8000", grpc_listen = "127.0.0.1:50050", encoders, decoders, cache, cache_ack_log, api_keys, admin_token_file, metrics_listen,
               model_id = "deepseek-v4.1-flash", max_body = "8M", placement = "cost", cost_profile;
   bool reply_splice = true;
-  double max_queue_s = 2;
+  double max_queue_s = ds41::RouterOptions{}.max_queue_seconds;  // one default, RouterOptions's
   int unit_tokens = 64, max_running = 256, io_threads = 2, workers = 4, poll_ms = 1000, header_timeout_ms = 10000,
       request_timeout_s = 600, grace_s = 20, max_migrations = 2, max_sessions = 100000, max_connections = 10000;
   app.add_option("--model", model_dir, "checkpoint folder (config.json, tokenizer.json)")->required()->envname("DS41_MODEL");

@@ -27,7 +27,7 @@ struct SimRouterOptions {
   int unit_tokens = 64;
   int window = 128;
   size_t max_sessions = 100000;  // RouterOptions::max_sessions
-  double max_queue_seconds = 2;  // RouterOptions::max_queue_seconds (the router's default; 0: no shedding)
+  double max_queue_seconds = 8;  // RouterOptions::max_queue_seconds (the router's default; 0: no shedding)
 };
 
 struct RouteDecision {

@@ -38,7 +38,7 @@ struct SimOptions {
   int router_workers = 3;        // router threads that check, tokenize and place requests (--workers 4, one
                                  // is the caller's); a request frees its worker once placed
   int router_max_running = 256;  // router --max-running
-  double router_max_queue_s = 2;   // router --max-queue-seconds (0: no shedding)
+  double router_max_queue_s = 8;   // router --max-queue-seconds (0: no shedding; the router's default)
   double router_timeout_s = 600;   // router --request-timeout-seconds: the deadline it places against
   size_t max_sessions = 100000;  // session bindings the router keeps
   uint64_t seed = 1;             // placement's random draws

@@ -2,7 +2,7 @@
 // heap), reused most recently given first; a block left idle for longer than `idle_release` goes back
 // to the kernel at the pool's next call. Big transient buffers in malloc's arenas interleave with the
 // small objects that outlive them, so the arenas grow with every burst and keep its pages
-// (docs/benchmarks.md, "Tenth soak"); a pool's resident blocks follow what was in use over the last
+// (docs/benchmarks-history.md, "Tenth soak"); a pool's resident blocks follow what was in use over the last
 // `idle_release`, and meanwhile none is faulted in twice.
 //
 // Thread-safe. Blocks may be given back after the pool is gone only if it outlives them (hold it by

@@ -20,7 +20,7 @@ inline void TuneMallocForLargeBuffers() {
   // The top of a thread arena's heap goes back only as a free leaves more than this there:
   // malloc_trim returns the main heap's top and free chunks in bins, never a thread arena's top,
   // so with a high threshold each arena stayed resident at the highest it ever reached and the
-  // cache's memory rose for good with each burst (docs/benchmarks.md, "Tenth soak"). 16 MiB is
+  // cache's memory rose for good with each burst (docs/benchmarks-history.md, "Tenth soak"). 16 MiB is
   // four of the data path's 4 MiB read chunks. MALLOC_TRIM_THRESHOLD_ in the environment wins.
   if (std::getenv("MALLOC_TRIM_THRESHOLD_") == nullptr) mallopt(M_TRIM_THRESHOLD, kTrimThresholdBytes);
   // One arena per hardware thread instead of glibc's eight: a node's ~100 request threads spread
@@ -30,7 +30,7 @@ inline void TuneMallocForLargeBuffers() {
   // glibc's per-thread caches (tcache: up to 7 freed blocks of each small size, ~240 KB a thread)
   // fill over hours across a node's ~100 threads, outside any budget; only GLIBC_TUNABLES, read
   // before main, turns them off, so the chart and scripts/run.sh set it (tcache_count=0: the
-  // capacity measured the same with and without, docs/benchmarks.md "Ninth soak").
+  // capacity measured the same with and without, docs/benchmarks-history.md "Ninth soak").
   if (std::getenv("MALLOC_ARENA_MAX") == nullptr)
     mallopt(M_ARENA_MAX, static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
 }
