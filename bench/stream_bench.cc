@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -43,14 +42,7 @@ struct ProcSample {
 };
 
 ProcSample ReadProc(pid_t pid) {
-  ProcSample s;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) s.rss_kib = std::stod(line.substr(6));
-    if (line.rfind("Threads:", 0) == 0) s.threads = std::stoi(line.substr(8));
-  }
-  return s;
+  return {ds41::testing::ProcStatus(pid, "VmRSS"), ds41::testing::ThreadsOf(pid)};
 }
 
 double Percentile(std::vector<double> v, double p) {

@@ -8,9 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <future>
-#include <mutex>
 #include <optional>
-#include <thread>
 
 #include "cache.grpc.pb.h"
 #include "cache_client/ack_log.h"
@@ -157,12 +155,12 @@ void CacheClient::ForEachPart(size_t n, const std::function<void(size_t)>& fn) c
   // Every part runs to its end before this returns, whatever another throws (the parts write into
   // the caller's frame); the first exception then reaches the caller, never a pool thread's loop.
   std::exception_ptr first;
-  std::mutex mu;
+  Mutex mu;
   opt_.io->ParallelFor(static_cast<int64_t>(n), [&](int64_t i) {
     try {
       fn(static_cast<size_t>(i));
     } catch (...) {
-      std::lock_guard<std::mutex> l(mu);
+      MutexLock l(&mu);
       if (!first) first = std::current_exception();
     }
   });

@@ -80,14 +80,17 @@ int ChildProcess::Kill(int sig) {
 
 std::string BinaryDir() { return DS41_BINARY_DIR; }
 
-int ThreadsOf(pid_t pid) {
+double ProcStatus(pid_t pid, const std::string& field) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  const std::string key = field + ":";
   std::string line;
   while (std::getline(f, line)) {
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+    if (line.rfind(key, 0) == 0) return std::stod(line.substr(key.size()));
   }
   return -1;
 }
+
+int ThreadsOf(pid_t pid) { return static_cast<int>(ProcStatus(pid, "Threads")); }
 
 double Metric(const std::string& page, const std::string& series) {
   const size_t at = page.find("\n" + series + " ");
