@@ -35,6 +35,7 @@
 #include "bench/decode_batch.h"
 #include "bench/machine_limits.h"
 #include "engine/engine.h"
+#include "engine/kernels/kernels.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/matmul_bf16_dot.h"
 #include "engine/kernels/numerics.h"
@@ -108,6 +109,11 @@ int main(int argc, char** argv) {
   app.add_option("--weight-tiles", tiles, "tile-major weight copy: file, memory or off (row-major kernels)");
   app.add_option("--only", only, "figures to measure, comma separated (decode,prefill,batched,ced,verify; vision "
                  "only when named)");
+  std::vector<std::string> numerics{"canonical"};
+  app.add_option("--fp4-numerics", numerics, "FP4 numerics (canonical, grid: engine/kernels/kernels.h); decode is "
+                 "measured in each, in turn, and the other figures in the first")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"canonical", "grid"}));
   std::string vision_grid;
   app.add_option("--vision-grid", vision_grid, "patch grid HxW of the vision figure (default: the largest square within "
                  "the span cap)");
@@ -147,8 +153,13 @@ int main(int argc, char** argv) {
     return std::string(buf);
   };
 
+  auto use_numerics = [](const std::string& name) {
+    SetFp4Numerics(name == "grid" ? Fp4Numerics::kGrid : Fp4Numerics::kCanonical);
+  };
   // Decode, batch 1.
-  if (want("decode")) {
+  for (const std::string& mode : numerics) {
+    if (!want("decode")) break;
+    use_numerics(mode);
     SequenceState st = SequenceState::Create(c);
     std::vector<float> lg;
     Check(engine.Prefill(&st, {Prompt(32, c.vocab_size, 1), {}, {}}, false, &lg));
@@ -159,9 +170,12 @@ int main(int argc, char** argv) {
     const double t = Seconds(t0) / steps;
     const WorkCounters w = ReadWorkCounters();
     const double bytes = static_cast<double>(w.weight_bytes) / steps;
-    std::printf("decode batch 1: %.1f ms/token, %.1f MB of weights read per token -> %.2f GB/s = %.3f of read bandwidth\n",
-                t * 1e3, bytes / 1e6, bytes / t / 1e9, bytes / t / bw);
+    std::printf("decode batch 1 (%s FP4 numerics): %.1f ms/token, %.1f MB of weights read per token -> %.2f GB/s = "
+                "%.3f of read bandwidth\n",
+                mode.c_str(), t * 1e3, bytes / 1e6, bytes / t / 1e9, bytes / t / bw);
   }
+  use_numerics(numerics.front());
+  std::printf("FP4 numerics for the figures below: %s\n", Fp4NumericsName(Fp4NumericsInUse()));
   // Prefill.
   if (want("prefill")) {
     SequenceState st = SequenceState::Create(c);

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/matmul_bf16_dot.h"
+#include "engine/kernels/matmul_grid.h"
 #include "engine/kernels/numerics.h"
 #include "engine/kernels/vector_ops.h"
 #include "util/thread_pool.h"
@@ -70,7 +73,61 @@ MatmulActs UnquantizedActs(const float* x, int64_t rows, int64_t K, ExponentRang
 }  // namespace
 
 void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool) { Matmul(Acts(a), Fp8W(w), y, pool); }
-void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* pool) { Matmul(Acts(a), Fp4W(w), y, pool); }
+namespace {
+std::atomic<Fp4Numerics> g_fp4_numerics{[] {
+  const char* e = std::getenv("DS41_FP4_NUMERICS");
+  return e != nullptr && std::string_view(e) == "grid" ? Fp4Numerics::kGrid : Fp4Numerics::kCanonical;
+}()};
+}  // namespace
+
+Fp4Numerics Fp4NumericsInUse() { return g_fp4_numerics.load(std::memory_order_relaxed); }
+void SetFp4Numerics(Fp4Numerics n) { g_fp4_numerics.store(n, std::memory_order_relaxed); }
+const char* Fp4NumericsName(Fp4Numerics n) { return n == Fp4Numerics::kGrid ? "grid" : "canonical"; }
+
+namespace {
+// n code values on the grid (code * 64 is exact; + 0.0f turns -0 into +0); whether all are finite.
+bool GridValues(const float* codes, size_t n, float* out) {
+  bool finite = true;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = std::nearbyint(codes[i] * grid::kScale) + 0.0f;
+    finite &= std::isfinite(codes[i]);
+  }
+  return finite;
+}
+void GridScales(const std::vector<float>& scales, float* out) {
+  for (size_t i = 0; i < scales.size(); ++i) out[i] = scales[i] / grid::kScale;
+}
+}  // namespace
+
+bool ToFp4Grid(const QuantActs& a, QuantActs* grid) {
+  grid->rows = a.rows;
+  grid->cols = a.cols;
+  grid->codes.resize(a.codes.size());
+  grid->scales.resize(a.scales.size());
+  grid->bf16_pairs.clear();
+  GridScales(a.scales, grid->scales.data());
+  return GridValues(a.codes.data(), a.codes.size(), grid->codes.data());
+}
+
+void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* pool) {
+  if (Fp4NumericsInUse() == Fp4Numerics::kCanonical) {
+    Matmul(Acts(a), Fp4W(w), y, pool);
+    return;
+  }
+  thread_local ThreadScratch<float> values, scales;
+  thread_local ThreadScratch<uint32_t> pairs;
+  values.resize(a.codes.size());
+  scales.resize(a.scales.size());
+  const bool finite = GridValues(a.codes.data(), a.codes.size(), values.data());
+  GridScales(a.scales, scales.data());
+  MatmulActs acts{values.data(), scales.data(), a.rows};
+  if (finite && a.rows < bf16dot::kMinRows && grid::KernelSupported()) {
+    pairs.resize(static_cast<size_t>(a.rows * a.cols / 2));
+    grid::PackActs(values.data(), a.rows, a.cols, pairs.data());
+    acts.grid_pairs = pairs.data();
+  }
+  Matmul(acts, Fp4W(w), y, pool);
+}
 void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, ThreadPool* pool) {
   Matmul(UnquantizedActs(x, rows, w.cols, w.exponents, pool), Bf16W(w), y, pool);
 }

@@ -31,12 +31,26 @@ inline constexpr int64_t kParallelGrain = 1 << 16;
 // REQUIRES: cols % 32 == 0. Spread over `pool` by rows when given; the result does not depend on it.
 void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, ThreadPool* pool = nullptr);
 
+// How Lin8 multiplies activations with FP4 weights: kCanonical, the canonical order on the E4M3
+// codes; kGrid, the codes rounded to multiples of 1/64 first (engine/kernels/matmul_grid.h), which
+// makes every block sum exact and lets the integer decode kernel run, at other bits than canonical
+// (docs/numerics.md). Process-wide; the start value is the environment's DS41_FP4_NUMERICS ("grid",
+// else canonical). Both are independent of SIMD target, thread count and batch.
+enum class Fp4Numerics { kCanonical, kGrid };
+Fp4Numerics Fp4NumericsInUse();
+void SetFp4Numerics(Fp4Numerics n);
+const char* Fp4NumericsName(Fp4Numerics n);
+
+// `a` on the FP4 grid: codes * 64 rounded to nearest even (zeros +0), scales / 64. Returns whether
+// every value is finite.
+bool ToFp4Grid(const QuantActs& a, QuantActs* grid);
+
 // The matmuls below are SIMD-dispatched (engine/kernels/matmul.h) and spread over `pool` (null: the calling
 // thread only); results are identical for any target and any thread count.
 
 // Lin8 with FP8 weights: y[r, n] = sum_b ((sum_{k in b} a_rk w_nk) * sa_rb) * sw_nb   (fp32, unrounded).
 void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool);
-// Lin8 with MXFP4 weights (same form, one weight scale per row and 32-block).
+// Lin8 with MXFP4 weights (same form, one weight scale per row and 32-block), in the Fp4Numerics in use.
 void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* pool);
 // bf16 weights against bf16-valued activations (LinBF, and Lin32 whose inputs are bf16 values).
 void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, ThreadPool* pool);
@@ -45,7 +59,8 @@ void MatMulFp8Unquantized(const float* x, int64_t rows, const Fp8Linear& w, floa
 // fp32 weights (hc_*_fn): products are not exact in fp32, so accumulate in fp64 and round once.
 void MatMulF32Fp64(const float* x, int64_t rows, const F32View& w, float* y, ThreadPool* pool);
 
-// Scalar references of the same arithmetic, for tests of the SIMD paths.
+// Scalar references of the same arithmetic, for tests of the SIMD paths (canonical numerics; the
+// grid's are MatMulFp4 on ToFp4Grid's activations).
 namespace reference {
 void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y);
 void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y);

@@ -74,6 +74,16 @@ def _e4m3_table():
 
 
 E4M3 = _e4m3_table()
+# The engine's FP4 numerics (engine/kernels/kernels.h Fp4Numerics), from the same environment variable
+# (DS41_ORACLE_FP4_NUMERICS overrides it, for the test that the check tells them apart): "grid" rounds
+# Lin8's activation codes to multiples of 1/64 before MXFP4 matmuls.
+FP4_GRID = os.environ.get("DS41_ORACLE_FP4_NUMERICS", os.environ.get("DS41_FP4_NUMERICS")) == "grid"
+
+
+class Fp4Weights(tuple):
+    """(E2M1 values, scales) of an MXFP4 linear: lin8 knows them by this type."""
+
+
 E2M1 = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=F32)
 
 
@@ -111,7 +121,7 @@ class Weights:
         by = torch.from_numpy(b.astype(np.int64)).reshape(shape)
         vals = torch.stack([E2M1[by & 15], E2M1[by >> 4]], dim=-1).reshape(shape[0], shape[1] * 2)
         sdt, sshape, sb = self.raw[name[: -len(".weight")] + ".scale"]
-        return vals, e8m0(torch.from_numpy(sb.astype(np.int64))).reshape(sshape)
+        return Fp4Weights((vals, e8m0(torch.from_numpy(sb.astype(np.int64))).reshape(sshape)))
 
     def engram_rows(self, name, rows):
         """Dequantized Engram table rows (FP8 with per-row 32-channel scales) as bf16 values."""
@@ -265,6 +275,8 @@ def lin8(x, wq):
     codes_w, sw = wq
     _, xv, sx, _ = qdq8(x)
     xc = xv.reshape(x.shape[0], -1, 32) / sx.unsqueeze(-1)  # exact: back to the codes' values
+    if FP4_GRID and isinstance(wq, Fp4Weights):
+        xc = torch.round(xc * 64) / 64 + 0.0  # half to even, as the engine; -0 becomes +0
     N, K = codes_w.shape
     if sw.shape[0] != N:  # 32x32 tiles -> per row
         sw = sw.repeat_interleave(32, dim=0)[:N]

@@ -1,0 +1,201 @@
+// The FP4 grid numerics (matmul_grid.h): every target, thread count, batch and the integer kernel
+// give the reference's bits on the grid's activations, and they stay close to the canonical ones.
+#include "engine/kernels/matmul_grid.h"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "engine/kernels/kernels.h"
+#include "engine/kernels/numerics.h"
+#include "engine/loading/weight_tiles.h"
+#include "util/thread_pool.h"
+
+namespace ds41 {
+namespace {
+
+// Random FP4 weights (row-major, tile-major, tile-major scales) of n x k.
+struct Fp4Weights {
+  std::vector<uint8_t> packed, scales, tiles, tile_scales;
+  int64_t n, k;
+  Fp4Weights(std::mt19937& rng, int64_t rows, int64_t cols) : n(rows), k(cols) {
+    packed.resize(static_cast<size_t>(n * k / 2));
+    for (auto& b : packed) b = static_cast<uint8_t>(rng());
+    scales.resize(static_cast<size_t>(n * k / 32));
+    for (auto& s : scales) s = static_cast<uint8_t>(120 + rng() % 10);
+    Pack();
+  }
+  void Pack() {
+    tiles.resize(static_cast<size_t>(Fp4TilesBytes(n, k)));
+    tile_scales.resize(static_cast<size_t>(Fp4ScaleTilesBytes(n, k)));
+    PackFp4Tiles(packed.data(), n, k, tiles.data());
+    PackFp4ScaleTiles(scales.data(), n, k, tile_scales.data());
+  }
+  Fp4Linear RowMajor() const { return {packed.data(), scales.data(), n, k}; }
+  Fp4Linear TileMajor() const { return {packed.data(), scales.data(), n, k, tiles.data(), tile_scales.data()}; }
+};
+
+QuantActs RandomActs(std::mt19937& rng, int64_t m, int64_t k) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (auto& v : x) v = RoundBf16(d(rng));
+  QuantActs qa;
+  QuantizeActs(x.data(), m, k, &qa);
+  return qa;
+}
+
+double RelL2(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - ref[i]) * (static_cast<double>(a[i]) - ref[i]);
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+struct Case {
+  int64_t m, n, k;
+};
+
+class GridTest : public ::testing::TestWithParam<Case> {
+ protected:
+  void TearDown() override {
+    SetFp4Numerics(Fp4Numerics::kCanonical);
+    hwy::SetSupportedTargetsForTest(0);
+  }
+};
+
+TEST_P(GridTest, EveryTargetThreadCountAndLayoutGivesTheReferenceBitsOnTheGrid) {
+  const Case c = GetParam();
+  std::mt19937 rng(static_cast<uint32_t>(c.m * 7919 + c.n * 31 + c.k));
+  const QuantActs qa = RandomActs(rng, c.m, c.k);
+  const Fp4Weights w(rng, c.n, c.k);
+  QuantActs g;
+  ASSERT_TRUE(ToFp4Grid(qa, &g));
+  const size_t out = static_cast<size_t>(c.m * c.n);
+  std::vector<float> ref(out), canonical(out);
+  reference::MatMulFp4(g, w.RowMajor(), ref.data());
+  reference::MatMulFp4(qa, w.RowMajor(), canonical.data());
+  // Close to the canonical numerics (equal unless a code below 1/8 is off the grid).
+  EXPECT_LT(RelL2(ref, canonical), 1e-4);
+
+  SetFp4Numerics(Fp4Numerics::kGrid);
+  ThreadPool pool3(3);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
+      std::vector<float> y(out), yt(out);
+      MatMulFp4(qa, w.RowMajor(), y.data(), pool);
+      MatMulFp4(qa, w.TileMajor(), yt.data(), pool);
+      const std::string where = std::string(hwy::TargetName(target)) + (pool ? " threads=3" : " threads=1");
+      EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), out * 4)) << "row-major " << where;
+      EXPECT_EQ(0, std::memcmp(yt.data(), ref.data(), out * 4)) << "tile-major " << where;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GridTest,
+                         ::testing::Values(Case{1, 64, 64}, Case{1, 144, 256}, Case{2, 64, 96}, Case{3, 130, 32},
+                                           Case{4, 64, 64}, Case{5, 128, 64}, Case{7, 64, 160},
+                                           // blocks of 8+ rows (the FMA kernels on grid values)
+                                           Case{8, 64, 64}, Case{13, 70, 96}, Case{70, 64, 64},
+                                           Case{5, 128, 256}, Case{3, 256, 128}, Case{4, 128, 256}));
+
+// A row's result does not depend on the rows beside it: each row alone equals its row in a batch of
+// 1..13 (decode chunks of 4, 3, 2, 1 and the 8+ row kernels).
+TEST_F(GridTest, ARowsBitsDoNotDependOnItsBatch) {
+  std::mt19937 rng(11);
+  constexpr int64_t n = 128, k = 128, kRows = 13;
+  const QuantActs all = RandomActs(rng, kRows, k);
+  const Fp4Weights w(rng, n, k);
+  SetFp4Numerics(Fp4Numerics::kGrid);
+  std::vector<float> alone(static_cast<size_t>(kRows * n));
+  for (int64_t r = 0; r < kRows; ++r) {
+    QuantActs one;
+    one.rows = 1;
+    one.cols = k;
+    one.codes.assign(all.codes.begin() + r * k, all.codes.begin() + (r + 1) * k);
+    one.scales.assign(all.scales.begin() + r * (k / 32), all.scales.begin() + (r + 1) * (k / 32));
+    MatMulFp4(one, w.TileMajor(), alone.data() + r * n, nullptr);
+  }
+  for (int64_t rows = 1; rows <= kRows; ++rows) {
+    QuantActs batch = all;
+    batch.rows = rows;
+    batch.codes.resize(static_cast<size_t>(rows * k));
+    batch.scales.resize(static_cast<size_t>(rows * (k / 32)));
+    std::vector<float> y(static_cast<size_t>(rows * n));
+    MatMulFp4(batch, w.TileMajor(), y.data(), nullptr);
+    EXPECT_EQ(0, std::memcmp(y.data(), alone.data(), y.size() * 4)) << rows << " rows";
+  }
+}
+
+// The integer kernel alone (where the CPU has it) against the reference on the grid, zero-sum blocks
+// included: all-zero activations give -0 against all-negative weights and +0 against mixed ones.
+TEST_F(GridTest, TheIntegerKernelGivesTheReferenceBitsSignedZerosIncluded) {
+  if (!grid::KernelSupported()) GTEST_SKIP() << "skipped: no AVX512-VBMI and AVX512-VNNI";
+  std::mt19937 rng(5);
+  constexpr int64_t n = 64, k = 128;
+  Fp4Weights w(rng, n, k);
+  // Rows 0..15: codes 0xA (-1.0) only; row 16: 0 (+0) and 8 (-0) only.
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t j = 0; j < k / 2; ++j) w.packed[static_cast<size_t>(r * k / 2 + j)] = 0xAA;
+  for (int64_t j = 0; j < k / 2; ++j) w.packed[static_cast<size_t>(16 * k / 2 + j)] = 0x80;
+  w.Pack();
+  for (int rows = 1; rows <= grid::kRows; ++rows) {
+    QuantActs qa = RandomActs(rng, rows, k);
+    // Row 0's first block zero (a zero-sum block for every weight row), the rest random.
+    for (int64_t i = 0; i < 32; ++i) qa.codes[static_cast<size_t>(i)] = 0.0f;
+    QuantActs g;
+    ASSERT_TRUE(ToFp4Grid(qa, &g));
+    std::vector<float> ref(static_cast<size_t>(rows * n)), y(ref.size());
+    reference::MatMulFp4(g, w.RowMajor(), ref.data());
+    std::vector<uint32_t> pairs(static_cast<size_t>(rows * k / 2));
+    grid::PackActs(g.codes.data(), rows, k, pairs.data());
+    grid::DecodeFp4Group(rows, pairs.data(), g.codes.data(), g.scales.data(), k, w.tiles.data(), w.tile_scales.data(),
+                         y.data());
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4)) << rows << " rows";
+  }
+  // All-zero activations: -0 for the all-negative rows, +0 for row 16 (a -0 and +0 mix) and the rest.
+  QuantActs zero = RandomActs(rng, 1, k);
+  std::fill(zero.codes.begin(), zero.codes.end(), 0.0f);
+  QuantActs g;
+  ASSERT_TRUE(ToFp4Grid(zero, &g));
+  std::vector<float> ref(n), y(n);
+  reference::MatMulFp4(g, w.RowMajor(), ref.data());
+  ASSERT_TRUE(std::signbit(ref[0]));
+  ASSERT_FALSE(std::signbit(ref[16]));
+  std::vector<uint32_t> pairs(static_cast<size_t>(k / 2));
+  grid::PackActs(g.codes.data(), 1, k, pairs.data());
+  grid::DecodeFp4Group(1, pairs.data(), g.codes.data(), g.scales.data(), k, w.tiles.data(), w.tile_scales.data(), y.data());
+  EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4));
+}
+
+// The grid moves a code by at most half its step (1/128), keeps the scale's power of two exact, and
+// a non-finite code is reported.
+TEST_F(GridTest, TheGridRoundsCodesByAtMostHalfAStep) {
+  std::mt19937 rng(3);
+  QuantActs qa = RandomActs(rng, 4, 256);
+  QuantActs g;
+  ASSERT_TRUE(ToFp4Grid(qa, &g));
+  for (size_t i = 0; i < qa.codes.size(); ++i) {
+    EXPECT_LE(std::fabs(g.codes[i] / grid::kScale - qa.codes[i]), 1.0f / 128) << i;
+    EXPECT_EQ(g.codes[i], std::nearbyint(g.codes[i]));
+    EXPECT_LE(std::fabs(g.codes[i]), 448.0f * grid::kScale);
+  }
+  for (size_t i = 0; i < qa.scales.size(); ++i) EXPECT_EQ(g.scales[i] * grid::kScale, qa.scales[i]);
+  // A code off the grid (5 * 2^-8 -> 1.25 / 64) moves to its nearest even step, -0 to +0.
+  qa.codes[5] = 5.0f / 256;
+  qa.codes[6] = -0.0f;
+  ASSERT_TRUE(ToFp4Grid(qa, &g));
+  EXPECT_EQ(g.codes[5], 1.0f);
+  EXPECT_FALSE(std::signbit(g.codes[6]));
+  qa.codes[7] = std::nanf("");
+  EXPECT_FALSE(ToFp4Grid(qa, &g));
+}
+
+}  // namespace
+}  // namespace ds41
