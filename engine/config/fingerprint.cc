@@ -7,9 +7,10 @@
 
 namespace ds41 {
 
-std::string ModelFingerprint(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint) {
+std::string ModelFingerprint(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint, Fp4Numerics numerics) {
   Sha256 h;
   h.Update(config.ToJson());
+  if (numerics != Fp4Numerics::kCanonical) h.Update(std::string("fp4-numerics ") + Fp4NumericsName(numerics) + "\n");
   std::vector<const TensorView*> views;
   for (const auto& [name, v] : checkpoint.tensors()) views.push_back(&v);
   std::sort(views.begin(), views.end(), [](const TensorView* a, const TensorView* b) { return a->name < b->name; });
@@ -25,7 +26,8 @@ StatusOr<ModelIdentity> ReadModelIdentity(const std::string& dir) {
   ModelIdentity id;
   DS41_ASSIGN_OR_RETURN(id.config, ModelConfig::FromFile(dir + "/config.json"));
   DS41_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::Open(dir));
-  id.fingerprint = ModelFingerprint(id.config, ckpt);
+  DS41_ASSIGN_OR_RETURN(const Fp4Numerics numerics, Fp4NumericsFromEnvironment());
+  id.fingerprint = ModelFingerprint(id.config, ckpt, numerics);
   return id;
 }
 

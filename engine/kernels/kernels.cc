@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
-#include <string_view>
 
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/matmul_bf16_dot.h"
@@ -75,14 +73,13 @@ MatmulActs UnquantizedActs(const float* x, int64_t rows, int64_t K, ExponentRang
 void MatMulFp8(const QuantActs& a, const Fp8Linear& w, float* y, ThreadPool* pool) { Matmul(Acts(a), Fp8W(w), y, pool); }
 namespace {
 std::atomic<Fp4Numerics> g_fp4_numerics{[] {
-  const char* e = std::getenv("DS41_FP4_NUMERICS");
-  return e != nullptr && std::string_view(e) == "grid" ? Fp4Numerics::kGrid : Fp4Numerics::kCanonical;
+  const StatusOr<Fp4Numerics> n = Fp4NumericsFromEnvironment();
+  return n.ok() ? *n : Fp4Numerics::kCanonical;
 }()};
 }  // namespace
 
 Fp4Numerics Fp4NumericsInUse() { return g_fp4_numerics.load(std::memory_order_relaxed); }
 void SetFp4Numerics(Fp4Numerics n) { g_fp4_numerics.store(n, std::memory_order_relaxed); }
-const char* Fp4NumericsName(Fp4Numerics n) { return n == Fp4Numerics::kGrid ? "grid" : "canonical"; }
 
 namespace {
 // n code values on the grid (code * 64 is exact; + 0.0f turns -0 into +0); whether all are finite.

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/config/fp4_numerics.h"
 #include "engine/loading/weights.h"
 
 namespace ds41 {
@@ -31,15 +32,12 @@ inline constexpr int64_t kParallelGrain = 1 << 16;
 // REQUIRES: cols % 32 == 0. Spread over `pool` by rows when given; the result does not depend on it.
 void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, ThreadPool* pool = nullptr);
 
-// How Lin8 multiplies activations with FP4 weights: kCanonical, the canonical order on the E4M3
-// codes; kGrid, the codes rounded to multiples of 1/64 first (engine/kernels/matmul_grid.h), which
-// makes every block sum exact and lets the integer decode kernel run, at other bits than canonical
-// (docs/numerics.md). Process-wide; the start value is the environment's DS41_FP4_NUMERICS ("grid",
-// else canonical). Both are independent of SIMD target, thread count and batch.
-enum class Fp4Numerics { kCanonical, kGrid };
+// How Lin8 multiplies activations with FP4 weights (engine/config/fp4_numerics.h): the grid makes
+// every block sum exact and lets the integer decode kernel run, at other bits than canonical
+// (docs/numerics.md). Process-wide; the start value is the environment's (canonical where it is not
+// valid: Model::Open refuses that). Both are independent of SIMD target, thread count and batch.
 Fp4Numerics Fp4NumericsInUse();
 void SetFp4Numerics(Fp4Numerics n);
-const char* Fp4NumericsName(Fp4Numerics n);
 
 // `a` on the FP4 grid: codes * 64 rounded to nearest even (zeros +0), scales / 64. Returns whether
 // every value is finite.

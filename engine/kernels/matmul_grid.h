@@ -1,6 +1,6 @@
 // FP4 "grid" numerics: Lin8's activation code values rounded to multiples of 1/64 (the QDQ8
 // scale divided by 64 to match), so that against FP4 weights every product is a multiple of 1/128
-// below 2^19 and every 32-block sum is exact in fp32 (|sum| * 2 < 2^24). The block sums therefore
+// and every 32-block sum is exact in fp32 (below 2^24 of those units). The block sums therefore
 // do not depend on summation order: the FMA kernels, any SIMD target, any batch and the scalar
 // reference give the same bits, and so does the integer kernel below, which sums the blocks with
 // VPDPWSSD (int16 pairs) at about twice the bytes per cycle of the FMA decode path. The price

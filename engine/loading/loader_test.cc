@@ -2,11 +2,14 @@
 // crashes: missing, misnamed and mis-shaped tensors, truncated shards, broken headers and configs.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/loading/model.h"
+#include "engine/config/fingerprint.h"
+#include "engine/kernels/kernels.h"
 #include "engine/config/presets.h"
 #include "tests/support/test_checkpoint.h"
 #include "util/mapped_file.h"
@@ -63,6 +66,31 @@ TEST_F(LoaderTest, IntactCheckpointOpens) {
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ((*m)->config().n_layers, 8);
   EXPECT_EQ((*m)->fingerprint().size(), 64u);
+}
+
+// The FP4 numerics are part of the model's identity: nodes that differ in them get different
+// fingerprints (so the router refuses the odd one and their cache units stay apart), the router's
+// reading of the identity agrees with the node's, and a value that is not one is refused.
+TEST_F(LoaderTest, TheFingerprintCoversTheFp4Numerics) {
+  auto canonical = Model::Open(dir_);
+  ASSERT_TRUE(canonical.ok()) << canonical.status().ToString();
+  SetFp4Numerics(Fp4Numerics::kGrid);
+  auto grid = Model::Open(dir_);
+  SetFp4Numerics(Fp4Numerics::kCanonical);
+  ASSERT_TRUE(grid.ok()) << grid.status().ToString();
+  EXPECT_NE((*canonical)->fingerprint(), (*grid)->fingerprint());
+  auto id = ReadModelIdentity(dir_);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(id->fingerprint, (*canonical)->fingerprint());
+
+  ASSERT_EQ(0, setenv("DS41_FP4_NUMERICS", "grid", 1));
+  id = ReadModelIdentity(dir_);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(id->fingerprint, (*grid)->fingerprint());
+  ASSERT_EQ(0, setenv("DS41_FP4_NUMERICS", "gird", 1));
+  ExpectRefused({"DS41_FP4_NUMERICS=\"gird\"", "canonical or grid"});
+  EXPECT_FALSE(ReadModelIdentity(dir_).ok());
+  ASSERT_EQ(0, unsetenv("DS41_FP4_NUMERICS"));
 }
 
 TEST_F(LoaderTest, MissingTensorIsNamed) {

@@ -1,6 +1,7 @@
 #include "engine/loading/model.h"
 
 #include "engine/config/fingerprint.h"
+#include "engine/kernels/kernels.h"
 #include "engine/loading/engram_token_map.h"
 
 namespace ds41 {
@@ -20,7 +21,10 @@ StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& dir, const Model
   m->rope_plain_ = RopeTable(m->config_, /*yarn=*/false);
   m->rope_yarn_ = RopeTable(m->config_, /*yarn=*/true);
 
-  m->fingerprint_ = ModelFingerprint(m->config_, m->ckpt_);
+  // The numerics the kernels run, which start as the environment's: a value there that is not one is
+  // refused here rather than served as canonical.
+  DS41_RETURN_IF_ERROR(Fp4NumericsFromEnvironment().status());
+  m->fingerprint_ = ModelFingerprint(m->config_, m->ckpt_, Fp4NumericsInUse());
   return m;
 }
 

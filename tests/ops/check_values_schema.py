@@ -72,6 +72,7 @@ typos = {
     "bad byte size": {"cacheService": {"capacity": "lots"}},
     "bad port": {"router": {"httpPort": 70000}},
     "bad fingerprint": {"model": {"fingerprint": "abc"}},
+    "unknown FP4 numerics": {"model": {"fp4Numerics": "fast"}},
     "zero shards": {"cacheService": {"replicas": 0}},
     "string replicas": {"decoder": {"replicas": "2"}},
     "api key without salt": {"auth": {"apiKeys": [{"tenant": "a", "key": "sk-0123456789"}]}},
