@@ -118,7 +118,9 @@ void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* poo
   const bool finite = GridValues(a.codes.data(), a.codes.size(), values.data());
   GridScales(a.scales, scales.data());
   MatmulActs acts{values.data(), scales.data(), a.rows};
-  if (finite && a.rows < bf16dot::kMinRows && grid::KernelSupported()) {
+  // The integer kernel for every row count: for 8+ rows it re-reads a group's weights from cache per 4
+  // rows, and still ran prefill 1.17-1.20x faster than the FMA kernels on the grid (AMD EPYC Zen 4).
+  if (finite && grid::KernelSupported()) {
     pairs.resize(static_cast<size_t>(a.rows * a.cols / 2));
     grid::PackActs(values.data(), a.rows, a.cols, pairs.data());
     acts.grid_pairs = pairs.data();

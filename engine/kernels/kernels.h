@@ -33,7 +33,7 @@ inline constexpr int64_t kParallelGrain = 1 << 16;
 void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, ThreadPool* pool = nullptr);
 
 // How Lin8 multiplies activations with FP4 weights (engine/config/fp4_numerics.h): the grid makes
-// every block sum exact and lets the integer decode kernel run, at other bits than canonical
+// every block sum exact and lets the integer kernel run, at other bits than canonical
 // (docs/numerics.md). Process-wide; the start value is the environment's (canonical where it is not
 // valid: Model::Open refuses that). Both are independent of SIMD target, thread count and batch.
 Fp4Numerics Fp4NumericsInUse();

@@ -24,7 +24,7 @@ struct MatmulActs {
   // kernels, which flush subnormals, then give the canonical bits. Required with `bf16_pairs`.
   bool dot_exact = false;
   // Optional: `values` are FP4-grid integers (engine/kernels/matmul_grid.h), packed here as its int16
-  // pairs for the integer decode kernel (FP4 tile-major weights, 1-7 rows, CPUs that have it).
+  // pairs for the integer kernel (FP4 tile-major weights with tile-major scales, CPUs that have it).
   const uint32_t* grid_pairs = nullptr;
 };
 

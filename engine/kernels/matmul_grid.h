@@ -25,7 +25,7 @@ bool KernelSupported();
 // first in the low half.
 void PackActs(const float* values, int64_t rows, int64_t K, uint32_t* pairs);
 
-// Up to kRows activation rows (pairs at pairs + i * K / 2, their grid values at values + i * K,
+// Up to kRows activation rows (the matmul calls it for every 4 rows of any count) (pairs at pairs + i * K / 2, their grid values at values + i * K,
 // scales at xs + i * K / 32) against one group of four tile-major FP4 tiles with tile-major scales
 // (engine/loading/weight_tiles.h, as bf16dot::DecodeFp4Group takes them). y[i * 64 + c]: the grid
 // numerics' result, the bits of the canonical order on these values (signed zeros included).

@@ -566,23 +566,26 @@ HWY_ATTR void DecodeRowsTiles(const MatmulActs& a, const MatmulWeights& w, int64
 HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t group, float* Y) {
   const int64_t tiles = (w.n + kTileRows - 1) / kTileRows;
   const int64_t t0 = group * kTilesPerGroup, t1 = std::min(tiles, t0 + kTilesPerGroup);
+#if DS41_BF16_DOT_TARGET
+  // FP4-grid activations packed for the integer kernel (only where the CPU has it), any row count:
+  // its bits are the FMA kernels' on the same values (matmul_grid.h), which the other targets run.
+  if (a.grid_pairs != nullptr && w.format == MatmulWeights::kFp4 && w.tiles != nullptr && w.tile_scales != nullptr &&
+      t1 - t0 == kTilesPerGroup) {
+    static_assert(kTilesPerGroup * kTileRows == 64, "the kernel takes groups of four tiles");
+    const int64_t nb = w.k / 32, n0 = t0 * kTileRows, cnt = std::min<int64_t>(64, w.n - n0);
+    alignas(64) float out[grid::kRows * 64];
+    for (int64_t r = 0; r < a.rows; r += grid::kRows) {
+      const int rows = static_cast<int>(std::min<int64_t>(grid::kRows, a.rows - r));
+      grid::DecodeFp4Group(rows, a.grid_pairs + r * (w.k / 2), a.values + r * w.k, a.scales + r * nb, w.k,
+                           w.tiles + t0 * nb * kFp4TileBytes, w.tile_scales + t0 * nb * kTileRows, out);
+      for (int i = 0; i < rows; ++i)
+        std::memcpy(Y + (r + i) * w.n + n0, out + i * 64, static_cast<size_t>(cnt) * sizeof(float));
+    }
+    return;
+  }
+#endif
   if (a.rows < kDirectRows && w.tiles != nullptr && t1 - t0 == kTilesPerGroup) {
 #if DS41_BF16_DOT_TARGET
-    // FP4-grid activations packed for the integer kernel (only where the CPU has it): its bits are the
-    // FMA kernels' on the same values (matmul_grid.h), which the other targets run.
-    if (a.grid_pairs != nullptr && w.format == MatmulWeights::kFp4 && w.tile_scales != nullptr) {
-      static_assert(kTilesPerGroup * kTileRows == 64, "the kernel takes groups of four tiles");
-      const int64_t nb = w.k / 32, n0 = t0 * kTileRows, cnt = std::min<int64_t>(64, w.n - n0);
-      alignas(64) float out[grid::kRows * 64];
-      for (int64_t r = 0; r < a.rows; r += grid::kRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(grid::kRows, a.rows - r));
-        grid::DecodeFp4Group(rows, a.grid_pairs + r * (w.k / 2), a.values + r * w.k, a.scales + r * nb, w.k,
-                             w.tiles + t0 * nb * kFp4TileBytes, w.tile_scales + t0 * nb * kTileRows, out);
-        for (int i = 0; i < rows; ++i)
-          std::memcpy(Y + (r + i) * w.n + n0, out + i * 64, static_cast<size_t>(cnt) * sizeof(float));
-      }
-      return;
-    }
     // Activations the VDPBF16PS kernels are exact for (E4M3 code values, or bf16 values checked by
     // the caller) against FP8, FP4 or bf16 weights: the VDPBF16PS decode kernels.
     const bool fp4 = w.format == MatmulWeights::kFp4 && w.tile_scales != nullptr;
