@@ -109,9 +109,9 @@ int main(int argc, char** argv) {
   app.add_option("--weight-tiles", tiles, "tile-major weight copy: file, memory or off (row-major kernels)");
   app.add_option("--only", only, "figures to measure, comma separated (decode,prefill,batched,ced,verify; vision "
                  "only when named)");
-  std::vector<std::string> numerics{"canonical"};
-  app.add_option("--fp4-numerics", numerics, "FP4 numerics (canonical, grid: engine/kernels/kernels.h); decode is "
-                 "measured in each, in turn, and the other figures in the first")
+  std::vector<std::string> numerics{Fp4NumericsName(Fp4NumericsInUse())};  // (DS41_FP4_NUMERICS, as the nodes)
+  app.add_option("--fp4-numerics", numerics, "FP4 numerics (canonical, grid: engine/kernels/kernels.h; default the "
+                 "environment's); decode is measured in each, in turn, and the other figures in the first")
       ->delimiter(',')
       ->check(CLI::IsMember({"canonical", "grid"}));
   std::string vision_grid;

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <thread>
 
+#include "engine/kernels/kernels.h"
 #include "engine/kernels/matmul.h"
 #include "serving/node_runtime.h"
 
@@ -65,7 +66,10 @@ int SetUpNode(const std::string& name, const NodeFlags& f, NodeSetup* out) {
   }
   out->model = std::move(*model);
   out->cache = std::move(*cache);
-  std::cerr << name << ": matmul kernels " << ChooseMatmulKernels(out->compute.get()) << "\n";
+  std::cerr << name << ": matmul kernels " << ChooseMatmulKernels(out->compute.get()) << "; FP4 numerics "
+            << Fp4NumericsName(Fp4NumericsInUse())
+            << (Fp4NumericsInUse() == Fp4Numerics::kGrid && !Fp4GridKernelSupported() ? " (FMA kernels: no AVX512-VBMI/VNNI)" : "")
+            << ", fingerprint " << out->model->fingerprint().substr(0, 12) << "\n";
   return 0;
 }
 

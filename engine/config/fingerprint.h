@@ -17,7 +17,7 @@ namespace ds41 {
 // tensor (norms, biases, mHC parameters): two checkpoints that differ in shape or seed differ here.
 // The FP4 grid numerics are covered too (the canonical ones leave the digest as it always was).
 std::string ModelFingerprint(const ModelConfig& config, const SafetensorsCheckpoint& checkpoint,
-                             Fp4Numerics numerics = Fp4Numerics::kCanonical);
+                             Fp4Numerics numerics);
 
 struct ModelIdentity {
   ModelConfig config;

@@ -25,7 +25,7 @@ void PackPairs(const float* x, int64_t rows, int64_t cols, uint32_t* pairs, Thre
 }
 }  // namespace
 
-void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, ThreadPool* pool) {
+void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, ThreadPool* pool, bool bf16_pairs) {
   out->rows = rows;
   out->cols = cols;
   out->codes.resize(static_cast<size_t>(rows * cols));
@@ -37,7 +37,7 @@ void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, Th
   ForRanges(pool, rows, std::max<int64_t>(1, kParallelGrain / cols), quantize);
   // Packed once here rather than per weight tile group, chunk by chunk (each chunk's layout is its own).
   out->bf16_pairs.clear();
-  if (rows >= bf16dot::kMinRows && bf16dot::Available()) {
+  if (bf16_pairs && rows >= bf16dot::kMinRows && bf16dot::Available()) {
     out->bf16_pairs.resize(static_cast<size_t>(rows * cols / 2));
     PackPairs(out->codes.data(), rows, cols, out->bf16_pairs.data(), pool);
   }
@@ -80,6 +80,7 @@ std::atomic<Fp4Numerics> g_fp4_numerics{[] {
 
 Fp4Numerics Fp4NumericsInUse() { return g_fp4_numerics.load(std::memory_order_relaxed); }
 void SetFp4Numerics(Fp4Numerics n) { g_fp4_numerics.store(n, std::memory_order_relaxed); }
+bool Fp4GridKernelSupported() { return grid::KernelSupported(); }
 
 namespace {
 // n code values on the grid (code * 64 is exact; + 0.0f turns -0 into +0); whether all are finite.
@@ -113,18 +114,22 @@ void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* poo
   }
   thread_local ThreadScratch<float> values, scales;
   thread_local ThreadScratch<uint32_t> pairs;
+  const int64_t K = a.cols;
   values.resize(a.codes.size());
   scales.resize(a.scales.size());
-  const bool finite = GridValues(a.codes.data(), a.codes.size(), values.data());
   GridScales(a.scales, scales.data());
-  MatmulActs acts{values.data(), scales.data(), a.rows};
   // The integer kernel for every row count: for 8+ rows it re-reads a group's weights from cache per 4
-  // rows, and still ran prefill 1.17-1.20x faster than the FMA kernels on the grid (AMD EPYC Zen 4).
-  if (finite && grid::KernelSupported()) {
-    pairs.resize(static_cast<size_t>(a.rows * a.cols / 2));
-    grid::PackActs(values.data(), a.rows, a.cols, pairs.data());
-    acts.grid_pairs = pairs.data();
-  }
+  // rows, and still ran prefill 1.14-1.20x faster than the FMA kernels on the grid (AMD EPYC Zen 4).
+  const bool kernel = grid::KernelSupported();
+  if (kernel) pairs.resize(static_cast<size_t>(a.rows * K / 2));
+  std::atomic<bool> finite{true};
+  ForRanges(pool, a.rows, std::max<int64_t>(1, kParallelGrain / K), [&](int64_t r0, int64_t r1) {
+    const size_t n = static_cast<size_t>((r1 - r0) * K);
+    if (!GridValues(a.codes.data() + r0 * K, n, values.data() + r0 * K)) finite = false;
+    if (kernel) grid::PackActs(values.data() + r0 * K, r1 - r0, K, pairs.data() + r0 * K / 2);
+  });
+  MatmulActs acts{values.data(), scales.data(), a.rows};
+  if (kernel && finite) acts.grid_pairs = pairs.data();  // (a non-finite code: the FMA kernels' NaNs)
   Matmul(acts, Fp4W(w), y, pool);
 }
 void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, ThreadPool* pool) {
@@ -294,7 +299,8 @@ void Lin8(const float* x, int64_t rows, const Fp8Linear& w, float* y, QuantActs*
 }
 
 void Lin8(const float* x, int64_t rows, const Fp4Linear& w, float* y, QuantActs* scratch, ThreadPool* pool) {
-  QuantizeActs(x, rows, w.in, scratch, pool);
+  // (The grid numerics never read the VDPBF16PS kernel's packing.)
+  QuantizeActs(x, rows, w.in, scratch, pool, Fp4NumericsInUse() == Fp4Numerics::kCanonical);
   MatMulFp4(*scratch, w, y, pool);
   RoundToBf16(y, rows * w.out, pool);
 }

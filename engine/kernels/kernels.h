@@ -30,7 +30,9 @@ struct QuantActs {
 inline constexpr int64_t kParallelGrain = 1 << 16;
 
 // REQUIRES: cols % 32 == 0. Spread over `pool` by rows when given; the result does not depend on it.
-void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, ThreadPool* pool = nullptr);
+// `bf16_pairs`: also pack them where the VDPBF16PS kernel may use them.
+void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, ThreadPool* pool = nullptr,
+                  bool bf16_pairs = true);
 
 // How Lin8 multiplies activations with FP4 weights (engine/config/fp4_numerics.h): the grid makes
 // every block sum exact and lets the integer kernel run, at other bits than canonical
@@ -38,6 +40,8 @@ void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, Th
 // valid: Model::Open refuses that). Both are independent of SIMD target, thread count and batch.
 Fp4Numerics Fp4NumericsInUse();
 void SetFp4Numerics(Fp4Numerics n);
+// Whether this CPU runs the grid's integer kernel (AVX512-VBMI and VNNI); else the FMA kernels do.
+bool Fp4GridKernelSupported();
 
 // `a` on the FP4 grid: codes * 64 rounded to nearest even (zeros +0), scales / 64. Returns whether
 // every value is finite.

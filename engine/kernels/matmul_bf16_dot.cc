@@ -7,6 +7,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "engine/kernels/e8m0_avx512.h"
 #endif
 
 namespace ds41::bf16dot {
@@ -178,14 +180,6 @@ alignas(64) constexpr uint16_t kE2m1Bf16[32] = {
 // bf16 of E4M3's magnitudes m * 2^-9 with a zero exponent field (0 and the subnormals), at index m.
 alignas(64) constexpr uint16_t kE4m3SubnormalBf16[32] = {0x0000, 0x3B00, 0x3B80, 0x3BC0, 0x3C00, 0x3C20, 0x3C40, 0x3C60};
 
-// 2^(e - 127) as E8m0ToF32 (2^-127 for 0, NaN for 255) of 16 E8M0 scales, one per 32-bit lane.
-DS41_DECODE_TARGET inline __m512 E8m0(__m512i e) {
-  __m512i bits = _mm512_maskz_slli_epi32(0xFFFF, e, 23);
-  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
-  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
-  return _mm512_castsi512_ps(bits);
-}
-
 // The weights of one group of four tiles (64 output rows) for the decode kernel: for tile g of
 // block b, pair p's codes as the kernel's bf16 pairs (row r in lane r: k = 2p high, k + 1 low), and
 // the rows' scales.
@@ -203,7 +197,7 @@ struct Fp4Source {
     return reinterpret_cast<__m512bh>(_mm512_maskz_permutexvar_epi16(~0u, idx, _mm512_load_si512(kE2m1Bf16)));
   }
   DS41_DECODE_TARGET __m512 Scales(int64_t b, int g) const {
-    return E8m0(_mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + (g * nb + b) * 16))));
+    return E8m0Avx512(_mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + (g * nb + b) * 16))));
   }
 };
 
@@ -241,7 +235,7 @@ struct Fp8Source {
     return reinterpret_cast<__m512bh>(_mm512_ternarylogic_epi32(bits, t, sign, 0xF8));
   }
   DS41_DECODE_TARGET __m512 Scales(int64_t b, int g) const {
-    return E8m0(_mm512_set1_epi32(scales[(g / 2) * nb + b]));
+    return E8m0Avx512(_mm512_set1_epi32(scales[(g / 2) * nb + b]));
   }
 };
 

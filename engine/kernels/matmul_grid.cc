@@ -1,12 +1,12 @@
 #include "engine/kernels/matmul_grid.h"
 
-#include <cmath>
-#include <cstring>
-
 #include "engine/kernels/numerics.h"
+#include "engine/loading/weight_tiles.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "engine/kernels/e8m0_avx512.h"
 #endif
 
 namespace ds41::grid {
@@ -43,7 +43,7 @@ namespace {
 // the plain intrinsics' undefined source operand.)
 #define DS41_GRID_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni")))
 
-constexpr int kTileBytes = 256;  // FP4 tile: byte 16 j + r = codes 2j (low nibble), 2j + 1 of row r
+constexpr int kTileBytes = static_cast<int>(kFp4TileBytes);  // byte 16 j + r: codes 2j (low nibble), 2j + 1 of row r
 
 // Twice each E2M1 value (an integer), indexed by the low five bits of a word: the fifth bit is the
 // next code's, so the table repeats.
@@ -61,14 +61,6 @@ constexpr auto MakeGather() {
   return g;
 }
 alignas(64) constexpr auto kGather = MakeGather();
-
-// 2^(e - 127) as E8m0ToF32 (2^-127 for 0, NaN for 255) of 16 E8M0 scales, one per 32-bit lane.
-DS41_GRID_TARGET inline __m512 E8m0(__m512i e) {
-  __m512i bits = _mm512_maskz_slli_epi32(0xFFFF, e, 23);
-  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), _mm512_set1_epi32(0x00400000));
-  bits = _mm512_mask_mov_epi32(bits, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(255)), _mm512_set1_epi32(0x7FC00000));
-  return _mm512_castsi512_ps(bits);
-}
 
 // The canonical chain of a block whose exact sum is zero: +0, or -0 when every product is -0. (The
 // integer sum has no sign; this runs only for such lanes, which real activations rarely give.)
@@ -129,7 +121,7 @@ DS41_GRID_TARGET void Group(const uint32_t* pairs, const float* values, const fl
     }
 #pragma GCC unroll 4
     for (int g = 0; g < kG; ++g) {
-      const __m512 sw = E8m0(_mm512_maskz_cvtepu8_epi32(
+      const __m512 sw = E8m0Avx512(_mm512_maskz_cvtepu8_epi32(
           0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + (g * nb + b) * 16))));
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {

@@ -21,14 +21,14 @@ inline constexpr float kScale = 64.0f;
 bool KernelSupported();
 
 // Grid values (integers as floats, |v| < 2^15) [rows, K] as the kernel's int16 pairs [rows, K / 2]:
-// for each 32-block, 8-chunk c and q < 4, pair 16 b + 4 c + q = (v[8c + q], v[8c + 4 + q]), the
-// first in the low half.
+// for each 32-block b, 8-chunk c and q < 4, pair 16 b + 4 c + q of a row = (v[32 b + 8 c + q],
+// v[32 b + 8 c + 4 + q]), the first in the low half.
 void PackActs(const float* values, int64_t rows, int64_t K, uint32_t* pairs);
 
-// Up to kRows activation rows (the matmul calls it for every 4 rows of any count) (pairs at pairs + i * K / 2, their grid values at values + i * K,
-// scales at xs + i * K / 32) against one group of four tile-major FP4 tiles with tile-major scales
-// (engine/loading/weight_tiles.h, as bf16dot::DecodeFp4Group takes them). y[i * 64 + c]: the grid
-// numerics' result, the bits of the canonical order on these values (signed zeros included).
+// Up to kRows activation rows against one group of four tile-major FP4 tiles with tile-major scales
+// (engine/loading/weight_tiles.h, as bf16dot::DecodeFp4Group takes them); the matmul calls it for
+// every 4 rows of any count. Row i: pairs at pairs + i * K / 2, grid values at values + i * K, scales
+// at xs + i * K / 32. y[i * 64 + c]: the canonical order's bits on these values, signed zeros included.
 inline constexpr int kRows = 4;
 void DecodeFp4Group(int rows, const uint32_t* pairs, const float* values, const float* xs, int64_t K,
                     const uint8_t* codes, const uint8_t* scales, float* y);

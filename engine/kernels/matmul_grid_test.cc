@@ -103,7 +103,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GridTest,
                                            Case{4, 64, 64}, Case{5, 128, 64}, Case{7, 64, 160},
                                            // blocks of 8+ rows (the FMA kernels on grid values)
                                            Case{8, 64, 64}, Case{13, 70, 96}, Case{70, 64, 64},
-                                           Case{5, 128, 256}, Case{3, 256, 128}, Case{4, 128, 256}));
+                                           Case{5, 128, 256}, Case{3, 256, 128}, Case{4, 128, 256},
+                                           // a full group of four tiles whose last rows are padding
+                                           Case{3, 60, 64}, Case{9, 120, 96}));
 
 // A row's result does not depend on the rows beside it: each row alone equals its row in a batch of
 // 1..13 (decode chunks of 4, 3, 2, 1 and the 8+ row kernels).
@@ -133,45 +135,38 @@ TEST_F(GridTest, ARowsBitsDoNotDependOnItsBatch) {
   }
 }
 
-// The integer kernel alone (where the CPU has it) against the reference on the grid, zero-sum blocks
-// included: all-zero activations give -0 against all-negative weights and +0 against mixed ones.
+// The integer kernel alone (where the CPU has it) against the reference on the grid, 1-4 rows,
+// zero-sum blocks included: the last row's activations are all zero, so every block of it sums to
+// zero, and its outputs are -0 against all-negative weights (rows 0-15), +0 against a -0/+0 mix
+// (row 16) and against the rest; the other rows have one zero block among random ones.
 TEST_F(GridTest, TheIntegerKernelGivesTheReferenceBitsSignedZerosIncluded) {
   if (!grid::KernelSupported()) GTEST_SKIP() << "skipped: no AVX512-VBMI and AVX512-VNNI";
   std::mt19937 rng(5);
   constexpr int64_t n = 64, k = 128;
   Fp4Weights w(rng, n, k);
-  // Rows 0..15: codes 0xA (-1.0) only; row 16: 0 (+0) and 8 (-0) only.
-  for (int64_t r = 0; r < 16; ++r)
+  for (int64_t r = 0; r < 16; ++r)  // codes 0xA (-1.0) only
     for (int64_t j = 0; j < k / 2; ++j) w.packed[static_cast<size_t>(r * k / 2 + j)] = 0xAA;
-  for (int64_t j = 0; j < k / 2; ++j) w.packed[static_cast<size_t>(16 * k / 2 + j)] = 0x80;
+  for (int64_t j = 0; j < k / 2; ++j) w.packed[static_cast<size_t>(16 * k / 2 + j)] = 0x80;  // +0 and -0
   w.Pack();
   for (int rows = 1; rows <= grid::kRows; ++rows) {
     QuantActs qa = RandomActs(rng, rows, k);
-    // Row 0's first block zero (a zero-sum block for every weight row), the rest random.
-    for (int64_t i = 0; i < 32; ++i) qa.codes[static_cast<size_t>(i)] = 0.0f;
+    for (int64_t i = 0; i < rows * k; ++i) {
+      const int64_t r = i / k;
+      if (r == rows - 1 || i % k < 32) qa.codes[static_cast<size_t>(i)] = 0.0f;
+    }
     QuantActs g;
     ASSERT_TRUE(ToFp4Grid(qa, &g));
     std::vector<float> ref(static_cast<size_t>(rows * n)), y(ref.size());
     reference::MatMulFp4(g, w.RowMajor(), ref.data());
+    const float* last = ref.data() + (rows - 1) * n;
+    ASSERT_TRUE(std::signbit(last[0]) && last[0] == 0.0f);
+    ASSERT_TRUE(!std::signbit(last[16]) && last[16] == 0.0f);
     std::vector<uint32_t> pairs(static_cast<size_t>(rows * k / 2));
     grid::PackActs(g.codes.data(), rows, k, pairs.data());
     grid::DecodeFp4Group(rows, pairs.data(), g.codes.data(), g.scales.data(), k, w.tiles.data(), w.tile_scales.data(),
                          y.data());
     EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4)) << rows << " rows";
   }
-  // All-zero activations: -0 for the all-negative rows, +0 for row 16 (a -0 and +0 mix) and the rest.
-  QuantActs zero = RandomActs(rng, 1, k);
-  std::fill(zero.codes.begin(), zero.codes.end(), 0.0f);
-  QuantActs g;
-  ASSERT_TRUE(ToFp4Grid(zero, &g));
-  std::vector<float> ref(n), y(n);
-  reference::MatMulFp4(g, w.RowMajor(), ref.data());
-  ASSERT_TRUE(std::signbit(ref[0]));
-  ASSERT_FALSE(std::signbit(ref[16]));
-  std::vector<uint32_t> pairs(static_cast<size_t>(k / 2));
-  grid::PackActs(g.codes.data(), 1, k, pairs.data());
-  grid::DecodeFp4Group(1, pairs.data(), g.codes.data(), g.scales.data(), k, w.tiles.data(), w.tile_scales.data(), y.data());
-  EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4));
 }
 
 // The grid moves a code by at most half its step (1/128), keeps the scale's power of two exact, and
@@ -187,12 +182,18 @@ TEST_F(GridTest, TheGridRoundsCodesByAtMostHalfAStep) {
     EXPECT_LE(std::fabs(g.codes[i]), 448.0f * grid::kScale);
   }
   for (size_t i = 0; i < qa.scales.size(); ++i) EXPECT_EQ(g.scales[i] * grid::kScale, qa.scales[i]);
-  // A code off the grid (5 * 2^-8 -> 1.25 / 64) moves to its nearest even step, -0 to +0.
-  qa.codes[5] = 5.0f / 256;
+  // Codes off the grid move to the nearest step, ties to even (1/128 -> 0, 3/128 -> 2/64), and -0
+  // becomes +0.
+  qa.codes[4] = 1.0f / 128;
+  qa.codes[5] = 3.0f / 128;
   qa.codes[6] = -0.0f;
+  qa.codes[8] = 5.0f / 256;
   ASSERT_TRUE(ToFp4Grid(qa, &g));
-  EXPECT_EQ(g.codes[5], 1.0f);
+  EXPECT_EQ(g.codes[4], 0.0f);
+  EXPECT_FALSE(std::signbit(g.codes[4]));
+  EXPECT_EQ(g.codes[5], 2.0f);
   EXPECT_FALSE(std::signbit(g.codes[6]));
+  EXPECT_EQ(g.codes[8], 1.0f);
   qa.codes[7] = std::nanf("");
   EXPECT_FALSE(ToFp4Grid(qa, &g));
 }

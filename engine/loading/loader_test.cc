@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
 #include <nlohmann/json.hpp>
 
-#include "engine/loading/model.h"
 #include "engine/config/fingerprint.h"
-#include "engine/kernels/kernels.h"
 #include "engine/config/presets.h"
+#include "engine/kernels/kernels.h"
+#include "engine/loading/model.h"
 #include "tests/support/test_checkpoint.h"
 #include "util/mapped_file.h"
 
@@ -71,7 +73,27 @@ TEST_F(LoaderTest, IntactCheckpointOpens) {
 // The FP4 numerics are part of the model's identity: nodes that differ in them get different
 // fingerprints (so the router refuses the odd one and their cache units stay apart), the router's
 // reading of the identity agrees with the node's, and a value that is not one is refused.
+// Saves DS41_FP4_NUMERICS and the kernels' numerics, starts from canonical, and puts both back.
+class Fp4NumericsGuard {
+ public:
+  Fp4NumericsGuard() : numerics_(Fp4NumericsInUse()) {
+    if (const char* e = std::getenv(kVar)) saved_ = e;
+    unsetenv(kVar);
+    SetFp4Numerics(Fp4Numerics::kCanonical);
+  }
+  ~Fp4NumericsGuard() {
+    if (saved_) setenv(kVar, saved_->c_str(), 1); else unsetenv(kVar);
+    SetFp4Numerics(numerics_);
+  }
+
+ private:
+  static constexpr const char* kVar = "DS41_FP4_NUMERICS";
+  std::optional<std::string> saved_;
+  Fp4Numerics numerics_;
+};
+
 TEST_F(LoaderTest, TheFingerprintCoversTheFp4Numerics) {
+  const Fp4NumericsGuard guard;
   auto canonical = Model::Open(dir_);
   ASSERT_TRUE(canonical.ok()) << canonical.status().ToString();
   SetFp4Numerics(Fp4Numerics::kGrid);
@@ -90,7 +112,6 @@ TEST_F(LoaderTest, TheFingerprintCoversTheFp4Numerics) {
   ASSERT_EQ(0, setenv("DS41_FP4_NUMERICS", "gird", 1));
   ExpectRefused({"DS41_FP4_NUMERICS=\"gird\"", "canonical or grid"});
   EXPECT_FALSE(ReadModelIdentity(dir_).ok());
-  ASSERT_EQ(0, unsetenv("DS41_FP4_NUMERICS"));
 }
 
 TEST_F(LoaderTest, MissingTensorIsNamed) {

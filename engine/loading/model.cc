@@ -9,6 +9,9 @@ namespace ds41 {
 StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& dir, const ModelOptions& options) {
   std::unique_ptr<Model> m(new Model());
   m->dir_ = dir;
+  // The kernels' FP4 numerics start as the environment's: a value there that is not one is refused
+  // before anything is bound, rather than served as canonical.
+  DS41_RETURN_IF_ERROR(Fp4NumericsFromEnvironment().status());
   DS41_ASSIGN_OR_RETURN(m->config_, ModelConfig::FromFile(dir + "/config.json"));
   // Config-level consistency (Engram row counts) is reported before any tensor is looked at.
   DS41_ASSIGN_OR_RETURN(m->engram_, EngramLayout::Build(m->config_));
@@ -21,9 +24,6 @@ StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& dir, const Model
   m->rope_plain_ = RopeTable(m->config_, /*yarn=*/false);
   m->rope_yarn_ = RopeTable(m->config_, /*yarn=*/true);
 
-  // The numerics the kernels run, which start as the environment's: a value there that is not one is
-  // refused here rather than served as canonical.
-  DS41_RETURN_IF_ERROR(Fp4NumericsFromEnvironment().status());
   m->fingerprint_ = ModelFingerprint(m->config_, m->ckpt_, Fp4NumericsInUse());
   return m;
 }

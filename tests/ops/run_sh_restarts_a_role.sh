@@ -81,14 +81,27 @@ echo "decoder1 SIGKILLed: restarted and ready after $ready_ms ms, healthy at the
 # 2. A role that cannot come back: its port is taken, every restart fails at once.
 [ -n "${DS41_RESTART_FAST_FAILURES:-}" ] || fail "set DS41_RESTART_FAST_FAILURES (the test expects 3)"
 new=$(cat "$run/pids/decoder1")
-kill -KILL "$new"
+# The holder tries the port every 10 ms from before the kill, so it takes the port long before run.sh's
+# first restart (1 s later), even on a loaded machine (started after the kill, it lost that race once
+# under ctest -j2, and the restarted decoder served on).
 /usr/bin/python3 -c 'import socket, sys, time
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not SO_REUSEPORT: gRPC cannot share it
-s.bind(("127.0.0.1", int(sys.argv[1])))
+open(sys.argv[2], "w").close()
+for _ in range(3000):
+    try:
+        s.bind(("127.0.0.1", int(sys.argv[1])))
+        break
+    except OSError:
+        time.sleep(0.01)
 s.listen()
-time.sleep(120)' $((7601 + o)) &
+time.sleep(120)' $((7601 + o)) "$run/holder_started" &
 holder=$!
+for _ in $(seq 1 100); do
+  [ -e "$run/holder_started" ] && break
+  sleep 0.1
+done
+kill -KILL "$new"
 t1=$(now_ms)
 for _ in $(seq 1 600); do
   kill -0 "$DS41_CLUSTER_PID" 2>/dev/null || break
