@@ -14,9 +14,12 @@ namespace ds41 {
 class ThreadPool;
 
 // Bytes per second of a[i] = b[i] + s * c[i] (3 arrays x 4 bytes counted per element, as STREAM
-// counts), best of runs, with streaming (non-temporal) stores or plain ones (which also read each line
-// of a before writing it: all the counted bytes are then read).
-double MeasureTriadBandwidth(ThreadPool* pool, int64_t elements_per_array, int runs, bool streaming_stores);
+// counts), best of runs, with streaming (non-temporal) stores and with plain ones (which also read
+// each line of a before writing it: all the counted bytes are then read), in turn over one set of arrays.
+struct TriadBandwidth {
+  double streaming = 0, plain = 0;
+};
+TriadBandwidth MeasureTriadBandwidth(ThreadPool* pool, int64_t elements_per_array, int runs);
 
 // Bytes per second of summing one array (the access a decode step makes of its weights), best of runs.
 double MeasureReadBandwidth(ThreadPool* pool, int64_t elements, int runs);

@@ -89,16 +89,18 @@ __attribute__((target("avx512f,avx512bf16"))) float Bf16DotLoop(int64_t iters, u
   return s;
 }
 
+// Lane 0 of an int32 vector, and the int8 loops' sum: each chain's lane 0 less its start j.
+__attribute__((target("avx512f"))) inline int32_t Lane0(__m512i v) { return _mm512_cvtsi512_si32(v); }
+__attribute__((target("avx2"))) inline int32_t Lane0(__m256i v) { return _mm_cvtsi128_si32(_mm256_castsi256_si128(v)); }
+#define DS41_INT_SUM(j) s += Lane0(c##j) - (j);
+
 // Independent int8 dot chains, 4 unsigned x signed byte products summed into each int32 lane per
 // step. Each returns the sum over its chains of lane 0 less its start: chains * 4 * a * b * iters.
 __attribute__((target("avx512f,avx512vnni"))) int64_t Int8Zmm(int64_t iters, uint8_t av, int8_t bv) {
   const __m512i a = _mm512_set1_epi8(static_cast<char>(av)), b = _mm512_set1_epi8(bv);
-  alignas(64) int32_t lanes[16];
 #define DS41_INIT(j) __m512i c##j = _mm512_set1_epi32(j);
 #define DS41_STEP(j) asm("vpdpbusd %2, %1, %0" : "+v"(c##j) : "v"(a), "v"(b));
-#define DS41_SUM(j)                  \
-  _mm512_store_si512(lanes, c##j); \
-  s += lanes[0] - (j);
+#define DS41_SUM DS41_INT_SUM
   DS41_CHAIN_LOOP(DS41_CHAINS12, int64_t)
 #undef DS41_INIT
 #undef DS41_STEP
@@ -108,12 +110,9 @@ __attribute__((target("avx512f,avx512vnni"))) int64_t Int8Zmm(int64_t iters, uin
 
 __attribute__((target("avx2,avxvnni"))) int64_t Int8AvxVnni(int64_t iters, uint8_t av, int8_t bv) {
   const __m256i a = _mm256_set1_epi8(static_cast<char>(av)), b = _mm256_set1_epi8(bv);
-  alignas(32) int32_t lanes[8];
 #define DS41_INIT(j) __m256i c##j = _mm256_set1_epi32(j);
 #define DS41_STEP(j) asm("%{vex%} vpdpbusd %2, %1, %0" : "+x"(c##j) : "x"(a), "x"(b));
-#define DS41_SUM(j)                                            \
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), c##j); \
-  s += lanes[0] - (j);
+#define DS41_SUM DS41_INT_SUM
   DS41_CHAIN_LOOP(DS41_CHAINS12, int64_t)
 #undef DS41_INIT
 #undef DS41_STEP
@@ -125,7 +124,6 @@ __attribute__((target("avx2,avxvnni"))) int64_t Int8AvxVnni(int64_t iters, uint8
 // 8 chains: with the operands, the ones and a temporary they fill the 16 ymm registers.
 __attribute__((target("avx2"))) int64_t Int8Avx2(int64_t iters, uint8_t av, int8_t bv) {
   const __m256i a = _mm256_set1_epi8(static_cast<char>(av)), b = _mm256_set1_epi8(bv), ones = _mm256_set1_epi16(1);
-  alignas(32) int32_t lanes[8];
 #define DS41_INIT(j) __m256i c##j = _mm256_set1_epi32(j);
 #define DS41_STEP(j)                                                                  \
   {                                                                                   \
@@ -134,9 +132,7 @@ __attribute__((target("avx2"))) int64_t Int8Avx2(int64_t iters, uint8_t av, int8
         : [c] "+x"(c##j), [t] "=&x"(t)                                                \
         : [a] "x"(a), [b] "x"(b), [ones] "x"(ones));                                  \
   }
-#define DS41_SUM(j)                                            \
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), c##j); \
-  s += lanes[0] - (j);
+#define DS41_SUM DS41_INT_SUM
   DS41_CHAIN_LOOP(DS41_CHAINS8, int64_t)
 #undef DS41_INIT
 #undef DS41_STEP

@@ -563,6 +563,25 @@ HWY_ATTR void DecodeRowsTiles(const MatmulActs& a, const MatmulWeights& w, int64
     std::memcpy(Y + (r0 + i) * w.n + n0, acc + i * kW, static_cast<size_t>(cnt) * sizeof(float));
 }
 
+#if DS41_BF16_DOT_TARGET
+// The AVX-512 group kernels (matmul_bf16_dot.h's decode kernels, matmul_grid.h's): `kernel(r, rows,
+// out)` for the activation rows in chunks of 4 from r, each writing its rows' 64 outputs to `out`,
+// whose columns of the group (t0's four tiles, less any padding rows) are copied into Y.
+static_assert(bf16dot::kDecodeRows == 4 && grid::kRows == 4 && kTilesPerGroup * kTileRows == 64,
+              "the group kernels take 4 rows against groups of four tiles");
+template <class Kernel>
+HWY_INLINE void ByRowChunks(const MatmulActs& a, const MatmulWeights& w, int64_t t0, float* Y, const Kernel& kernel) {
+  const int64_t n0 = t0 * kTileRows, cnt = std::min<int64_t>(64, w.n - n0);
+  alignas(64) float out[4 * 64];
+  for (int64_t r = 0; r < a.rows; r += 4) {
+    const int rows = static_cast<int>(std::min<int64_t>(4, a.rows - r));
+    kernel(r, rows, out);
+    for (int i = 0; i < rows; ++i)
+      std::memcpy(Y + (r + i) * w.n + n0, out + i * 64, static_cast<size_t>(cnt) * sizeof(float));
+  }
+}
+#endif
+
 HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t group, float* Y) {
   const int64_t tiles = (w.n + kTileRows - 1) / kTileRows;
   const int64_t t0 = group * kTilesPerGroup, t1 = std::min(tiles, t0 + kTilesPerGroup);
@@ -571,17 +590,11 @@ HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t g
   // its bits are the FMA kernels' on the same values (matmul_grid.h), which the other targets run.
   if (a.grid_pairs != nullptr && w.format == MatmulWeights::kFp4 && w.tiles != nullptr && w.tile_scales != nullptr &&
       t1 - t0 == kTilesPerGroup) {
-    static_assert(kTilesPerGroup * kTileRows == 64, "the kernel takes groups of four tiles");
-    const int64_t nb = w.k / 32, n0 = t0 * kTileRows, cnt = std::min<int64_t>(64, w.n - n0);
-    alignas(64) float out[grid::kRows * 64];
-    for (int64_t r = 0; r < a.rows; r += grid::kRows) {
-      const int rows = static_cast<int>(std::min<int64_t>(grid::kRows, a.rows - r));
+    const int64_t nb = w.k / 32;
+    return ByRowChunks(a, w, t0, Y, [&](int64_t r, int rows, float* out) {
       grid::DecodeFp4Group(rows, a.grid_pairs + r * (w.k / 2), a.values + r * w.k, a.scales + r * nb, w.k,
                            w.tiles + t0 * nb * kFp4TileBytes, w.tile_scales + t0 * nb * kTileRows, out);
-      for (int i = 0; i < rows; ++i)
-        std::memcpy(Y + (r + i) * w.n + n0, out + i * 64, static_cast<size_t>(cnt) * sizeof(float));
-    }
-    return;
+    });
   }
 #endif
   if (a.rows < kDirectRows && w.tiles != nullptr && t1 - t0 == kTilesPerGroup) {
@@ -590,8 +603,7 @@ HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t g
     // the caller) against FP8, FP4 or bf16 weights: the VDPBF16PS decode kernels.
     const bool fp4 = w.format == MatmulWeights::kFp4 && w.tile_scales != nullptr;
     if ((fp4 || w.format != MatmulWeights::kFp4) && a.dot_exact && bf16dot::DecodeAvailable()) {
-      static_assert(kTilesPerGroup * kTileRows == 64, "the kernels take groups of four tiles");
-      const int64_t nb = w.k / 32, n0 = t0 * kTileRows, cnt = std::min<int64_t>(64, w.n - n0);
+      const int64_t nb = w.k / 32, n0 = t0 * kTileRows;
       const uint8_t* codes = w.tiles + t0 * nb * TileBytes(w.format);
       const uint8_t* scales = fp4                                 ? w.tile_scales + t0 * nb * kTileRows
                               : w.format == MatmulWeights::kFp8 ? w.scales + (n0 / 32) * nb
@@ -599,14 +611,9 @@ HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t g
       const bf16dot::DecodeGroupFn kernel = fp4                                 ? bf16dot::DecodeFp4Group
                                             : w.format == MatmulWeights::kFp8 ? bf16dot::DecodeFp8Group
                                                                               : bf16dot::DecodeBf16Group;
-      alignas(64) float out[bf16dot::kDecodeRows * 64];
-      for (int64_t r = 0; r < a.rows; r += bf16dot::kDecodeRows) {
-        const int rows = static_cast<int>(std::min<int64_t>(bf16dot::kDecodeRows, a.rows - r));
+      return ByRowChunks(a, w, t0, Y, [&](int64_t r, int rows, float* out) {
         kernel(rows, a.values + r * w.k, a.scales != nullptr ? a.scales + r * nb : nullptr, w.k, codes, scales, out);
-        for (int i = 0; i < rows; ++i)
-          std::memcpy(Y + (r + i) * w.n + n0, out + i * 64, static_cast<size_t>(cnt) * sizeof(float));
-      }
-      return;
+      });
     }
 #endif
     int64_t r = 0;
