@@ -175,7 +175,8 @@ int main(int argc, char** argv) {
                 mode.c_str(), t * 1e3, bytes / 1e6, bytes / t / 1e9, bytes / t / bw);
   }
   use_numerics(numerics.front());
-  std::printf("FP4 numerics for the figures below: %s\n", Fp4NumericsName(Fp4NumericsInUse()));
+  std::printf("FP4 numerics for the figures below: %s%s\n", Fp4NumericsName(Fp4NumericsInUse()),
+              Fp4NumericsInUse() == Fp4Numerics::kGrid ? (" (" + Fp4GridKernels() + ")").c_str() : "");
   // Prefill.
   if (want("prefill")) {
     SequenceState st = SequenceState::Create(c);

@@ -7,13 +7,12 @@
 #include <vector>
 
 #include "bench/machine_limits.h"
+#include "util/amx.h"
 #include "util/thread_pool.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #endif
 
 namespace ds41 {
@@ -37,12 +36,11 @@ double BestRate(ThreadPool* pool, int runs, int64_t iters, double ops_per_iter, 
 
 #if defined(__x86_64__)
 struct CpuUnits {
-  bool avx2, avx512bf16, avx512vnni, avxvnni, amx;
+  bool avx2, avx512bf16, avx512vnni, avxvnni;
 };
 
-// CPUID leaf 7's bits for the units not every compiler's __builtin_cpu_supports names (clang 14
-// knows neither AVX-VNNI nor AMX): subleaf 1 EAX bit 4 is AVX-VNNI; subleaf 0 EDX bits 22, 24 and
-// 25 are AMX-BF16, AMX-TILE and AMX-INT8. (The OS's part for AMX is asked in AmxGranted.)
+// CPUID leaf 7's bit for AVX-VNNI (subleaf 1 EAX bit 4), which clang 14's __builtin_cpu_supports
+// does not name. (AMX: util/amx.h.)
 bool CpuidBit(unsigned subleaf, int reg, int bit) {
   unsigned r[4] = {0, 0, 0, 0};  // eax, ebx, ecx, edx
   if (__get_cpuid_count(7, subleaf, &r[0], &r[1], &r[2], &r[3]) == 0) return false;
@@ -53,10 +51,9 @@ const CpuUnits& Cpu() {
   static const CpuUnits units = [] {
     __builtin_cpu_init();
     const bool avx2 = __builtin_cpu_supports("avx2"), avx512 = __builtin_cpu_supports("avx512f");
-    constexpr int kEax = 0, kEdx = 3;
+    constexpr int kEax = 0;
     return CpuUnits{avx2, avx512 && __builtin_cpu_supports("avx512bf16"), avx512 && __builtin_cpu_supports("avx512vnni"),
-                    avx2 && CpuidBit(1, kEax, 4),
-                    CpuidBit(0, kEdx, 22) && CpuidBit(0, kEdx, 24) && CpuidBit(0, kEdx, 25)};
+                    avx2 && CpuidBit(1, kEax, 4)};
   }();
   return units;
 }
@@ -156,38 +153,16 @@ std::vector<Int8Unit> Int8Units() {
 }
 
 // AMX: palette 1, eight 16-row x 64-byte tiles. Tiles 0-3 accumulate, 4-5 hold A, 6-7 hold B.
-struct alignas(64) TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-TileConfig FullTiles() {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
+AmxTileConfig FullTiles() {
+  AmxTileConfig cfg;
+  for (int t = 0; t < 8; ++t) cfg.Set(t, 16, 64);
   return cfg;
 }
-
-bool AmxGranted() {
-  if (!Cpu().amx) return false;
-  // Linux hands the tile data state (XFEATURE_XTILEDATA = 18) only to a process that asks for it.
-  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-}
-
-// GCC's tile intrinsics are asm whose operands do not cover the config or the buffers they read: a
-// compiler barrier before them keeps every store to those ahead of them.
-#define DS41_TILE_BARRIER() asm volatile("" ::: "memory")
 
 // The peak loops' tiles: accumulators 0-3 zeroed, A in 4 and 5, B in 6 and 7. Tile configuration is
 // per thread, so each loop loads its own.
 __attribute__((target("amx-tile"))) void StartTiles(const void* a, const void* b) {
-  const TileConfig cfg = FullTiles();
+  const AmxTileConfig cfg = FullTiles();
   DS41_TILE_BARRIER();
   _tile_loadconfig(&cfg);
   _tile_zero(0);
@@ -306,10 +281,7 @@ std::vector<Int8LoopResult> Int8DotLoopsForTest(int64_t iters) {
   return out;
 }
 
-bool AmxAvailable() {
-  static const bool granted = AmxGranted();
-  return granted;
-}
+bool AmxAvailable() { return AmxGranted(); }
 
 // TDPBF16PS: 16 x 16 x 32 multiply-adds; TDPBSSD: 16 x 16 x 64; four per iteration. Their latency is
 // long, so fewer iterations give a stable figure.

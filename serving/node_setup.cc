@@ -68,7 +68,7 @@ int SetUpNode(const std::string& name, const NodeFlags& f, NodeSetup* out) {
   out->cache = std::move(*cache);
   std::cerr << name << ": matmul kernels " << ChooseMatmulKernels(out->compute.get()) << "; FP4 numerics "
             << Fp4NumericsName(Fp4NumericsInUse())
-            << (Fp4NumericsInUse() == Fp4Numerics::kGrid && !Fp4GridKernelSupported() ? " (FMA kernels: no AVX512-VBMI/VNNI)" : "")
+            << (Fp4NumericsInUse() == Fp4Numerics::kGrid ? " (" + Fp4GridKernels() + ")" : std::string())
             << ", fingerprint " << out->model->fingerprint().substr(0, 12) << "\n";
   return 0;
 }

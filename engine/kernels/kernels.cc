@@ -80,7 +80,11 @@ std::atomic<Fp4Numerics> g_fp4_numerics{[] {
 
 Fp4Numerics Fp4NumericsInUse() { return g_fp4_numerics.load(std::memory_order_relaxed); }
 void SetFp4Numerics(Fp4Numerics n) { g_fp4_numerics.store(n, std::memory_order_relaxed); }
-bool Fp4GridKernelSupported() { return grid::KernelSupported(); }
+std::string Fp4GridKernels() {
+  if (!grid::KernelSupported()) return "FMA kernels (no AVX512-VBMI/VNNI)";
+  if (grid::AmxEnabled()) return "AMX from " + std::to_string(grid::kAmxMinRows) + " rows, VPDPWSSD below";
+  return grid::AmxSupported() ? "VPDPWSSD (AMX off: DS41_GRID_AMX=0)" : "VPDPWSSD";
+}
 
 namespace {
 // n code values on the grid (code * 64 is exact; + 0.0f turns -0 into +0); whether all are finite.
@@ -114,22 +118,35 @@ void MatMulFp4(const QuantActs& a, const Fp4Linear& w, float* y, ThreadPool* poo
   }
   thread_local ThreadScratch<float> values, scales;
   thread_local ThreadScratch<uint32_t> pairs;
+  thread_local ThreadScratch<uint16_t> amx;
   const int64_t K = a.cols;
   values.resize(a.codes.size());
   scales.resize(a.scales.size());
   GridScales(a.scales, scales.data());
-  // The integer kernel for every row count: for 8+ rows it re-reads a group's weights from cache per 4
-  // rows, and still ran prefill 1.14-1.20x faster than the FMA kernels on the grid (AMD EPYC Zen 4).
-  const bool kernel = grid::KernelSupported();
-  if (kernel) pairs.resize(static_cast<size_t>(a.rows * K / 2));
+  // The integer kernels for every row count: AMX from kAmxMinRows where the CPU has it, else VPDPWSSD,
+  // which for 8+ rows re-reads a group's weights from cache per 4 rows and still ran prefill
+  // 1.14-1.20x faster than the FMA kernels on the grid (AMD EPYC Zen 4).
+  const bool use_amx = a.rows >= grid::kAmxMinRows && grid::AmxEnabled();
+  const bool use_pairs = !use_amx && grid::KernelSupported();
+  const int64_t padded = (a.rows + grid::kAmxTileRows - 1) / grid::kAmxTileRows * grid::kAmxTileRows;
+  if (use_amx) amx.resize(static_cast<size_t>(padded * K));
+  if (use_pairs) pairs.resize(static_cast<size_t>(a.rows * K / 2));
+  // The pool's threads fill this thread's buffers (a thread_local named in the lambda would be theirs).
+  float* const v = values.data();
+  uint16_t* const packed_amx = use_amx ? amx.data() : nullptr;
+  uint32_t* const packed_pairs = use_pairs ? pairs.data() : nullptr;
   std::atomic<bool> finite{true};
   ForRanges(pool, a.rows, std::max<int64_t>(1, kParallelGrain / K), [&](int64_t r0, int64_t r1) {
     const size_t n = static_cast<size_t>((r1 - r0) * K);
-    if (!GridValues(a.codes.data() + r0 * K, n, values.data() + r0 * K)) finite = false;
-    if (kernel) grid::PackActs(values.data() + r0 * K, r1 - r0, K, pairs.data() + r0 * K / 2);
+    if (!GridValues(a.codes.data() + r0 * K, n, v + r0 * K)) finite = false;
+    if (packed_amx != nullptr) grid::PackAmxActs(v, a.rows, K, r0, r1, packed_amx);
+    if (packed_pairs != nullptr) grid::PackActs(v + r0 * K, r1 - r0, K, packed_pairs + r0 * K / 2);
   });
-  MatmulActs acts{values.data(), scales.data(), a.rows};
-  if (kernel && finite) acts.grid_pairs = pairs.data();  // (a non-finite code: the FMA kernels' NaNs)
+  MatmulActs acts{v, scales.data(), a.rows};
+  if (finite) {  // (a non-finite code: the FMA kernels' NaNs)
+    acts.grid_amx = packed_amx;
+    acts.grid_pairs = packed_pairs;
+  }
   Matmul(acts, Fp4W(w), y, pool);
 }
 void MatMulBf16(const float* x, int64_t rows, const Bf16View& w, float* y, ThreadPool* pool) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/config/fp4_numerics.h"
@@ -40,8 +41,9 @@ void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, Th
 // valid: Model::Open refuses that). Both are independent of SIMD target, thread count and batch.
 Fp4Numerics Fp4NumericsInUse();
 void SetFp4Numerics(Fp4Numerics n);
-// Whether this CPU runs the grid's integer kernel (AVX512-VBMI and VNNI); else the FMA kernels do.
-bool Fp4GridKernelSupported();
+// The kernels the FP4 grid runs on with this CPU, for the logs: AMX from 8 rows and the AVX512-VBMI/VNNI
+// integer kernel below, the integer kernel alone, or the FMA kernels.
+std::string Fp4GridKernels();
 
 // `a` on the FP4 grid: codes * 64 rounded to nearest even (zeros +0), scales / 64. Returns whether
 // every value is finite.

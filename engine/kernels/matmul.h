@@ -26,6 +26,9 @@ struct MatmulActs {
   // Optional: `values` are FP4-grid integers (engine/kernels/matmul_grid.h), packed here as its int16
   // pairs for the integer kernel (FP4 tile-major weights with tile-major scales, CPUs that have it).
   const uint32_t* grid_pairs = nullptr;
+  // Optional: the same values packed for the AMX kernel (grid::PackAmxActs; the rows padded to a
+  // multiple of 16), read instead of `grid_pairs` where both are set.
+  const uint16_t* grid_amx = nullptr;
 };
 
 struct MatmulWeights {

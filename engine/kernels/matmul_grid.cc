@@ -36,6 +36,16 @@ void PackActs(const float* values, int64_t rows, int64_t K, uint32_t* pairs) {
   }
 }
 
+float ZeroBlockSign(const float* x, const uint8_t* tile, int lane) {
+  float part = 0.0f;
+  for (int k = 0; k < 32; ++k) {
+    const uint8_t byte = tile[(k / 2) * kTileRows + lane];
+    const float p = x[k] * kE2m1Values[k % 2 == 0 ? byte & 0xF : byte >> 4];
+    part = k == 0 ? p : part + p;
+  }
+  return part;
+}
+
 #if defined(__x86_64__)
 namespace {
 
@@ -61,18 +71,6 @@ constexpr auto MakeGather() {
   return g;
 }
 alignas(64) constexpr auto kGather = MakeGather();
-
-// The canonical chain of a block whose exact sum is zero: +0, or -0 when every product is -0. (The
-// integer sum has no sign; this runs only for such lanes, which real activations rarely give.)
-float ZeroBlockSign(const float* x, const uint8_t* tile, int lane) {
-  float part = 0.0f;
-  for (int k = 0; k < 32; ++k) {
-    const uint8_t byte = tile[(k / 2) * 16 + lane];
-    const float p = x[k] * kE2m1Values[k % 2 == 0 ? byte & 0xF : byte >> 4];
-    part = k == 0 ? p : part + p;
-  }
-  return part;
-}
 
 // R rows against the group: per 32-block and tile, the integer block sum in two accumulators (odd
 // and even q, for latency), then to float, halved (the table holds twice the values), scaled by the

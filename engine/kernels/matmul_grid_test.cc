@@ -65,6 +65,7 @@ class GridTest : public ::testing::TestWithParam<Case> {
  protected:
   void TearDown() override {
     SetFp4Numerics(Fp4Numerics::kCanonical);
+    grid::SetAmxEnabled(true);  // (only where supported)
     hwy::SetSupportedTargetsForTest(0);
   }
 };
@@ -85,15 +86,21 @@ TEST_P(GridTest, EveryTargetThreadCountAndLayoutGivesTheReferenceBitsOnTheGrid) 
 
   SetFp4Numerics(Fp4Numerics::kGrid);
   ThreadPool pool3(3);
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
-      std::vector<float> y(out), yt(out);
-      MatMulFp4(qa, w.RowMajor(), y.data(), pool);
-      MatMulFp4(qa, w.TileMajor(), yt.data(), pool);
-      const std::string where = std::string(hwy::TargetName(target)) + (pool ? " threads=3" : " threads=1");
-      EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), out * 4)) << "row-major " << where;
-      EXPECT_EQ(0, std::memcmp(yt.data(), ref.data(), out * 4)) << "tile-major " << where;
+  // With the AMX kernel (8+ rows, where the CPU has it) and without.
+  for (const bool amx : {true, false}) {
+    if (amx && !grid::AmxSupported()) continue;
+    grid::SetAmxEnabled(amx);
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool3}) {
+        std::vector<float> y(out), yt(out);
+        MatMulFp4(qa, w.RowMajor(), y.data(), pool);
+        MatMulFp4(qa, w.TileMajor(), yt.data(), pool);
+        const std::string where =
+            std::string(hwy::TargetName(target)) + (pool ? " threads=3" : " threads=1") + (amx ? " AMX" : "");
+        EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), out * 4)) << "row-major " << where;
+        EXPECT_EQ(0, std::memcmp(yt.data(), ref.data(), out * 4)) << "tile-major " << where;
+      }
     }
   }
 }
@@ -105,13 +112,15 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GridTest,
                                            Case{8, 64, 64}, Case{13, 70, 96}, Case{70, 64, 64},
                                            Case{5, 128, 256}, Case{3, 256, 128}, Case{4, 128, 256},
                                            // a full group of four tiles whose last rows are padding
-                                           Case{3, 60, 64}, Case{9, 120, 96}));
+                                           Case{3, 60, 64}, Case{9, 120, 96},
+                                           // more than kParallelGrain values: packed by the pool's threads
+                                           Case{40, 64, 4096}, Case{6, 64, 16384}));
 
 // A row's result does not depend on the rows beside it: each row alone equals its row in a batch of
-// 1..13 (decode chunks of 4, 3, 2, 1 and the 8+ row kernels).
+// 1..20 (decode chunks of 4, 3, 2, 1, the 8+ row kernels and AMX's 16-row tiles).
 TEST_F(GridTest, ARowsBitsDoNotDependOnItsBatch) {
   std::mt19937 rng(11);
-  constexpr int64_t n = 128, k = 128, kRows = 13;
+  constexpr int64_t n = 128, k = 128, kRows = 20;
   const QuantActs all = RandomActs(rng, kRows, k);
   const Fp4Weights w(rng, n, k);
   SetFp4Numerics(Fp4Numerics::kGrid);
@@ -165,6 +174,48 @@ TEST_F(GridTest, TheIntegerKernelGivesTheReferenceBitsSignedZerosIncluded) {
     grid::PackActs(g.codes.data(), rows, k, pairs.data());
     grid::DecodeFp4Group(rows, pairs.data(), g.codes.data(), g.scales.data(), k, w.tiles.data(), w.tile_scales.data(),
                          y.data());
+    EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4)) << rows << " rows";
+  }
+}
+
+// The AMX kernel alone (where the CPU and the OS allow it) against the reference on the grid, for
+// row counts around its 16-row tiles: zero-sum blocks as above, a row of the largest codes (+-448)
+// against the largest weights, and a row whose block sums need all of fp32's 24 bits (16 products
+// 28672 * 6 and one 1 * 0.5), which a tile unit that rounded or truncated anywhere would lose.
+TEST_F(GridTest, TheAmxKernelGivesTheReferenceBitsSignedZerosAndExtremesIncluded) {
+  if (!grid::AmxSupported()) GTEST_SKIP() << "skipped: no AMX";
+  std::mt19937 rng(9);
+  constexpr int64_t n = 64, k = 160;
+  Fp4Weights w(rng, n, k);
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t j = 0; j < k / 2; ++j) w.packed[static_cast<size_t>(r * k / 2 + j)] = 0xAA;
+  for (int64_t j = 0; j < k / 2; ++j) {
+    w.packed[static_cast<size_t>(16 * k / 2 + j)] = 0x80;
+    w.packed[static_cast<size_t>(17 * k / 2 + j)] = 0x77;  // +6, +6
+    w.packed[static_cast<size_t>(18 * k / 2 + j)] = 0xFF;  // -6, -6
+    w.packed[static_cast<size_t>(19 * k / 2 + j)] = 0x17;  // +6 (even k), +0.5 (odd k)
+  }
+  w.Pack();
+  for (int rows : {1, 2, 8, 15, 16, 17, 33, 40}) {
+    QuantActs qa = RandomActs(rng, rows, k);
+    for (int64_t i = 0; i < rows * k; ++i) {
+      const int64_t r = i / k;
+      if (r == rows - 1 || i % k < 32) qa.codes[static_cast<size_t>(i)] = 0.0f;
+      if (r == 0 && rows > 1) qa.codes[static_cast<size_t>(i)] = (i % 3 == 0 ? -448.0f : 448.0f);
+      if (r == 1 && rows > 2) qa.codes[static_cast<size_t>(i)] = i % 2 == 0 ? 448.0f : (i % 32 == 1 ? 1.0f / 64 : 0.0f);
+    }
+    QuantActs g;
+    ASSERT_TRUE(ToFp4Grid(qa, &g));
+    std::vector<float> ref(static_cast<size_t>(rows * n)), y(ref.size(), std::nanf(""));
+    reference::MatMulFp4(g, w.RowMajor(), ref.data());
+    const float* last = ref.data() + (rows - 1) * n;
+    ASSERT_TRUE(std::signbit(last[0]) && last[0] == 0.0f);
+    ASSERT_TRUE(!std::signbit(last[16]) && last[16] == 0.0f);
+    const int64_t padded = (rows + grid::kAmxTileRows - 1) / grid::kAmxTileRows * grid::kAmxTileRows;
+    std::vector<uint16_t> packed(static_cast<size_t>(padded * k), 0xFFFF);  // the padding is the packer's
+    grid::PackAmxActs(g.codes.data(), rows, k, 0, rows, packed.data());
+    grid::AmxFp4Group(rows, packed.data(), g.codes.data(), g.scales.data(), k, w.tiles.data(), w.tile_scales.data(),
+                      y.data());
     EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4)) << rows << " rows";
   }
 }

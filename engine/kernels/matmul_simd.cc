@@ -23,6 +23,7 @@
 #include "engine/kernels/matmul_grid.h"
 #include "engine/kernels/numerics.h"
 #include "engine/loading/weight_tiles.h"
+#include "util/thread_scratch.h"
 
 // The AVX-512 targets may hand 32-blocks to the VDPBF16PS kernel (engine/kernels/matmul_bf16_dot.h).
 #undef DS41_BF16_DOT_TARGET
@@ -588,8 +589,19 @@ HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t g
 #if DS41_BF16_DOT_TARGET
   // FP4-grid activations packed for the integer kernel (only where the CPU has it), any row count:
   // its bits are the FMA kernels' on the same values (matmul_grid.h), which the other targets run.
-  if (a.grid_pairs != nullptr && w.format == MatmulWeights::kFp4 && w.tiles != nullptr && w.tile_scales != nullptr &&
-      t1 - t0 == kTilesPerGroup) {
+  const bool grid_tiles = w.format == MatmulWeights::kFp4 && w.tiles != nullptr && w.tile_scales != nullptr &&
+                          t1 - t0 == kTilesPerGroup;
+  if (a.grid_amx != nullptr && grid_tiles) {
+    const int64_t nb = w.k / 32, n0 = t0 * kTileRows, cnt = std::min<int64_t>(64, w.n - n0);
+    thread_local ThreadScratch<float> out;
+    out.resize(static_cast<size_t>(a.rows * 64));
+    grid::AmxFp4Group(a.rows, a.grid_amx, a.values, a.scales, w.k, w.tiles + t0 * nb * kFp4TileBytes,
+                      w.tile_scales + t0 * nb * kTileRows, out.data());
+    for (int64_t i = 0; i < a.rows; ++i)
+      std::memcpy(Y + i * w.n + n0, out.data() + i * 64, static_cast<size_t>(cnt) * sizeof(float));
+    return;
+  }
+  if (a.grid_pairs != nullptr && grid_tiles) {
     const int64_t nb = w.k / 32;
     return ByRowChunks(a, w, t0, Y, [&](int64_t r, int rows, float* out) {
       grid::DecodeFp4Group(rows, a.grid_pairs + r * (w.k / 2), a.values + r * w.k, a.scales + r * nb, w.k,
