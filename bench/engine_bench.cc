@@ -32,6 +32,8 @@
 #include <cstdio>
 #include <random>
 
+#include <unistd.h>
+
 #include "bench/decode_batch.h"
 #include "bench/machine_limits.h"
 #include "engine/engine.h"
@@ -43,6 +45,7 @@
 #include "engine/sampling.h"
 #include "engine/speculation.h"
 #include "util/malloc_tuning.h"
+#include "util/process.h"
 
 namespace {
 
@@ -59,16 +62,7 @@ std::vector<int32_t> Prompt(int n, int vocab, int seed) {
 }
 
 // The peak resident memory (VmHWM) since the last ResetPeakResident, in GiB.
-double PeakResidentGiB() {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return 0;
-  char line[256];
-  long kib = 0;
-  while (std::fgets(line, sizeof line, f) != nullptr)
-    if (std::sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
-  std::fclose(f);
-  return static_cast<double>(kib) / 1048576.0;
-}
+double PeakResidentGiB() { return std::max(0.0, ProcStatus(getpid(), "VmHWM")) / 1048576.0; }
 
 void ResetPeakResident() {
   if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {

@@ -5,7 +5,7 @@
 // every round:
 //   canonical       the canonical numerics on the kernels ChooseMatmulKernels picks (FMA or VDPBF16PS)
 //   grid VPDPWSSD   the FP4 grid numerics on the AVX-512 integer kernel (engine/kernels/matmul_grid.h)
-//   grid AMX        the FP4 grid on AMX tiles (8+ rows, where the CPU and the OS allow it)
+//   grid AMX        the FP4 grid on AMX tiles (from grid::kAmxMinRows rows, where the CPU and OS allow it)
 // Each figure is the median GFLOP/s of the rounds with its range (2 FLOPs per multiply-add), with
 // the grid kernels' ratio to the canonical one and to their own unit's peak measured in the same run
 // (VNNI's VPDPBUSD for the integer kernel, TDPBSSD for AMX). The two grid kernels give the same bits.

@@ -30,6 +30,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tests/support/child_process.h"
+#include "util/process.h"
 #include "tests/support/test_checkpoint.h"
 
 namespace {
@@ -42,7 +43,7 @@ struct ProcSample {
 };
 
 ProcSample ReadProc(pid_t pid) {
-  return {ds41::testing::ProcStatus(pid, "VmRSS"), ds41::testing::ThreadsOf(pid)};
+  return {ds41::ProcStatus(pid, "VmRSS"), ds41::testing::ThreadsOf(pid)};
 }
 
 double Percentile(std::vector<double> v, double p) {

@@ -222,11 +222,7 @@ struct CacheClient::Lookup {
 // it lives: its guard is the first member, so it is released after everything else here (the
 // context, which holds the channel, and the lookup with its `done`) is gone.
 struct CacheClient::LookupCall {
-  struct Counted {
-    explicit Counted(TaskGroup* g) : group(g) { group->Hold(); }
-    ~Counted() { group->Release(); }
-    TaskGroup* group;
-  } counted;
+  TaskGroup::Held counted;
   std::shared_ptr<Lookup> lookup;
   size_t shard = 0;
   int attempt = 0;

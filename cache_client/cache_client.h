@@ -93,9 +93,9 @@ class CacheClient {
   // those few threads).
   PrefixHit LookupPrefix(const CacheNamespace& ns, const std::vector<int32_t>& tokens, int unit_tokens);
   // LookupPrefix without blocking: `done` runs once, on a gRPC thread (on the caller's when `cancel`
-  // is cancelled already), with the answer LookupPrefix gives; it must not block, nor destroy the client (which waits for the lookups still out before
-  // it goes). `cancel` (may be null) cancels the shard calls and their retries: their units count
-  // as misses.
+  // is cancelled already), with the answer LookupPrefix gives; it must not block, nor destroy the
+  // client (which waits for the lookups still out before it goes). `cancel` (may be null) cancels
+  // the shard calls and their retries: their units count as misses.
   void LookupPrefixAsync(const CacheNamespace& ns, std::vector<int32_t> tokens, int unit_tokens,
                          std::shared_ptr<CancelToken> cancel, std::function<void(PrefixHit)> done);
   PutResult Put(const CacheNamespace& ns, const std::vector<UnitPut>& units);
@@ -157,7 +157,8 @@ class CacheClient {
   void ForEachPart(size_t n, const std::function<void(size_t)>& fn) const;
 
   std::unique_ptr<AckLog> ack_log_;  // null unless CacheClientOptions::ack_log
-  TaskGroup lookups_{nullptr};       // lookups' shard calls alive (Hold/Release); last, so destroyed first: it waits
+  // The lookups' shard calls alive (each a TaskGroup::Held); last, so destroyed first: it waits.
+  TaskGroup lookups_{nullptr};
 };
 
 // A cache client for a comma-separated shard list (flags' form); nullptr (no cache) when it is empty.

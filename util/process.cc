@@ -53,6 +53,15 @@ StatusOr<uint64_t> ParseByteSize(const std::string& s) {
   return static_cast<uint64_t>(v * mult);
 }
 
+double ProcStatus(int pid, const std::string& field) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  const std::string key = field + ":";
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) return std::stod(line.substr(key.size()));
+  return -1;
+}
+
 uint64_t ResidentBytes() {
   std::ifstream in("/proc/self/statm");
   uint64_t size = 0, pages = 0;

@@ -19,6 +19,10 @@ void NameThisThread(const char* name);
 // This process's resident memory (/proc/self/statm), in bytes.
 uint64_t ResidentBytes();
 
+// A numeric field of /proc/<pid>/status ("Threads", "VmRSS" and "VmHWM" in KiB, ...); -1 when it
+// cannot be read.
+double ProcStatus(int pid, const std::string& field);
+
 // "64G", "512M", "1048576" -> bytes.
 StatusOr<uint64_t> ParseByteSize(const std::string& s);
 

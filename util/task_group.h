@@ -29,10 +29,7 @@ class TaskGroup {
   void Schedule(F&& f) {
     Hold();
     auto task = [this, f = std::forward<F>(f)]() mutable {
-      struct Release {
-        TaskGroup* g;
-        ~Release() { g->Release(); }
-      } release{this};
+      const Held release(this, Held::kAdopt);
       // What the task captured goes before it counts as done, so that after Wait nothing of it is
       // left on a pool thread (a last reference it held must not outlive its owner's Wait).
       auto run = std::move(f);
@@ -45,8 +42,23 @@ class TaskGroup {
     }
   }
 
+  // One Hold() for as long as it lives.
+  class Held {
+   public:
+    explicit Held(TaskGroup* group) : group_(group) { group_->Hold(); }
+    ~Held() { group_->Release(); }
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+
+   private:
+    friend class TaskGroup;
+    enum Adopt { kAdopt };
+    Held(TaskGroup* group, Adopt) : group_(group) {}  // takes over a Hold() already counted
+    TaskGroup* const group_;
+  };
+
   // Counts something outstanding that is not a task (a call whose answer will schedule one), so
-  // Wait also waits for it; each Hold is matched by one Release.
+  // Wait also waits for it; each Hold is matched by one Release (or use Held).
   void Hold() {
     MutexLock l(&mu_);
     ++outstanding_;

@@ -41,7 +41,7 @@ void QuantizeActs(const float* x, int64_t rows, int64_t cols, QuantActs* out, Th
 // valid: Model::Open refuses that). Both are independent of SIMD target, thread count and batch.
 Fp4Numerics Fp4NumericsInUse();
 void SetFp4Numerics(Fp4Numerics n);
-// The kernels the FP4 grid runs on with this CPU, for the logs: AMX from 8 rows and the AVX512-VBMI/VNNI
+// The kernels the FP4 grid runs on with this CPU, for the logs: AMX from 16 rows and the AVX512-VBMI/VNNI
 // integer kernel below, the integer kernel alone, or the FMA kernels.
 std::string Fp4GridKernels();
 

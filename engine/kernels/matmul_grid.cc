@@ -1,5 +1,7 @@
 #include "engine/kernels/matmul_grid.h"
 
+#include <cmath>
+
 #include "engine/kernels/numerics.h"
 #include "engine/loading/weight_tiles.h"
 
@@ -37,13 +39,16 @@ void PackActs(const float* values, int64_t rows, int64_t K, uint32_t* pairs) {
 }
 
 float ZeroBlockSign(const float* x, const uint8_t* tile, int lane) {
-  float part = 0.0f;
+  // Once a product is nonzero, the chain's exact partial sums can only come back to zero as
+  // y + (-y) = +0, and +0 + -0 = +0: the result is -0 only when every product is -0, a zero whose
+  // factors' signs differ (grid values are never -0).
   for (int k = 0; k < 32; ++k) {
     const uint8_t byte = tile[(k / 2) * kTileRows + lane];
-    const float p = x[k] * kE2m1Values[k % 2 == 0 ? byte & 0xF : byte >> 4];
-    part = k == 0 ? p : part + p;
+    const int code = k % 2 == 0 ? byte & 0xF : byte >> 4;
+    const bool w_zero = (code & 7) == 0, w_negative = (code & 8) != 0;
+    if ((x[k] != 0.0f && !w_zero) || std::signbit(x[k]) == w_negative) return 0.0f;
   }
-  return part;
+  return -0.0f;
 }
 
 #if defined(__x86_64__)

@@ -86,7 +86,7 @@ TEST_P(GridTest, EveryTargetThreadCountAndLayoutGivesTheReferenceBitsOnTheGrid) 
 
   SetFp4Numerics(Fp4Numerics::kGrid);
   ThreadPool pool3(3);
-  // With the AMX kernel (8+ rows, where the CPU has it) and without.
+  // With the AMX kernel (16+ rows, where the CPU has it) and without.
   for (const bool amx : {true, false}) {
     if (amx && !grid::AmxSupported()) continue;
     grid::SetAmxEnabled(amx);
@@ -218,6 +218,50 @@ TEST_F(GridTest, TheAmxKernelGivesTheReferenceBitsSignedZerosAndExtremesIncluded
                       y.data());
     EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4)) << rows << " rows";
   }
+}
+
+// ZeroBlockSign (the kernels' sign of a zero block sum) against the canonical chain itself, over blocks
+// of mostly zero values and weights (+-0 codes), random signs, and sums that cancel.
+TEST_F(GridTest, AZeroBlockSumsSignIsTheCanonicalChains) {
+  std::mt19937 rng(13);
+  int zero_sums = 0, negative = 0;
+  for (int trial = 0; trial < 200000; ++trial) {
+    alignas(64) uint8_t tile[kFp4TileBytes] = {};
+    float x[32];
+    const int lane = static_cast<int>(rng() % 16);
+    // Half the trials: every product zero, -0 but for about 2 % of them (so about half the blocks
+    // sum to -0); the others: sparse values and weights whose nonzero products may cancel.
+    const bool zeros = trial % 2 == 0;
+    for (int k = 0; k < 32; ++k) {
+      const uint32_t r = rng();
+      const bool flip = r % 50 == 0;
+      int code;
+      if (zeros && (r & 64) != 0) {  // +0 times a weight whose sign makes the product -0
+        x[k] = 0.0f;
+        code = static_cast<int>((r >> 8) % 8) | (flip ? 0 : 8);
+      } else if (zeros) {  // a nonzero value times a zero weight of the other sign
+        x[k] = (r & 128) != 0 ? 2.0f : -1.0f;
+        code = (x[k] > 0) != flip ? 8 : 0;
+      } else {
+        x[k] = (r & 3) != 0 ? 0.0f : static_cast<float>(static_cast<int>(r >> 8) % 5 - 2);  // never -0
+        code = ((r >> 4) & 3) != 0 ? static_cast<int>((r >> 6) & 8) : static_cast<int>((r >> 12) & 15);
+      }
+      uint8_t& byte = tile[(k / 2) * kTileRows + lane];
+      byte = static_cast<uint8_t>(k % 2 == 0 ? (byte & 0xF0) | code : (byte & 0x0F) | (code << 4));
+    }
+    float part = 0.0f;
+    for (int k = 0; k < 32; ++k) {
+      const uint8_t byte = tile[(k / 2) * kTileRows + lane];
+      const float p = x[k] * kE2m1Values[k % 2 == 0 ? byte & 0xF : byte >> 4];
+      part = k == 0 ? p : part + p;
+    }
+    if (part != 0.0f) continue;
+    ++zero_sums;
+    negative += std::signbit(part);
+    ASSERT_EQ(std::signbit(part), std::signbit(grid::ZeroBlockSign(x, tile, lane))) << "trial " << trial;
+  }
+  EXPECT_GT(zero_sums, 1000);
+  EXPECT_GT(negative, 10);
 }
 
 // The grid moves a code by at most half its step (1/128), keeps the scale's power of two exact, and

@@ -6,7 +6,9 @@ import copy
 import glob
 import json
 import os
+import subprocess
 import sys
+import tempfile
 
 try:
     import jsonschema
@@ -33,6 +35,15 @@ def merge(base, over):
             out[k] = copy.deepcopy(v)
     return out
 
+
+# The committed schema is the generator's output (edits go to hack/gen_schema.py, not the JSON).
+with tempfile.TemporaryDirectory() as tmp:
+    generated = os.path.join(tmp, "values.schema.json")
+    subprocess.run([sys.executable, os.path.join(chart, "hack", "gen_schema.py"), generated], check=True,
+                   stdout=subprocess.DEVNULL)
+    if open(generated).read() != open(os.path.join(chart, "values.schema.json")).read():
+        print("FAIL: values.schema.json differs from what hack/gen_schema.py writes; run it", file=sys.stderr)
+        sys.exit(1)
 
 schema = json.load(open(os.path.join(chart, "values.schema.json")))
 validator = jsonschema.Draft7Validator(schema)

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/process.h"
+
 namespace ds41::testing {
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::string& marker, int timeout_s) {
@@ -80,17 +82,7 @@ int ChildProcess::Kill(int sig) {
 
 std::string BinaryDir() { return DS41_BINARY_DIR; }
 
-double ProcStatus(pid_t pid, const std::string& field) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  const std::string key = field + ":";
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(key, 0) == 0) return std::stod(line.substr(key.size()));
-  }
-  return -1;
-}
-
-int ThreadsOf(pid_t pid) { return static_cast<int>(ProcStatus(pid, "Threads")); }
+int ThreadsOf(pid_t pid) { return static_cast<int>(ds41::ProcStatus(pid, "Threads")); }
 
 double Metric(const std::string& page, const std::string& series) {
   const size_t at = page.find("\n" + series + " ");

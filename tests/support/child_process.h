@@ -42,9 +42,6 @@ std::string HttpGet(const std::string& host_port, const std::string& path);
 // (`name{label="v"}`); -1 when absent.
 double Metric(const std::string& page, const std::string& series);
 
-// A numeric field of /proc/<pid>/status ("Threads", "VmRSS" in KiB, ...); -1 when it cannot be read.
-double ProcStatus(pid_t pid, const std::string& field);
-
 // A process's thread count (/proc/<pid>/status), -1 when it cannot be read.
 int ThreadsOf(pid_t pid);
 

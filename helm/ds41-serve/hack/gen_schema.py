@@ -1,8 +1,10 @@
 #!/usr/bin/python3
-"""Generates ../values.schema.json (committed). Objects of the chart's own sections are closed
+"""Generates ../values.schema.json (committed; or the path given as the argument, which
+tests/ops/check_values_schema.py compares with it). Objects of the chart's own sections are closed
 (additionalProperties: false) so that a misspelt key is an error rather than silently ignored."""
 import json
 import os
+import sys
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "values.schema.json")
 
@@ -28,6 +30,8 @@ QUANTITY = {"anyOf": [{"type": "string", "pattern": "^[0-9]+(\\.[0-9]+)?([eE][0-
                       {"type": "number", "minimum": 0}]}
 RESOURCES = obj({"requests": ANY_OBJ, "limits": ANY_OBJ})
 CMD = {"type": "array", "items": S, "minItems": 1}
+# NetworkPolicy peers (from: entries) allowed to reach a port.
+PEERS = {"type": "array", "items": obj({"podSelector": ANY_OBJ, "namespaceSelector": ANY_OBJ, "ipBlock": ANY_OBJ})}
 ENV = {"type": "array", "items": obj({"name": S, "value": S, "valueFrom": ANY_OBJ}, required=["name"])}
 ARGS = {"type": "array", "items": S}
 PDB = obj({"enabled": B, "minAvailable": {"type": ["integer", "string"]},
@@ -60,6 +64,7 @@ schema = {
         "global": ANY_OBJ,
         "nameOverride": S,
         "fullnameOverride": S,
+        "mallocTunables": dict(S, description="GLIBC_TUNABLES for every binary; empty: glibc's defaults"),
         "image": obj({"repository": {"type": "string", "minLength": 1}, "tag": S,
                       "pullPolicy": {"enum": ["Always", "IfNotPresent", "Never"]}}, required=["repository"]),
         "imagePullSecrets": {"type": "array", "items": obj({"name": S}, required=["name"])},
@@ -99,8 +104,9 @@ schema = {
                                                                 "(x-request-timeout, x-stainless-timeout), and the "
                                                                 "longest"},
                        "shutdownGraceSeconds": grace("requests"),
-                       "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "pdb": PDB, **SCHED},
-                      required=["replicas", "httpPort", "grpcPort"]),
+                       "extraArgs": ARGS, "extraEnv": ENV, "resources": RESOURCES, "pdb": PDB, **SCHED,
+                       "metricsPort": PORT},
+                      required=["replicas", "httpPort", "grpcPort", "metricsPort"]),
         "encoder": obj({"replicas": NONNEG, "command": CMD, "grpcPort": PORT, "metricsPort": PORT,
                         "threads": NONNEG, "stepTokens": {"type": "integer", "minimum": 1, "maximum": 1048576},
                         "swaPoolBytes": BYTES, "swaTtlSeconds": NONNEG, "shutdownGraceSeconds": grace("calls"),
@@ -134,12 +140,20 @@ schema = {
                                                 required=["size"])},
                             required=["replicas", "grpcPort", "metricsPort", "dataPort", "capacity", "persistence"]),
         "auth": obj({"enabled": B, "existingSecret": S,
+                     "adminTokenSecret": {"type": "string", "pattern": "^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)?$"},
                      "apiKeys": {"type": "array",
                                  "items": obj({"tenant": {"type": "string", "minLength": 1},
                                                "key": {"type": "string", "minLength": 8},
                                                "salt": {"type": "string", "minLength": 8}},
-                                              required=["tenant", "key", "salt"])}},
-                    required=["enabled"]),
+                                              required=["tenant", "key", "salt"])},
+                     "quotas": {"type": "object",
+                                "additionalProperties": obj({"maxRunning": POS, "tokensPerMinute": POS},
+                                                            minProperties=1)}},
+                    required=["enabled"],
+                    # Enabled with the keys in the chart (no existing Secret): at least one key.
+                    **{"if": {"properties": {"enabled": {"const": True}, "existingSecret": {"const": ""}},
+                              "required": ["enabled"]},
+                       "then": {"properties": {"apiKeys": {"minItems": 1}}, "required": ["apiKeys"]}}),
         "tls": obj({"enabled": B, "clientAuth": B, "serverName": S, "existingSecret": S, "cert": S, "key": S, "ca": S,
                     "mountPath": {"type": "string", "pattern": "^/"}}, required=["enabled"]),
         "monitoring": obj({
@@ -149,10 +163,12 @@ schema = {
             "dashboards": obj({"enabled": B, "label": {"type": "string", "minLength": 1}, "labelValue": S,
                                "namespace": S, "folder": S, "annotations": ANY_OBJ}, required=["enabled"]),
         }),
+        "networkPolicy": obj({"enabled": B, "apiFrom": PEERS, "metricsFrom": PEERS}, required=["enabled"]),
     },
 }
 
-with open(OUT, "w") as f:
+out = sys.argv[1] if len(sys.argv) > 1 else OUT
+with open(out, "w") as f:
     json.dump(schema, f, indent=2)
     f.write("\n")
-print("wrote", OUT)
+print("wrote", out)
