@@ -7,8 +7,10 @@
 //   grid VPDPWSSD   the FP4 grid numerics on the AVX-512 integer kernel (engine/kernels/matmul_grid.h)
 //   grid AMX        the FP4 grid on AMX tiles (from grid::kAmxMinRows rows, where the CPU and OS allow it)
 // Each figure is the median GFLOP/s of the rounds with its range (2 FLOPs per multiply-add), with
-// the grid kernels' ratio to the canonical one and to their own unit's peak measured in the same run
-// (VNNI's VPDPBUSD for the integer kernel, TDPBSSD for AMX). The two grid kernels give the same bits.
+// the grid kernels' ratio to the canonical one and each kernel's share of its unit's peak measured in
+// the same run: fp32 FMA or VDPBF16PS (whichever the canonical blocks run on), TDPBF16PS for AMX, and
+// for the integer kernel the int8 dot peak (VPDPBUSD; its VPDPWSSD does half the multiply-adds per
+// instruction, so 0.5 of that peak is its own). The grid kernels give the same bits.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>

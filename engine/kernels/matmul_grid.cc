@@ -2,13 +2,12 @@
 
 #include <cmath>
 
-#include "engine/kernels/numerics.h"
 #include "engine/loading/weight_tiles.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "engine/kernels/e8m0_avx512.h"
+#include "engine/kernels/grid_avx512.h"
 #endif
 
 namespace ds41::grid {
@@ -124,21 +123,13 @@ DS41_GRID_TARGET void Group(const uint32_t* pairs, const float* values, const fl
     }
 #pragma GCC unroll 4
     for (int g = 0; g < kG; ++g) {
-      const __m512 sw = E8m0Avx512(_mm512_maskz_cvtepu8_epi32(
-          0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + (g * nb + b) * 16))));
+      const __m512 sw = TileScales(scales + (g * nb + b) * 16);
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
         const __m512i total = _mm512_add_epi32(acc[i][g][0], acc[i][g][1]);
-        __m512 part = _mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, total), _mm512_set1_ps(0.5f));
-        const __mmask16 zero = _mm512_cmpeq_epi32_mask(total, _mm512_setzero_si512());
-        if (zero != 0) [[unlikely]] {
-          alignas(64) float p[16];
-          _mm512_store_ps(p, part);
-          for (int lane = 0; lane < 16; ++lane)
-            if ((zero >> lane) & 1) p[lane] = ZeroBlockSign(values + i * K + b * 32, codes + (g * nb + b) * kTileBytes, lane);
-          part = _mm512_load_ps(p);
-        }
-        const __m512 v = _mm512_mul_ps(_mm512_mul_ps(part, _mm512_set1_ps(xs[i * nb + b])), sw);
+        const __m512 v = BlockTerm(_mm512_mul_ps(_mm512_maskz_cvtepi32_ps(0xFFFF, total), _mm512_set1_ps(0.5f)),
+                                   _mm512_cmpeq_epi32_mask(total, _mm512_setzero_si512()), values + i * K + b * 32,
+                                   codes + (g * nb + b) * kTileBytes, xs[i * nb + b], sw);
         sum[i][g] = b == 0 ? v : _mm512_add_ps(sum[i][g], v);
       }
     }

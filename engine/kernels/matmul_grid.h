@@ -40,8 +40,8 @@ void DecodeFp4Group(int rows, const uint32_t* pairs, const float* values, const 
 // True when the CPU has the integer kernel's instructions and AMX-BF16 and Linux granted the tile
 // state (util/amx.h).
 bool AmxSupported();
-// Whether MatMulFp4 runs it: where supported, unless DS41_GRID_AMX=0 (read at the first call). The
-// bits are the same either way; benchmarks and tests switch it to compare.
+// Whether MatMulFp4 runs it: where supported, unless DS41_GRID_AMX is 0, false or off (read at the
+// first call). The bits are the same either way; benchmarks and tests switch it to compare.
 bool AmxEnabled();
 void SetAmxEnabled(bool on);
 // Row counts from which MatMulFp4 packs activations for the AMX kernel: one full tile. Below, the
@@ -50,7 +50,7 @@ inline constexpr int64_t kAmxMinRows = 16;
 // The packed rows come in tiles of 16; the caller pads their count to a multiple with zero rows.
 inline constexpr int64_t kAmxTileRows = 16;
 
-// The AMX kernel's activations: grid values as bf16 (exact), tile-major: 16 rows of one 32-block
+// The AMX kernel's activations: grid values (REQUIRES: ToFp4Grid's, so exact bf16) as bf16, tile-major: 16 rows of one 32-block
 // (1 KiB) at out + ((r / 16) * K / 32 + b) * 512. Packs rows [r0, r1) of values [rows, K]; the last
 // tile's rows past `rows` are zeroed by whoever packs the last row (out holds whole tiles).
 void PackAmxActs(const float* values, int64_t rows, int64_t K, int64_t r0, int64_t r1, uint16_t* out);
@@ -59,6 +59,11 @@ void PackAmxActs(const float* values, int64_t rows, int64_t K, int64_t r0, int64
 // DecodeFp4Group; y[i * 64 + c] for i < rows, the canonical order's bits, signed zeros included.
 void AmxFp4Group(int64_t rows, const uint16_t* acts, const float* values, const float* xs, int64_t K,
                  const uint8_t* codes, const uint8_t* scales, float* y);
+
+// One FP4 tile (256 bytes) as the kernel's B tile (TDPBF16PS's second operand: 16 rows of 16 bf16
+// pairs, row j holding each weight row's codes 2j, 2j + 1), for tests of the layouts on any CPU with
+// KernelSupported() (the tile unit itself needs AMX).
+void DecodeAmxBTile(const uint8_t* tile, uint16_t* out);
 
 // The canonical chain of a block whose exact sum is zero (x: its 32 grid values; tile: the weights'
 // FP4 tile; lane: the weight row in it): +0, or -0 when every product is -0. Integer sums have no

@@ -15,7 +15,6 @@
 #include <cstring>
 
 #include "engine/kernels/matmul_grid.h"
-#include "engine/kernels/numerics.h"
 #include "engine/loading/weight_tiles.h"
 #include "util/amx.h"
 #include "util/thread_scratch.h"
@@ -23,7 +22,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#include "engine/kernels/e8m0_avx512.h"
+#include "engine/kernels/grid_avx512.h"
 #endif
 
 namespace ds41::grid {
@@ -41,7 +40,9 @@ bool AmxEnabled() {
   int on = g_amx_enabled.load(std::memory_order_relaxed);
   if (on < 0) {
     const char* env = std::getenv("DS41_GRID_AMX");
-    on = AmxSupported() && !(env != nullptr && std::strcmp(env, "0") == 0) ? 1 : 0;
+    const bool off = env != nullptr && (std::strcmp(env, "0") == 0 || std::strcmp(env, "false") == 0 ||
+                                        std::strcmp(env, "off") == 0);
+    on = AmxSupported() && !off ? 1 : 0;
     int expected = -1;
     if (!g_amx_enabled.compare_exchange_strong(expected, on, std::memory_order_relaxed)) on = expected;
   }
@@ -84,7 +85,7 @@ alignas(64) constexpr uint16_t kE2m1Bf16[32] = {
 // into a dword; VPMULTISHIFTQB puts its low nibble in word 0's index bits and its high nibble in
 // word 1's (the mask_ and maskz_ forms, every lane selected, avoid GCC 12's false
 // maybe-uninitialized warning), and VPERMW looks both up.
-DS41_AMX_TARGET inline void DecodeBTile(const uint8_t* tile, uint16_t* out) {
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) inline void DecodeBTile(const uint8_t* tile, uint16_t* out) {
   const __m512i table = _mm512_load_si512(kE2m1Bf16), ctrl = _mm512_set1_epi64(0x0024002000040000);
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) {
@@ -136,24 +137,15 @@ DS41_AMX_TARGET inline void Products(const uint16_t* a0, const uint16_t* a1, con
   DS41_GRID_PRODUCT(5, 6, 7, bt[3], c[3]);
 }
 
-// One activation tile's sums against one B tile (c: 16 x 16) for `valid` rows from m0: scaled by the
-// activation's then the weights' scale and added in block order, as the canonical chain does. A zero
-// sum has no sign from the tile unit (the canonical chain gives -0 when every product is -0), so
-// such lanes, which real activations rarely give, are recomputed.
+// One activation tile's sums against one B tile (c: 16 x 16) for `valid` rows from m0, each row's
+// term (BlockTerm: zero sums' signs, the scales) added to its outputs in block order.
 DS41_AMX_TARGET inline void Finish(const float* c, int valid, int64_t m0, int64_t b, int64_t nb, int64_t K,
                                    const float* values, const float* xs, const uint8_t* tile, __m512 sw, float* y) {
   for (int i = 0; i < valid; ++i) {
-    __m512 part = _mm512_load_ps(c + 16 * i);
-    const __mmask16 zero = _mm512_cmp_ps_mask(part, _mm512_setzero_ps(), _CMP_EQ_OQ);
+    const __m512 part = _mm512_load_ps(c + 16 * i);
     const int64_t r = m0 + i;
-    if (zero != 0) [[unlikely]] {
-      alignas(64) float p[16];
-      _mm512_store_ps(p, part);
-      for (int lane = 0; lane < 16; ++lane)
-        if ((zero >> lane) & 1) p[lane] = ZeroBlockSign(values + r * K + b * 32, tile, lane);
-      part = _mm512_load_ps(p);
-    }
-    const __m512 v = _mm512_mul_ps(_mm512_mul_ps(part, _mm512_set1_ps(xs[r * nb + b])), sw);
+    const __m512 v = BlockTerm(part, _mm512_cmp_ps_mask(part, _mm512_setzero_ps(), _CMP_EQ_OQ), values + r * K + b * 32,
+                               tile, xs[r * nb + b], sw);
     float* out = y + r * 64;
     _mm512_storeu_ps(out, b == 0 ? v : _mm512_add_ps(_mm512_loadu_ps(out), v));
   }
@@ -204,7 +196,7 @@ DS41_AMX_TARGET void Group(int64_t rows, const uint16_t* acts, const float* valu
               _mm_prefetch(reinterpret_cast<const char*>(tile[p][g] + 2 * kTileBytes + o), _MM_HINT_T0);
           DecodeBTile(tile[p][g], decoded.data() + (b * kG + g) * 512);
         }
-        sw[p][g] = E8m0Avx512(_mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + (g * nb + b) * 16))));
+        sw[p][g] = TileScales(scales + (g * nb + b) * 16);
       }
       Products(a + b * kTileElems, two ? a + (nb + b) * kTileElems : nullptr,
                reinterpret_cast<const uint16_t(*)[512]>(decoded.data() + b * kG * 512), sums[p]);
@@ -223,9 +215,12 @@ void AmxFp4Group(int64_t rows, const uint16_t* acts, const float* values, const 
   Group(rows, acts, values, xs, K, codes, scales, y);
 }
 
+void DecodeAmxBTile(const uint8_t* tile, uint16_t* out) { DecodeBTile(tile, out); }
+
 #else  // not x86-64: AmxSupported() is false, so this is never called.
 
 void AmxFp4Group(int64_t, const uint16_t*, const float*, const float*, int64_t, const uint8_t*, const uint8_t*, float*) {}
+void DecodeAmxBTile(const uint8_t*, uint16_t*) {}
 
 #endif
 

@@ -63,11 +63,13 @@ struct Case {
 
 class GridTest : public ::testing::TestWithParam<Case> {
  protected:
+  void SetUp() override { amx_ = grid::AmxEnabled(); }
   void TearDown() override {
     SetFp4Numerics(Fp4Numerics::kCanonical);
-    grid::SetAmxEnabled(true);  // (only where supported)
+    grid::SetAmxEnabled(amx_);
     hwy::SetSupportedTargetsForTest(0);
   }
+  bool amx_ = false;
 };
 
 TEST_P(GridTest, EveryTargetThreadCountAndLayoutGivesTheReferenceBitsOnTheGrid) {
@@ -114,7 +116,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GridTest,
                                            // a full group of four tiles whose last rows are padding
                                            Case{3, 60, 64}, Case{9, 120, 96},
                                            // more than kParallelGrain values: packed by the pool's threads
-                                           Case{40, 64, 4096}, Case{6, 64, 16384}));
+                                           Case{40, 64, 4096}, Case{6, 64, 16384},
+                                           // AMX (16+ rows) beside a partial group, and over one block
+                                           Case{20, 70, 96}, Case{20, 64, 32}));
 
 // A row's result does not depend on the rows beside it: each row alone equals its row in a batch of
 // 1..20 (decode chunks of 4, 3, 2, 1, the 8+ row kernels and AMX's 16-row tiles).
@@ -180,8 +184,8 @@ TEST_F(GridTest, TheIntegerKernelGivesTheReferenceBitsSignedZerosIncluded) {
 
 // The AMX kernel alone (where the CPU and the OS allow it) against the reference on the grid, for
 // row counts around its 16-row tiles: zero-sum blocks as above, a row of the largest codes (+-448)
-// against the largest weights, and a row whose block sums need all of fp32's 24 bits (16 products
-// 28672 * 6 and one 1 * 0.5), which a tile unit that rounded or truncated anywhere would lose.
+// against the largest weights, and a row whose block sums need all of fp32's 24 bits (31 products
+// 28672 * 6 and one 1 * 0.5: 5,332,992.5), which a tile unit that rounded or truncated anywhere would lose.
 TEST_F(GridTest, TheAmxKernelGivesTheReferenceBitsSignedZerosAndExtremesIncluded) {
   if (!grid::AmxSupported()) GTEST_SKIP() << "skipped: no AMX";
   std::mt19937 rng(9);
@@ -193,7 +197,7 @@ TEST_F(GridTest, TheAmxKernelGivesTheReferenceBitsSignedZerosAndExtremesIncluded
     w.packed[static_cast<size_t>(16 * k / 2 + j)] = 0x80;
     w.packed[static_cast<size_t>(17 * k / 2 + j)] = 0x77;  // +6, +6
     w.packed[static_cast<size_t>(18 * k / 2 + j)] = 0xFF;  // -6, -6
-    w.packed[static_cast<size_t>(19 * k / 2 + j)] = 0x17;  // +6 (even k), +0.5 (odd k)
+    w.packed[static_cast<size_t>(19 * k / 2 + j)] = j % 16 == 15 ? 0x17 : 0x77;  // +6, but +0.5 for k % 32 == 31
   }
   w.Pack();
   for (int rows : {1, 2, 8, 15, 16, 17, 33, 40}) {
@@ -202,7 +206,7 @@ TEST_F(GridTest, TheAmxKernelGivesTheReferenceBitsSignedZerosAndExtremesIncluded
       const int64_t r = i / k;
       if (r == rows - 1 || i % k < 32) qa.codes[static_cast<size_t>(i)] = 0.0f;
       if (r == 0 && rows > 1) qa.codes[static_cast<size_t>(i)] = (i % 3 == 0 ? -448.0f : 448.0f);
-      if (r == 1 && rows > 2) qa.codes[static_cast<size_t>(i)] = i % 2 == 0 ? 448.0f : (i % 32 == 1 ? 1.0f / 64 : 0.0f);
+      if (r == 1 && rows > 2) qa.codes[static_cast<size_t>(i)] = i % 32 == 31 ? 1.0f / 64 : 448.0f;
     }
     QuantActs g;
     ASSERT_TRUE(ToFp4Grid(qa, &g));
@@ -217,6 +221,44 @@ TEST_F(GridTest, TheAmxKernelGivesTheReferenceBitsSignedZerosAndExtremesIncluded
     grid::AmxFp4Group(rows, packed.data(), g.codes.data(), g.scales.data(), k, w.tiles.data(), w.tile_scales.data(),
                       y.data());
     EXPECT_EQ(0, std::memcmp(y.data(), ref.data(), ref.size() * 4)) << rows << " rows";
+  }
+}
+
+// The AMX kernel's operand layouts, where the CPU has the decode's instructions (AMX itself is not
+// needed): TDPBF16PS emulated on PackAmxActs's A tiles and DecodeAmxBTile's B tiles (C[m][n] += A[m][2j]
+// B[j][2n] + A[m][2j+1] B[j][2n+1] over j < 16, exact here) gives every block's exact sum.
+TEST_F(GridTest, TheAmxOperandLayoutsGiveTheBlockSums) {
+  if (!grid::KernelSupported()) GTEST_SKIP() << "skipped: no AVX512-VBMI and AVX512-VNNI";
+  std::mt19937 rng(17);
+  constexpr int64_t rows = 21, n = 16, k = 96, nb = k / 32, padded = 32;
+  const Fp4Weights w(rng, n, k);
+  QuantActs g;
+  ASSERT_TRUE(ToFp4Grid(RandomActs(rng, rows, k), &g));
+  std::vector<uint16_t> a(static_cast<size_t>(padded * k), 0xFFFF);
+  grid::PackAmxActs(g.codes.data(), rows, k, 0, rows, a.data());
+  auto bf16 = [](uint16_t h) {
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  for (int64_t b = 0; b < nb; ++b) {
+    uint16_t bt[512];
+    grid::DecodeAmxBTile(w.tiles.data() + b * kFp4TileBytes, bt);  // the one tile of 16 rows, block b
+    for (int64_t r = 0; r < padded; ++r) {
+      const uint16_t* arow = a.data() + ((r / 16) * nb + b) * 512 + (r % 16) * 32;
+      for (int64_t c = 0; c < n; ++c) {
+        double tile_sum = 0, exact = 0;
+        for (int j = 0; j < 16; ++j)
+          for (int p = 0; p < 2; ++p) tile_sum += double{bf16(arow[2 * j + p])} * bf16(bt[32 * j + 2 * c + p]);
+        if (r < rows)
+          for (int q = 0; q < 32; ++q) {
+            const uint8_t byte = w.packed[static_cast<size_t>((c * k + b * 32 + q) / 2)];
+            exact += double{g.codes[static_cast<size_t>(r * k + b * 32 + q)]} * kE2m1Values[q % 2 == 0 ? byte & 0xF : byte >> 4];
+          }
+        ASSERT_EQ(tile_sum, exact) << "row " << r << " column " << c << " block " << b;  // padding rows: 0
+      }
+    }
   }
 }
 

@@ -587,8 +587,9 @@ HWY_ATTR void MatmulGroup(const MatmulActs& a, const MatmulWeights& w, int64_t g
   const int64_t tiles = (w.n + kTileRows - 1) / kTileRows;
   const int64_t t0 = group * kTilesPerGroup, t1 = std::min(tiles, t0 + kTilesPerGroup);
 #if DS41_BF16_DOT_TARGET
-  // FP4-grid activations packed for the integer kernel (only where the CPU has it), any row count:
-  // its bits are the FMA kernels' on the same values (matmul_grid.h), which the other targets run.
+  // FP4-grid activations packed for the AMX kernel (16+ rows) or the integer kernel (fewer), where
+  // the CPU has them: their bits are the FMA kernels' on the same values (matmul_grid.h), which the
+  // other targets and partial groups run.
   const bool grid_tiles = w.format == MatmulWeights::kFp4 && w.tiles != nullptr && w.tile_scales != nullptr &&
                           t1 - t0 == kTilesPerGroup;
   if (a.grid_amx != nullptr && grid_tiles) {
