@@ -24,40 +24,13 @@
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/matmul_bf16_dot.h"
 #include "engine/kernels/matmul_grid.h"
-#include "engine/kernels/numerics.h"
-#include "engine/loading/weight_tiles.h"
+#include "tests/support/random_operands.h"
 #include "util/thread_pool.h"
 
 namespace {
 
 using namespace ds41;
 using Steady = std::chrono::steady_clock;
-
-// Random FP4 weights n x k, tile-major (the layout the nodes run on).
-struct Expert {
-  std::vector<uint8_t> packed, scales, tiles, tile_scales;
-  int64_t n, k;
-  Expert(std::mt19937& rng, int64_t rows, int64_t cols) : n(rows), k(cols) {
-    packed.resize(static_cast<size_t>(n * k / 2));
-    for (auto& b : packed) b = static_cast<uint8_t>(rng());
-    scales.resize(static_cast<size_t>(n * k / 32));
-    for (auto& s : scales) s = static_cast<uint8_t>(120 + rng() % 10);
-    tiles.resize(static_cast<size_t>(Fp4TilesBytes(n, k)));
-    tile_scales.resize(static_cast<size_t>(Fp4ScaleTilesBytes(n, k)));
-    PackFp4Tiles(packed.data(), n, k, tiles.data());
-    PackFp4ScaleTiles(scales.data(), n, k, tile_scales.data());
-  }
-  Fp4Linear View() const { return {packed.data(), scales.data(), n, k, tiles.data(), tile_scales.data()}; }
-};
-
-QuantActs RandomActs(std::mt19937& rng, int64_t m, int64_t k) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(m * k));
-  for (auto& v : x) v = RoundBf16(d(rng));
-  QuantActs qa;
-  QuantizeActs(x.data(), m, k, &qa);
-  return qa;
-}
 
 struct Stats {
   std::vector<double> v;
@@ -109,24 +82,24 @@ int main(int argc, char** argv) {
               amx ? "" : " (no AMX here)");
 
   std::mt19937 rng(7);
-  std::vector<Expert> mats;
+  std::vector<testing::RandomFp4Weights> mats;
   for (int e = 0; e < experts; ++e) {
     mats.emplace_back(rng, 2304, 5120);
     mats.emplace_back(rng, 5120, 2304);
   }
   double weight_bytes = 0;
-  for (const Expert& m : mats) weight_bytes += static_cast<double>(m.tiles.size() + m.tile_scales.size());
+  for (const auto& m : mats) weight_bytes += static_cast<double>(m.tiles.size() + m.tile_scales.size());
   std::printf("%d expert matrices of each shape, %.0f MB of weights\n", experts, weight_bytes / 1e6);
 
   for (int rows : row_counts) {
-    const QuantActs up = RandomActs(rng, rows, 5120), down = RandomActs(rng, rows, 2304);
+    const QuantActs up = testing::RandomQuantActs(rng, rows, 5120), down = testing::RandomQuantActs(rng, rows, 2304);
     std::vector<float> y(static_cast<size_t>(rows) * 5120);
     // One pass: every matrix once, as a prefill's experts are each read once per chunk.
     auto pass = [&] {
-      for (const Expert& m : mats) MatMulFp4(m.k == 5120 ? up : down, m.View(), y.data(), &pool);
+      for (const auto& m : mats) MatMulFp4(m.k == 5120 ? up : down, m.TileMajor(), y.data(), &pool);
     };
     double flops_per_pass = 0;
-    for (const Expert& m : mats) flops_per_pass += 2.0 * rows * static_cast<double>(m.n * m.k);
+    for (const auto& m : mats) flops_per_pass += 2.0 * rows * static_cast<double>(m.n * m.k);
     Stats gflops[kKernels];
     auto wanted = [&](const char* name) { return std::find(kernels.begin(), kernels.end(), name) != kernels.end(); };
     const bool run[kKernels] = {wanted("canonical"), integer && wanted("int"),

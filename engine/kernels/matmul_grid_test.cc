@@ -13,40 +13,15 @@
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/numerics.h"
 #include "engine/loading/weight_tiles.h"
+#include "tests/support/random_operands.h"
 #include "util/thread_pool.h"
 
 namespace ds41 {
 namespace {
 
-// Random FP4 weights (row-major, tile-major, tile-major scales) of n x k.
-struct Fp4Weights {
-  std::vector<uint8_t> packed, scales, tiles, tile_scales;
-  int64_t n, k;
-  Fp4Weights(std::mt19937& rng, int64_t rows, int64_t cols) : n(rows), k(cols) {
-    packed.resize(static_cast<size_t>(n * k / 2));
-    for (auto& b : packed) b = static_cast<uint8_t>(rng());
-    scales.resize(static_cast<size_t>(n * k / 32));
-    for (auto& s : scales) s = static_cast<uint8_t>(120 + rng() % 10);
-    Pack();
-  }
-  void Pack() {
-    tiles.resize(static_cast<size_t>(Fp4TilesBytes(n, k)));
-    tile_scales.resize(static_cast<size_t>(Fp4ScaleTilesBytes(n, k)));
-    PackFp4Tiles(packed.data(), n, k, tiles.data());
-    PackFp4ScaleTiles(scales.data(), n, k, tile_scales.data());
-  }
-  Fp4Linear RowMajor() const { return {packed.data(), scales.data(), n, k}; }
-  Fp4Linear TileMajor() const { return {packed.data(), scales.data(), n, k, tiles.data(), tile_scales.data()}; }
-};
+using Fp4Weights = testing::RandomFp4Weights;
 
-QuantActs RandomActs(std::mt19937& rng, int64_t m, int64_t k) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(m * k));
-  for (auto& v : x) v = RoundBf16(d(rng));
-  QuantActs qa;
-  QuantizeActs(x.data(), m, k, &qa);
-  return qa;
-}
+QuantActs RandomActs(std::mt19937& rng, int64_t m, int64_t k) { return testing::RandomQuantActs(rng, m, k); }
 
 double RelL2(const std::vector<float>& a, const std::vector<float>& ref) {
   double num = 0, den = 0;
