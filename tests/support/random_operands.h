@@ -1,5 +1,4 @@
-// Random matmul operands for the kernels' tests and benchmarks (header only: engine_unit_test and
-// bench/matmul_bench link the engine, not the test support library).
+// Random matmul operands for the kernels' tests and benchmarks (header only).
 #pragma once
 
 #include <cstdint>
