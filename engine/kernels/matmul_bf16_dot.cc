@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "engine/kernels/e8m0_avx512.h"
+#include "engine/kernels/numerics.h"
 #endif
 
 namespace ds41::bf16dot {
@@ -173,10 +174,6 @@ namespace {
 
 #define DS41_DECODE_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16,avx512vbmi")))
 
-// bf16 of every E2M1 code, twice: the FP4 lookup's index carries a don't-care fifth bit.
-alignas(64) constexpr uint16_t kE2m1Bf16[32] = {
-    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
-    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
 // bf16 of E4M3's magnitudes m * 2^-9 with a zero exponent field (0 and the subnormals), at index m.
 alignas(64) constexpr uint16_t kE4m3SubnormalBf16[32] = {0x0000, 0x3B00, 0x3B80, 0x3BC0, 0x3C00, 0x3C20, 0x3C40, 0x3C60};
 

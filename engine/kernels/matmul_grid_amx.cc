@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "engine/kernels/matmul_grid.h"
+#include "engine/kernels/numerics.h"
 #include "engine/loading/weight_tiles.h"
 #include "util/amx.h"
 #include "util/thread_scratch.h"
@@ -74,11 +75,6 @@ namespace {
 #define DS41_AMX_TARGET __attribute__((target("avx512f,avx512bw,avx512vbmi,amx-tile,amx-bf16")))
 
 constexpr int kTileBytes = static_cast<int>(kFp4TileBytes);  // byte 16 j + n: codes 2j (low nibble), 2j + 1 of row n
-
-// bf16 of every E2M1 code, twice: the lookup's index carries a don't-care fifth bit.
-alignas(64) constexpr uint16_t kE2m1Bf16[32] = {
-    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
-    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
 
 // A B tile (TDPBF16PS's second operand) is 16 rows of 64 bytes: row j holds, for each weight row n,
 // the bf16 pair of codes 2j, 2j + 1, which is byte j of the FP4 tile's row n. Each byte zero-extended

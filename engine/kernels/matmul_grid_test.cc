@@ -123,6 +123,24 @@ TEST_F(GridTest, ARowsBitsDoNotDependOnItsBatch) {
   }
 }
 
+// Weights for the signed-zero cases (call Pack after any further edit): rows 0-15 hold code 0xA
+// (-1.0) only, row 16 +0 and -0, the rest random.
+Fp4Weights SignedZeroWeights(std::mt19937& rng, int64_t n, int64_t k) {
+  Fp4Weights w(rng, n, k);
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t j = 0; j < k / 2; ++j) w.packed[static_cast<size_t>(r * k / 2 + j)] = 0xAA;
+  for (int64_t j = 0; j < k / 2; ++j) w.packed[static_cast<size_t>(16 * k / 2 + j)] = 0x80;
+  return w;
+}
+
+// Random activations whose last row is all zero and whose other rows' first block is.
+QuantActs ZeroBlockActs(std::mt19937& rng, int64_t rows, int64_t k) {
+  QuantActs qa = RandomActs(rng, rows, k);
+  for (int64_t i = 0; i < rows * k; ++i)
+    if (i / k == rows - 1 || i % k < 32) qa.codes[static_cast<size_t>(i)] = 0.0f;
+  return qa;
+}
+
 // The integer kernel alone (where the CPU has it) against the reference on the grid, 1-4 rows,
 // zero-sum blocks included: the last row's activations are all zero, so every block of it sums to
 // zero, and its outputs are -0 against all-negative weights (rows 0-15), +0 against a -0/+0 mix
@@ -131,17 +149,10 @@ TEST_F(GridTest, TheIntegerKernelGivesTheReferenceBitsSignedZerosIncluded) {
   if (!grid::KernelSupported()) GTEST_SKIP() << "skipped: no AVX512-VBMI and AVX512-VNNI";
   std::mt19937 rng(5);
   constexpr int64_t n = 64, k = 128;
-  Fp4Weights w(rng, n, k);
-  for (int64_t r = 0; r < 16; ++r)  // codes 0xA (-1.0) only
-    for (int64_t j = 0; j < k / 2; ++j) w.packed[static_cast<size_t>(r * k / 2 + j)] = 0xAA;
-  for (int64_t j = 0; j < k / 2; ++j) w.packed[static_cast<size_t>(16 * k / 2 + j)] = 0x80;  // +0 and -0
+  Fp4Weights w = SignedZeroWeights(rng, n, k);
   w.Pack();
   for (int rows = 1; rows <= grid::kRows; ++rows) {
-    QuantActs qa = RandomActs(rng, rows, k);
-    for (int64_t i = 0; i < rows * k; ++i) {
-      const int64_t r = i / k;
-      if (r == rows - 1 || i % k < 32) qa.codes[static_cast<size_t>(i)] = 0.0f;
-    }
+    QuantActs qa = ZeroBlockActs(rng, rows, k);
     QuantActs g;
     ASSERT_TRUE(ToFp4Grid(qa, &g));
     std::vector<float> ref(static_cast<size_t>(rows * n)), y(ref.size());
@@ -165,21 +176,17 @@ TEST_F(GridTest, TheAmxKernelGivesTheReferenceBitsSignedZerosAndExtremesIncluded
   if (!grid::AmxSupported()) GTEST_SKIP() << "skipped: no AMX";
   std::mt19937 rng(9);
   constexpr int64_t n = 64, k = 160;
-  Fp4Weights w(rng, n, k);
-  for (int64_t r = 0; r < 16; ++r)
-    for (int64_t j = 0; j < k / 2; ++j) w.packed[static_cast<size_t>(r * k / 2 + j)] = 0xAA;
+  Fp4Weights w = SignedZeroWeights(rng, n, k);
   for (int64_t j = 0; j < k / 2; ++j) {
-    w.packed[static_cast<size_t>(16 * k / 2 + j)] = 0x80;
     w.packed[static_cast<size_t>(17 * k / 2 + j)] = 0x77;  // +6, +6
     w.packed[static_cast<size_t>(18 * k / 2 + j)] = 0xFF;  // -6, -6
     w.packed[static_cast<size_t>(19 * k / 2 + j)] = j % 16 == 15 ? 0x17 : 0x77;  // +6, but +0.5 for k % 32 == 31
   }
   w.Pack();
   for (int rows : {1, 2, 8, 15, 16, 17, 33, 40}) {
-    QuantActs qa = RandomActs(rng, rows, k);
-    for (int64_t i = 0; i < rows * k; ++i) {
+    QuantActs qa = ZeroBlockActs(rng, rows, k);
+    for (int64_t i = 0; i < (rows - 1) * k; ++i) {
       const int64_t r = i / k;
-      if (r == rows - 1 || i % k < 32) qa.codes[static_cast<size_t>(i)] = 0.0f;
       if (r == 0 && rows > 1) qa.codes[static_cast<size_t>(i)] = (i % 3 == 0 ? -448.0f : 448.0f);
       if (r == 1 && rows > 2) qa.codes[static_cast<size_t>(i)] = i % 32 == 31 ? 1.0f / 64 : 448.0f;
     }

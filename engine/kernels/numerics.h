@@ -90,6 +90,12 @@ inline constexpr ExponentRange kE4m3Exponents{-9, 8};
 uint8_t F32ToE4m3(float x);
 
 // ---- E2M1 (4-bit: bit 3 = sign) --------------------------------------------------------------------
+// bf16 bits of every E2M1 code, twice (32 entries): the SIMD lookups' index (VPERMW) carries a
+// don't-care fifth bit.
+alignas(64) inline constexpr uint16_t kE2m1Bf16[32] = {
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,
+    0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0, 0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};
+
 inline float E2m1ToF32(uint8_t code) { return kE2m1Values[code & 0xF]; }
 // v in [-6, 6]; ties go to the even code (0.75, 1.75, 3.5 round up; 0.25, 1.25, 2.5, 5 round down).
 // The sign bit follows signbit(v), so -0 and small negatives that round to zero give code 8.
